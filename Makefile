@@ -1,0 +1,34 @@
+# cle: coordinated leader election for Kubernetes.
+.DEFAULT_GOAL := help
+SHELL := /usr/bin/env bash
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target>\n\nTargets:\n"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build the project's commands into bin/.
+	hack/build.sh
+
+.PHONY: test
+test: test-unit test-integration ## Run the unit tests (with -race), the fuzz smoke run, then the integration tests.
+
+.PHONY: test-unit
+test-unit: ## Run the unit tests with -race and a short fuzz run.
+	hack/test-unit.sh
+
+.PHONY: test-integration
+test-integration: kube-bin ## Run the integration tests against a real kube-apiserver and etcd.
+	hack/test-integration.sh
+
+.PHONY: verify
+verify: ## Check formatting, go vet and that go.mod/go.sum are tidy.
+	hack/verify.sh
+
+.PHONY: kube-bin
+kube-bin: ## Build kube-apiserver, kube-scheduler and etcd into the cache (once per version).
+	hack/kube-bin.sh >/dev/null
+
+.PHONY: run
+run: ## Start a local control plane and print how to point kubectl at it (Ctrl-C stops it).
+	hack/run.sh

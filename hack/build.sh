@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds every command of the main module into bin/.
+set -o errexit -o nounset -o pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${root}"
+mkdir -p bin
+mapfile -t cmds < <(go list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./cmd/... ./examples/... ./hack/... 2>/dev/null | sed '/^$/d')
+if [[ ${#cmds[@]} -gt 0 ]]; then
+  go build -o bin/ "${cmds[@]}"
+fi
+ls bin

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs the integration tests against real kube-apiserver and etcd processes
+# built by hack/kube-bin.sh. Each test package starts its own control plane.
+set -o errexit -o nounset -o pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${root}"
+CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh)
+export CLE_KUBE_BIN_DIR
+go test -race -count=1 -timeout="${INTEGRATION_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/integration/...

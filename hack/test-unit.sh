@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs the unit tests with the race detector, then a short run of every fuzz
+# target.
+set -o errexit -o nounset -o pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${root}"
+mapfile -t pkgs < <(go list ./... | grep -v '/test/integration/')
+go test -race -count=1 "${pkgs[@]}"
+hack/fuzz.sh

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Checks formatting, go vet, and that both modules' go.mod/go.sum are tidy.
+set -o errexit -o nounset -o pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${root}"
+failed=0
+
+unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
+if [[ -n "${unformatted}" ]]; then
+  echo "verify: not gofmt'd:" >&2
+  echo "${unformatted}" >&2
+  failed=1
+fi
+
+go vet ./... || failed=1
+
+for mod in . hack/tools/kube; do
+  if ! (cd "${mod}" && go mod tidy -diff); then
+    echo "verify: ${mod}/go.mod or go.sum is not tidy; run: (cd ${mod} && go mod tidy)" >&2
+    failed=1
+  fi
+done
+
+exit "${failed}"
