@@ -1,0 +1,376 @@
+// Package controller is cle's election controller: for every Lease that
+// LeaseCandidates reference, it checks the candidates that matter are alive,
+// elects the best one under the Lease's strategy by creating the Lease or
+// naming its holder, and marks preferredHolder when a better candidate than
+// the holder appears. It also garbage-collects candidates that stopped
+// renewing.
+//
+// Liveness and expiry are judged on the controller's own clock from what it
+// observed and when (see observations.go); the ranking itself lives in
+// pkg/strategy, and every API access goes through pkg/access.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/cle-dev/cle/pkg/access"
+)
+
+// byLeaseIndex indexes LeaseCandidates by "namespace/spec.leaseName".
+const byLeaseIndex = "cle.dev/by-lease"
+
+// Informers are the shared informers the controller reads from, one pair per
+// watched namespace (or a single pair for all namespaces). Their stores hold
+// the objects of the access layer.
+type Informers struct {
+	Leases     []cache.SharedIndexInformer
+	Candidates []cache.SharedIndexInformer
+}
+
+// NewInformers creates the informers for namespaces (all namespaces if
+// empty).
+func NewInformers(acc access.Interface, namespaces []string, resync time.Duration) Informers {
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	var inf Informers
+	for _, ns := range namespaces {
+		inf.Leases = append(inf.Leases, acc.NewLeaseInformer(ns, resync, nil))
+		inf.Candidates = append(inf.Candidates, acc.NewCandidateInformer(ns, resync, nil))
+	}
+	return inf
+}
+
+// Start runs every informer until ctx is done. The function returned waits
+// until they have all stopped.
+func (i Informers) Start(ctx context.Context) (wait func()) {
+	var wg sync.WaitGroup
+	for _, inf := range append(append([]cache.SharedIndexInformer{}, i.Leases...), i.Candidates...) {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	return wg.Wait
+}
+
+// Controller elects the holders of Leases from their LeaseCandidates.
+type Controller struct {
+	access    access.Interface
+	informers Informers
+	opts      Options
+
+	queue   workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	gcQueue workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	obs     *observations
+	events  *eventDeduper
+
+	// neededSince is when each pending election became needed, for the
+	// election latency metric. Only workers touch it, one key at a time.
+	neededMu    sync.Mutex
+	neededSince map[types.NamespacedName]time.Time
+
+	registrations []registration
+}
+
+type registration struct {
+	informer cache.SharedIndexInformer
+	handle   cache.ResourceEventHandlerRegistration
+}
+
+// New builds a controller on informers that have not been started yet (it adds
+// an index to the candidate informers).
+func New(acc access.Interface, informers Informers, opts Options) (*Controller, error) {
+	if acc == nil {
+		return nil, fmt.Errorf("an access layer is required")
+	}
+	if len(informers.Leases) == 0 || len(informers.Candidates) == 0 {
+		return nil, fmt.Errorf("lease and candidate informers are required")
+	}
+	if err := opts.complete(); err != nil {
+		return nil, fmt.Errorf("invalid controller options: %w", err)
+	}
+	c := &Controller{
+		access:    acc,
+		informers: informers,
+		opts:      opts,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{
+				Name: "cle_election", Clock: opts.Clock, MetricsProvider: opts.Metrics.queue,
+			}),
+		gcQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{
+				Name: "cle_candidate_gc", Clock: opts.Clock, MetricsProvider: opts.Metrics.queue,
+			}),
+		obs:         newObservations(),
+		events:      newEventDeduper(opts.Recorder),
+		neededSince: map[types.NamespacedName]time.Time{},
+	}
+	states := c.candidateStates
+	opts.Metrics.candidates.source.Store(&states)
+
+	for _, inf := range informers.Candidates {
+		if err := inf.AddIndexers(cache.Indexers{byLeaseIndex: indexByLease}); err != nil {
+			return nil, fmt.Errorf("add candidate index: %w", err)
+		}
+		h, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    c.onCandidateAdd,
+			UpdateFunc: c.onCandidateUpdate,
+			DeleteFunc: c.onCandidateDelete,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("add candidate handler: %w", err)
+		}
+		c.registrations = append(c.registrations, registration{inf, h})
+	}
+	for _, inf := range informers.Leases {
+		h, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.onLease,
+			UpdateFunc: func(_, obj any) { c.onLease(obj) },
+			DeleteFunc: c.onLeaseDelete,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("add lease handler: %w", err)
+		}
+		c.registrations = append(c.registrations, registration{inf, h})
+	}
+	return c, nil
+}
+
+func indexByLease(obj any) ([]string, error) {
+	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
+	if !ok {
+		return nil, nil
+	}
+	return []string{lc.Namespace + "/" + lc.Spec.LeaseName}, nil
+}
+
+func leaseKeyOf(lc *coordinationv1beta1.LeaseCandidate) types.NamespacedName {
+	return types.NamespacedName{Namespace: lc.Namespace, Name: lc.Spec.LeaseName}
+}
+
+func candidateKeyOf(lc *coordinationv1beta1.LeaseCandidate) types.NamespacedName {
+	return types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
+}
+
+func (c *Controller) onCandidateAdd(obj any, inInitialList bool) {
+	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
+	if !ok {
+		return
+	}
+	c.obs.observeCandidate(lc, c.opts.Clock.Now(), inInitialList)
+	c.queue.Add(leaseKeyOf(lc))
+	c.gcQueue.AddAfter(candidateKeyOf(lc), c.opts.CandidateTTL)
+}
+
+func (c *Controller) onCandidateUpdate(oldObj, newObj any) {
+	lc, ok := newObj.(*coordinationv1beta1.LeaseCandidate)
+	if !ok {
+		return
+	}
+	if c.obs.observeCandidate(lc, c.opts.Clock.Now(), false) {
+		c.gcQueue.AddAfter(candidateKeyOf(lc), c.opts.CandidateTTL)
+	}
+	c.queue.Add(leaseKeyOf(lc))
+	if old, ok := oldObj.(*coordinationv1beta1.LeaseCandidate); ok && old.Spec.LeaseName != lc.Spec.LeaseName {
+		c.queue.Add(leaseKeyOf(old))
+	}
+}
+
+func (c *Controller) onCandidateDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
+	if !ok {
+		return
+	}
+	c.obs.forgetCandidate(candidateKeyOf(lc))
+	c.queue.Add(leaseKeyOf(lc))
+}
+
+// onLease records the holder of Leases that candidates reference and enqueues
+// them. Every other Lease (node heartbeats, ordinary leader election) is
+// dropped here, at the cost of one index lookup.
+func (c *Controller) onLease(obj any) {
+	lease, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	if !c.hasCandidates(key) {
+		return
+	}
+	c.obs.observeLease(lease, c.opts.Clock.Now())
+	c.queue.Add(key)
+}
+
+func (c *Controller) onLeaseDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	lease, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	c.obs.forgetLease(key)
+	if c.hasCandidates(key) {
+		c.queue.Add(key)
+	}
+}
+
+func (c *Controller) hasCandidates(key types.NamespacedName) bool {
+	for _, inf := range c.informers.Candidates {
+		if objs, err := inf.GetIndexer().ByIndex(byLeaseIndex, key.String()); err == nil && len(objs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// candidatesOf returns the candidates of a Lease from the caches.
+func (c *Controller) candidatesOf(key types.NamespacedName) []*coordinationv1beta1.LeaseCandidate {
+	var out []*coordinationv1beta1.LeaseCandidate
+	for _, inf := range c.informers.Candidates {
+		objs, err := inf.GetIndexer().ByIndex(byLeaseIndex, key.String())
+		if err != nil {
+			continue
+		}
+		for _, obj := range objs {
+			if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
+				out = append(out, lc)
+			}
+		}
+	}
+	return out
+}
+
+// leaseOf returns the Lease from the caches, or nil.
+func (c *Controller) leaseOf(key types.NamespacedName) *coordinationv1.Lease {
+	for _, inf := range c.informers.Leases {
+		obj, exists, err := inf.GetIndexer().GetByKey(key.String())
+		if err == nil && exists {
+			if lease, ok := obj.(*coordinationv1.Lease); ok {
+				return lease
+			}
+		}
+	}
+	return nil
+}
+
+// HasSynced reports whether every informer has synced and the handlers have
+// seen the initial lists.
+func (c *Controller) HasSynced() bool {
+	for _, r := range c.registrations {
+		if !r.handle.HasSynced() {
+			return false
+		}
+	}
+	return true
+}
+
+// CacheSyncTimeout bounds each wait for the caches in Run; Run logs and keeps
+// waiting after it, and stays not ready meanwhile.
+const CacheSyncTimeout = 30 * time.Second
+
+// Run waits for the caches, runs workers election workers and one garbage
+// collector until ctx is done, then shuts the queues down, waits for every
+// worker and removes the event handlers. The informers must be started by
+// the caller.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	defer func() {
+		for _, r := range c.registrations {
+			_ = r.informer.RemoveEventHandler(r.handle)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	defer func() {
+		c.queue.ShutDown()
+		c.gcQueue.ShutDown()
+		wg.Wait()
+		logger.Info("Election controller stopped")
+	}()
+
+	logger.Info("Election controller starting", "mode", c.access.Mode(), "workers", workers)
+	for !c.waitForSync(ctx) {
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Info("Caches not synced yet; still waiting", "timeout", CacheSyncTimeout)
+	}
+	logger.Info("Caches synced; electing")
+	for range workers {
+		wg.Go(func() { wait.UntilWithContext(ctx, c.runWorker, time.Second) })
+	}
+	wg.Go(func() { wait.UntilWithContext(ctx, c.runGCWorker, time.Second) })
+	<-ctx.Done()
+}
+
+func (c *Controller) waitForSync(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, CacheSyncTimeout)
+	defer cancel()
+	return cache.WaitForCacheSync(ctx.Done(), c.HasSynced)
+}
+
+func (c *Controller) runWorker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "lease", klog.KRef(key.Namespace, key.Name))
+	requeue, err := c.reconcile(klog.NewContext(ctx, logger), key)
+	if err != nil {
+		logger.Error(err, "Election step failed; retrying")
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	if requeue > 0 {
+		c.queue.AddAfter(key, requeue)
+	}
+	return true
+}
+
+func (c *Controller) cachedCandidate(key types.NamespacedName) *coordinationv1beta1.LeaseCandidate {
+	for _, inf := range c.informers.Candidates {
+		obj, exists, err := inf.GetIndexer().GetByKey(key.String())
+		if err == nil && exists {
+			if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
+				return lc
+			}
+		}
+	}
+	return nil
+}
+
+// candidateStates counts candidates by state for the cle_candidates metric.
+func (c *Controller) candidateStates() map[string]int {
+	now := c.opts.Clock.Now()
+	states := map[string]int{"alive": 0, "pinged": 0, "unresponsive": 0, "unknown": 0}
+	for _, r := range c.obs.snapshot() {
+		state, _ := r.state(now, c.opts.CandidateFreshness, c.opts.PingTimeout)
+		states[state.String()]++
+	}
+	return states
+}

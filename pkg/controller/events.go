@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+)
+
+// eventDeduper emits an Event only when it says something new: once per
+// change, not once per reconcile of an unchanged situation.
+type eventDeduper struct {
+	recorder events.EventRecorder
+	mu       sync.Mutex
+	last     map[types.NamespacedName]map[string]string // lease -> topic -> last note
+}
+
+func newEventDeduper(r events.EventRecorder) *eventDeduper {
+	return &eventDeduper{recorder: r, last: map[types.NamespacedName]map[string]string{}}
+}
+
+// emit records an Event on the Lease unless the last Event of the same reason
+// on it said the same.
+func (d *eventDeduper) emit(key types.NamespacedName, lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) {
+	d.emitFor(key, reason, lease, eventType, reason, action, note, args...)
+}
+
+// emitFor is emit with an explicit deduplication topic, for Events of one
+// reason about different subjects (e.g. one per invalid candidate).
+func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) {
+	msg := fmt.Sprintf(note, args...)
+	d.mu.Lock()
+	topics := d.last[key]
+	if topics == nil {
+		topics = map[string]string{}
+		d.last[key] = topics
+	}
+	if topics[topic] == msg {
+		d.mu.Unlock()
+		return
+	}
+	topics[topic] = msg
+	d.mu.Unlock()
+	if lease == nil {
+		// The Lease does not exist (yet): the Event still names it.
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	}
+	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", msg)
+}
+
+// forget drops what was said about a Lease that no longer has candidates.
+func (d *eventDeduper) forget(key types.NamespacedName) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.last, key)
+}

@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"time"
+
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// The candidate garbage collector deletes LeaseCandidates that have not
+// renewed for the candidate TTL by local observation. Each candidate is queued
+// to be looked at when its TTL would run out; a renewal pushes that back.
+
+func (c *Controller) runGCWorker(ctx context.Context) {
+	for c.processNextGC(ctx) {
+	}
+}
+
+func (c *Controller) processNextGC(ctx context.Context) bool {
+	key, quit := c.gcQueue.Get()
+	if quit {
+		return false
+	}
+	defer c.gcQueue.Done(key)
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "candidate", klog.KRef(key.Namespace, key.Name))
+	requeue, err := c.collect(klog.NewContext(ctx, logger), key)
+	if err != nil {
+		logger.Error(err, "Candidate garbage collection failed; retrying")
+		c.gcQueue.AddRateLimited(key)
+		return true
+	}
+	c.gcQueue.Forget(key)
+	if requeue > 0 {
+		c.gcQueue.AddAfter(key, requeue)
+	}
+	return true
+}
+
+// collect deletes the candidate if it has not renewed for the TTL. Before
+// deleting it re-reads the candidate from the server, and deletes only if the
+// server's copy is the one judged (same UID and renewTime), with UID and
+// resourceVersion preconditions, so a renewal racing with the delete wins.
+func (c *Controller) collect(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	now := c.opts.Clock.Now()
+	cached := c.cachedCandidate(key)
+	if cached == nil {
+		return 0, nil
+	}
+	rec := c.obs.candidate(cached, now)
+	expiry := rec.lastRenewal().Add(c.opts.CandidateTTL)
+	if now.Before(expiry) {
+		return expiry.Sub(now), nil
+	}
+	client := c.access.LeaseCandidates(key.Namespace)
+	current, err := client.Get(ctx, key.Name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("re-read candidate before deleting it: %w", err)
+	}
+	if current.UID != rec.uid || !renewTimeOf(current).Equal(rec.renewTime) {
+		// It changed after what the cache showed: the informer will deliver
+		// the change and reschedule it.
+		return 0, nil
+	}
+	err = client.Delete(ctx, key.Name, &metav1.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion})
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).V(2).Info("Deleted expired candidate", "lease", current.Spec.LeaseName, "notRenewedFor", now.Sub(rec.lastRenewal()), "ttl", c.opts.CandidateTTL)
+		return 0, nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return 0, nil // gone, or renewed meanwhile
+	default:
+		return 0, fmt.Errorf("delete expired candidate: %w", err)
+	}
+}

@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Metrics are the controller's Prometheus metrics. Register them with
+// Metrics.Register; an unregistered set still works (tests read it directly).
+type Metrics struct {
+	Elections        *prometheus.CounterVec
+	ElectionLatency  prometheus.Histogram
+	LeaderChanges    prometheus.Counter
+	Preemptions      prometheus.Counter
+	Pings            prometheus.Counter
+	PingTimeouts     prometheus.Counter
+	Conflicts        prometheus.Counter
+	InvalidCandidate prometheus.Counter
+
+	queue *queueMetrics
+	// candidates reports, when scraped, the candidates of the controller
+	// that currently uses these metrics, by state.
+	candidates *candidateStates
+}
+
+const namespace = "cle"
+
+// Election results, the "result" label of cle_elections_total.
+const (
+	resultCreated    = "created"     // the Lease was created naming the winner
+	resultElected    = "elected"     // a vacant or expired Lease was given to the winner
+	resultNoEligible = "no_eligible" // candidates exist but none can lead
+	resultError      = "error"       // the write failed; it is retried
+)
+
+// NewMetrics returns a new, unregistered set of metrics.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		Elections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "elections_total",
+			Help: "Elections by result: created (Lease created), elected (vacant or expired Lease given a holder), no_eligible, error.",
+		}, []string{"result"}),
+		ElectionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "election_duration_seconds",
+			Help:    "Time from an election becoming needed (Lease missing, vacant or expired) to the winner being written.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		LeaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "leader_changes_total",
+			Help: "Holder changes written by the controller.",
+		}),
+		Preemptions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "preemptions_total",
+			Help: "Times preferredHolder was set because a better candidate than the holder is alive.",
+		}),
+		Pings: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "pings_total",
+			Help: "Pings written to candidates whose liveness was needed.",
+		}),
+		PingTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "ping_timeouts_total",
+			Help: "Pings not answered within the ping timeout; the candidate is excluded until it writes again.",
+		}),
+		Conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "strategy_conflicts_total",
+			Help: "Times a Lease was found with candidates at the highest binary version asking for different strategies.",
+		}),
+		InvalidCandidate: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "invalid_candidates_total",
+			Help: "Times a candidate was skipped because its strategy cannot rank it (e.g. a version that does not parse).",
+		}),
+		queue: newQueueMetrics(),
+		candidates: &candidateStates{desc: prometheus.NewDesc("cle_candidates",
+			"Candidates by the state the controller judges them in: alive, pinged, unresponsive, unknown (not renewed recently and not pinged).",
+			[]string{"state"}, nil)},
+	}
+}
+
+// Register registers every metric, including the workqueue's, with r.
+func (m *Metrics) Register(r prometheus.Registerer) error {
+	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingTimeouts, m.Conflicts, m.InvalidCandidate}
+	cs = append(cs, m.queue.collectors()...)
+	cs = append(cs, m.candidates)
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// queueMetrics implements workqueue.MetricsProvider on Prometheus, with the
+// queue name as a label, like the metrics of Kubernetes' own controllers.
+type queueMetrics struct {
+	depthV                  *prometheus.GaugeVec
+	addsV, retriesV         *prometheus.CounterVec
+	latencyV, workDurationV *prometheus.HistogramVec
+	unfinishedV, longestV   *prometheus.GaugeVec
+}
+
+func newQueueMetrics() *queueMetrics {
+	labels := []string{"name"}
+	buckets := prometheus.ExponentialBuckets(1e-6, 10, 10)
+	return &queueMetrics{
+		depthV:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "workqueue", Name: "depth", Help: "Current depth of the workqueue."}, labels),
+		addsV:         prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "workqueue", Name: "adds_total", Help: "Adds handled by the workqueue."}, labels),
+		latencyV:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "workqueue", Name: "queue_duration_seconds", Help: "Seconds an item stays in the workqueue before being requested.", Buckets: buckets}, labels),
+		workDurationV: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "workqueue", Name: "work_duration_seconds", Help: "Seconds processing an item from the workqueue takes.", Buckets: buckets}, labels),
+		unfinishedV:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "workqueue", Name: "unfinished_work_seconds", Help: "Seconds of work in progress not yet observed by work_duration."}, labels),
+		longestV:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "workqueue", Name: "longest_running_processor_seconds", Help: "Seconds the longest running processor has been running."}, labels),
+		retriesV:      prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "workqueue", Name: "retries_total", Help: "Retries handled by the workqueue."}, labels),
+	}
+}
+
+func (q *queueMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{q.depthV, q.addsV, q.latencyV, q.workDurationV, q.unfinishedV, q.longestV, q.retriesV}
+}
+
+func (q *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
+	return q.depthV.WithLabelValues(name)
+}
+func (q *queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
+	return q.addsV.WithLabelValues(name)
+}
+func (q *queueMetrics) NewLatencyMetric(name string) workqueue.HistogramMetric {
+	return q.latencyV.WithLabelValues(name)
+}
+func (q *queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMetric {
+	return q.workDurationV.WithLabelValues(name)
+}
+func (q *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.unfinishedV.WithLabelValues(name)
+}
+func (q *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
+	return q.longestV.WithLabelValues(name)
+}
+func (q *queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
+	return q.retriesV.WithLabelValues(name)
+}
+
+// candidateStates reports, when scraped, how many candidates the controller
+// currently judges to be in each state.
+// A controller built for a new leadership term takes the source over.
+type candidateStates struct {
+	desc   *prometheus.Desc
+	source atomic.Pointer[func() map[string]int]
+}
+
+func (c *candidateStates) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *candidateStates) Collect(ch chan<- prometheus.Metric) {
+	source := c.source.Load()
+	if source == nil {
+		return
+	}
+	for state, n := range (*source)() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
+	}
+}

@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+
+	"github.com/cle-dev/cle/pkg/strategy"
+)
+
+// Options configure a Controller. Zero values take the defaults below.
+type Options struct {
+	// Strategies are the strategies this controller elects for. A Lease whose
+	// candidates ask for any other strategy is left alone: no pings, no
+	// writes. Default: strategy.NewDefaultRegistry().
+	Strategies *strategy.Registry
+	// PingTimeout is how long a pinged candidate has to answer before it is
+	// excluded as unresponsive (until it writes again). Default 5s.
+	PingTimeout time.Duration
+	// CandidateFreshness is how long after the controller saw a candidate
+	// created or renewed it counts as alive without a ping. Default 15s.
+	CandidateFreshness time.Duration
+	// CandidateTTL is how long a candidate may go without renewing before it
+	// is ignored and garbage-collected. Default 30m.
+	CandidateTTL time.Duration
+	// LeaseDuration is the leaseDurationSeconds of Leases the controller
+	// creates, and the duration assumed for a Lease that has none. Default
+	// 15s, client-go's default.
+	LeaseDuration time.Duration
+	// Clock is the only time source of the controller. Default: real time.
+	Clock clock.WithTicker
+	// Recorder emits Events on Leases. Default: none.
+	Recorder events.EventRecorder
+	// Metrics receives the controller's metrics. Default: a new, unregistered
+	// set.
+	Metrics *Metrics
+}
+
+const (
+	DefaultPingTimeout        = 5 * time.Second
+	DefaultCandidateFreshness = 15 * time.Second
+	DefaultCandidateTTL       = 30 * time.Minute
+	DefaultLeaseDuration      = 15 * time.Second
+)
+
+func (o *Options) complete() error {
+	if o.Strategies == nil {
+		o.Strategies = strategy.NewDefaultRegistry()
+	}
+	setDefault(&o.PingTimeout, DefaultPingTimeout)
+	setDefault(&o.CandidateFreshness, DefaultCandidateFreshness)
+	setDefault(&o.CandidateTTL, DefaultCandidateTTL)
+	setDefault(&o.LeaseDuration, DefaultLeaseDuration)
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Recorder == nil {
+		o.Recorder = &events.FakeRecorder{}
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+	var errs []error
+	for name, d := range map[string]time.Duration{
+		"ping timeout": o.PingTimeout, "candidate freshness": o.CandidateFreshness,
+		"candidate TTL": o.CandidateTTL, "lease duration": o.LeaseDuration,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	if o.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("lease duration must be a whole number of seconds, got %s", o.LeaseDuration))
+	}
+	if o.CandidateTTL <= o.CandidateFreshness {
+		errs = append(errs, fmt.Errorf("candidate TTL (%s) must be longer than candidate freshness (%s)", o.CandidateTTL, o.CandidateFreshness))
+	}
+	return errors.Join(errs...)
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
