@@ -1,0 +1,148 @@
+// Package app wires cle-controller: flags, clients, leader election of the
+// controller itself, metrics and health endpoints, and signals.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+
+	"github.com/cle-dev/cle/pkg/controller"
+)
+
+// Options are cle-controller's command-line options.
+type Options struct {
+	Kubeconfig   string
+	APIMode      string
+	Namespaces   []string
+	Workers      int
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	PingTimeout        time.Duration
+	CandidateFreshness time.Duration
+	CandidateTTL       time.Duration
+	LeaseDuration      time.Duration
+
+	LeaderElect              bool
+	LeaderElectLeaseDuration time.Duration
+	LeaderElectRenewDeadline time.Duration
+	LeaderElectRetryPeriod   time.Duration
+	LeaderElectResourceName  string
+	LeaderElectResourceNS    string
+	LeaderElectIdentity      string
+	MetricsBindAddress       string
+	HealthProbeBindAddress   string
+	ShutdownGracePeriod      time.Duration
+	Version                  bool
+	Logs                     *logsapi.LoggingConfiguration
+}
+
+// The Lease on which kube-apiserver's built-in election controller is
+// leader-elected. In native mode cle-controller contends for the same Lease,
+// so that exactly one coordinated election controller acts at a time.
+const (
+	builtinLockNamespace = "kube-system"
+	builtinLockName      = "leader-election-controller"
+	ownLockName          = "cle-controller"
+)
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		APIMode:                  "auto",
+		Workers:                  4,
+		KubeAPIQPS:               50,
+		KubeAPIBurst:             100,
+		PingTimeout:              controller.DefaultPingTimeout,
+		CandidateFreshness:       controller.DefaultCandidateFreshness,
+		CandidateTTL:             controller.DefaultCandidateTTL,
+		LeaseDuration:            controller.DefaultLeaseDuration,
+		LeaderElect:              true,
+		LeaderElectLeaseDuration: 15 * time.Second,
+		LeaderElectRenewDeadline: 10 * time.Second,
+		LeaderElectRetryPeriod:   2 * time.Second,
+		LeaderElectResourceName:  builtinLockName,
+		LeaderElectResourceNS:    builtinLockNamespace,
+		MetricsBindAddress:       ":8080",
+		HealthProbeBindAddress:   ":8081",
+		ShutdownGracePeriod:      2 * time.Second,
+		Logs:                     logsapi.NewLoggingConfiguration(),
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: the in-cluster configuration.")
+	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (native when the server serves coordination.k8s.io/v1beta1 LeaseCandidates and keeps Lease spec.strategy) or native.")
+	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces to elect in (comma-separated). Empty: all namespaces.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Leases reconciled in parallel.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side rate limit on requests to kube-apiserver, per second.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst of requests to kube-apiserver.")
+	fs.DurationVar(&o.PingTimeout, "ping-timeout", o.PingTimeout, "How long a pinged candidate has to answer before it is excluded until it writes again.")
+	fs.DurationVar(&o.CandidateFreshness, "candidate-freshness", o.CandidateFreshness, "How long after a candidate was seen created or renewed it counts as alive without a ping.")
+	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "How long a candidate may go without renewing before it is ignored and deleted.")
+	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "leaseDurationSeconds of the Leases the controller creates (whole seconds).")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one active replica of this controller before electing anything.")
+	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Lease duration of the controller's own leader election.")
+	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the active replica keeps trying to renew before it stops acting.")
+	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Interval between attempts to acquire or renew the controller's own Lease.")
+	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the controller's own Lease. The default is the built-in controller's, so only one coordinated election controller acts.")
+	fs.StringVar(&o.LeaderElectResourceNS, "leader-elect-resource-namespace", o.LeaderElectResourceNS, "Namespace of the controller's own Lease.")
+	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "Identity in the controller's own Lease. Empty: hostname and a random suffix.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving Prometheus metrics on /metrics; 0 disables it.")
+	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; 0 disables it.")
+	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long shutdown may take after SIGTERM before the process exits anyway.")
+	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
+	logsapi.AddFlags(o.Logs, fs)
+}
+
+// Validate checks the options together.
+func (o *Options) Validate() error {
+	var errs []error
+	switch o.APIMode {
+	case "auto", "native":
+	default:
+		errs = append(errs, fmt.Errorf("--api-mode=%q: want auto or native", o.APIMode))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers=%d: want at least 1", o.Workers))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	for _, ns := range o.Namespaces {
+		if strings.TrimSpace(ns) == "" {
+			errs = append(errs, errors.New("--namespaces has an empty entry"))
+		}
+	}
+	if o.LeaderElect {
+		if o.LeaderElectLeaseDuration <= o.LeaderElectRenewDeadline {
+			errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must be greater than --leader-elect-renew-deadline (%s)", o.LeaderElectLeaseDuration, o.LeaderElectRenewDeadline))
+		}
+		if o.LeaderElectRenewDeadline <= o.LeaderElectRetryPeriod {
+			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than --leader-elect-retry-period (%s)", o.LeaderElectRenewDeadline, o.LeaderElectRetryPeriod))
+		}
+		if o.LeaderElectResourceName == "" || o.LeaderElectResourceNS == "" {
+			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"))
+		}
+	}
+	if o.ShutdownGracePeriod <= 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-grace-period must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// controllerOptions maps the flags onto the controller's options.
+func (o *Options) controllerOptions() controller.Options {
+	return controller.Options{
+		PingTimeout:        o.PingTimeout,
+		CandidateFreshness: o.CandidateFreshness,
+		CandidateTTL:       o.CandidateTTL,
+		LeaseDuration:      o.LeaseDuration,
+	}
+}

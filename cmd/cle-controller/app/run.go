@@ -1,0 +1,264 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/klog/v2"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/controller"
+)
+
+// Version is set at build time with -ldflags -X.
+var Version = "dev"
+
+// Main parses args, runs the controller until SIGINT or SIGTERM, and returns
+// the exit code: 0 on a clean stop, 1 on a runtime error, 2 on invalid flags.
+func Main(args []string, stdout, stderr io.Writer) int {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("cle-controller", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if o.Version {
+		fmt.Fprintf(stdout, "cle-controller %s\n", Version)
+		return 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cle-controller: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if err := errors.Join(o.Validate(), logsapi.ValidateAndApply(o.Logs, nil)); err != nil {
+		fmt.Fprintf(stderr, "cle-controller: invalid flags: %v\n", err)
+		return 2
+	}
+	defer logs.FlushLogs()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := klog.Background()
+	ctx = klog.NewContext(ctx, logger)
+
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, o) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		logger.Info("Shutting down", "gracePeriod", o.ShutdownGracePeriod)
+		select {
+		case err = <-done:
+		case <-time.After(o.ShutdownGracePeriod):
+			err = fmt.Errorf("shutdown took longer than %s", o.ShutdownGracePeriod)
+		}
+	}
+	if err != nil {
+		logger.Error(err, "cle-controller failed")
+		return 1
+	}
+	logger.Info("Stopped")
+	return 0
+}
+
+// Run runs the controller until ctx is done.
+func Run(ctx context.Context, o *Options) error {
+	logger := klog.FromContext(ctx)
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("load client configuration: %w", err)
+	}
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg.UserAgent = "cle-controller/" + Version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	acc, err := access.Detect(ctx, client, o.APIMode)
+	if err != nil {
+		return fmt.Errorf("choose API mode %q: %w", o.APIMode, err)
+	}
+	logger.Info("API mode chosen", "requested", o.APIMode, "mode", acc.Mode())
+
+	registry := prometheus.NewRegistry()
+	metrics := controller.NewMetrics()
+	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "The API mode in use (label mode).", ConstLabels: prometheus.Labels{"mode": string(acc.Mode())}})
+	modeInfo.Set(1)
+	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo),
+		registry.Register(collectors.NewGoCollector()), registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("start event recording: %w", err)
+	}
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "cle-controller")
+
+	s := &state{}
+	health := leaderelection.NewLeaderHealthzAdaptor(o.LeaderElectRenewDeadline)
+	var servers sync.WaitGroup
+	defer servers.Wait()
+	if err := serve(ctx, &servers, o.MetricsBindAddress, map[string]http.Handler{"/metrics": promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}); err != nil {
+		return err
+	}
+	if err := serve(ctx, &servers, o.HealthProbeBindAddress, map[string]http.Handler{
+		"/healthz": check(func(r *http.Request) error { return health.Check(r) }),
+		"/readyz":  check(func(*http.Request) error { return s.ready() }),
+	}); err != nil {
+		return err
+	}
+
+	term := func(ctx context.Context) {
+		informers := controller.NewInformers(acc, o.Namespaces, 0)
+		copts := o.controllerOptions()
+		copts.Recorder, copts.Metrics = recorder, metrics
+		c, err := controller.New(acc, informers, copts)
+		if err != nil {
+			logger.Error(err, "Cannot build the election controller")
+			return
+		}
+		s.current.Store(c)
+		defer s.current.Store(nil)
+		waitInformers := informers.Start(ctx)
+		c.Run(ctx, o.Workers)
+		waitInformers()
+	}
+
+	if !o.LeaderElect {
+		s.leading.Store(true)
+		term(ctx)
+		return nil
+	}
+	id := o.LeaderElectIdentity
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("leader election identity: %w", err)
+		}
+		id = host + "_" + string(uuid.NewUUID())
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: o.LeaderElectResourceName},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	// Leadership is lost, not fatal: stop the controller cleanly and rejoin
+	// the election.
+	for ctx.Err() == nil {
+		var termDone chan struct{}
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   o.LeaderElectLeaseDuration,
+			RenewDeadline:   o.LeaderElectRenewDeadline,
+			RetryPeriod:     o.LeaderElectRetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            "cle-controller",
+			WatchDog:        health,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					termDone = make(chan struct{})
+					defer close(termDone)
+					s.leading.Store(true)
+					defer s.leading.Store(false)
+					logger.Info("Leading: starting the election controller", "identity", id, "lock", klog.KRef(lock.LeaseMeta.Namespace, lock.LeaseMeta.Name))
+					term(ctx)
+				},
+				OnStoppedLeading: func() { logger.Info("Not leading", "identity", id) },
+				OnNewLeader:      func(holder string) { logger.V(2).Info("Controller leader observed", "holder", holder) },
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("leader election: %w", err)
+		}
+		health.SetLeaderElection(le)
+		le.Run(ctx)
+		if termDone != nil {
+			<-termDone // the callback runs on its own goroutine
+		}
+	}
+	return nil
+}
+
+// state is what the probes report.
+type state struct {
+	leading atomic.Bool
+	current atomic.Pointer[controller.Controller]
+}
+
+// ready: a standby replica is ready; the active one once its caches synced.
+func (s *state) ready() error {
+	if !s.leading.Load() {
+		return nil
+	}
+	if c := s.current.Load(); c == nil || !c.HasSynced() {
+		return errors.New("caches not synced")
+	}
+	return nil
+}
+
+func check(f func(*http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := f(r); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+}
+
+// serve serves handlers on addr until ctx is done ("0" or "" disables it).
+func serve(ctx context.Context, wg *sync.WaitGroup, addr string, handlers map[string]http.Handler) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	for path, h := range handlers {
+		mux.Handle(path, h)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	klog.FromContext(ctx).Info("Serving", "address", l.Addr().String(), "paths", len(handlers))
+	wg.Go(func() { _ = srv.Serve(l) })
+	wg.Go(func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	})
+	return nil
+}
