@@ -1,0 +1,245 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/controller"
+)
+
+func TestSingleCandidate(t *testing.T) {
+	e := startController(t, controller.Options{})
+	begin := time.Now()
+	e.createCandidate("single", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
+	lease := e.waitLease("single", 10*time.Second, "holder a", holderIs("a"))
+	t.Logf("cold election of a single fresh candidate took %s", time.Since(begin).Round(time.Millisecond))
+	if ptr.Deref(lease.Spec.Strategy, "") != coordinationv1.OldestEmulationVersion {
+		t.Errorf("strategy = %q, want %q", ptr.Deref(lease.Spec.Strategy, ""), coordinationv1.OldestEmulationVersion)
+	}
+	if ptr.Deref(lease.Spec.LeaseDurationSeconds, 0) != 15 || lease.Spec.AcquireTime == nil || lease.Spec.RenewTime == nil {
+		t.Errorf("created Lease spec incomplete: %+v", lease.Spec)
+	}
+}
+
+func TestThreeCandidatesOldestEmulationWins(t *testing.T) {
+	e := startController(t, controller.Options{})
+	e.createCandidate("three", cand{name: "new", binary: "1.36.0", emulation: "1.36.0"})
+	e.createCandidate("three", cand{name: "old", binary: "1.36.0", emulation: "1.34.0"})
+	e.createCandidate("three", cand{name: "mid", binary: "1.36.0", emulation: "1.35.0"})
+	// The first candidate may win the cold election before the others exist;
+	// once they do, the controller must steer the Lease towards "old".
+	e.waitLease("three", 10*time.Second, "old holds or is preferred", func(l *coordinationv1.Lease) bool {
+		return ptr.Deref(l.Spec.HolderIdentity, "") == "old" || ptr.Deref(l.Spec.PreferredHolder, "") == "old"
+	})
+}
+
+// TestBetterCandidateJoins: preferredHolder is set once, and cleared after the
+// holder hands over.
+func TestBetterCandidateJoins(t *testing.T) {
+	e := startController(t, controller.Options{})
+	ctx := context.Background()
+	e.createCandidate("join", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
+	lease := e.waitLease("join", 10*time.Second, "holder a", holderIs("a"))
+
+	w := e.watchControllerWrites(t)
+	e.createCandidate("join", cand{name: "b", binary: "1.36.0", emulation: "1.35.0"})
+	lease = e.waitLease("join", 10*time.Second, "preferredHolder b", func(l *coordinationv1.Lease) bool {
+		return ptr.Deref(l.Spec.PreferredHolder, "") == "b"
+	})
+
+	// The holder hands over, as the candidate library does.
+	handed := lease.DeepCopy()
+	handed.Spec.HolderIdentity = ptr.To("b")
+	handed.Spec.PreferredHolder = nil
+	handed.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+	handed.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(time.Now()))
+	handed.Spec.RenewTime = handed.Spec.AcquireTime
+	if _, err := e.client.CoordinationV1().Leases(e.ns).Update(ctx, handed, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("hand over: %v", err)
+	}
+	e.expectEvent(t, "join", controller.ReasonPreferredHolderSet)
+	// Settle: the controller has nothing more to do.
+	if n := w.countFor(3 * time.Second); n != 1 {
+		t.Errorf("controller wrote the Lease %d times after b joined, want exactly 1 (preferredHolder)", n)
+	}
+	final, err := e.client.CoordinationV1().Leases(e.ns).Get(ctx, "join", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !holderIs("b")(final) || final.Spec.PreferredHolder != nil {
+		t.Errorf("after handover: %s, want holder b and no preferredHolder", describe(final))
+	}
+}
+
+// TestHolderStopsRenewing: the Lease is reassigned once it expires by the
+// controller's own observation.
+func TestHolderStopsRenewing(t *testing.T) {
+	e := startController(t, controller.Options{LeaseDuration: 2 * time.Second, CandidateFreshness: time.Minute})
+	e.createCandidate("expire", cand{name: "a", binary: "1.36.0", emulation: "1.35.0"})
+	lease := e.waitLease("expire", 10*time.Second, "holder a", holderIs("a"))
+	e.createCandidate("expire", cand{name: "b", binary: "1.36.0", emulation: "1.36.0"})
+	// a never renews: after 2s b must be named, with a new fencing token.
+	begin := time.Now()
+	// a's candidate still looks fresh, but its expired Lease makes it suspect:
+	// it is pinged, does not answer, and b is named.
+	got := e.waitLease("expire", 20*time.Second, "holder b", holderIs("b"))
+	if elapsed := time.Since(begin); elapsed < time.Second {
+		t.Errorf("b named after %s, before a's lease could have expired", elapsed)
+	}
+	if ptr.Deref(got.Spec.LeaseTransitions, 0) != ptr.Deref(lease.Spec.LeaseTransitions, 0)+1 {
+		t.Errorf("leaseTransitions = %d, want %d", ptr.Deref(got.Spec.LeaseTransitions, 0), ptr.Deref(lease.Spec.LeaseTransitions, 0)+1)
+	}
+}
+
+func TestLeaseDeletedIsRecreated(t *testing.T) {
+	e := startController(t, controller.Options{CandidateFreshness: time.Minute})
+	e.createCandidate("deleted", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
+	first := e.waitLease("deleted", 10*time.Second, "holder a", holderIs("a"))
+	if err := e.client.CoordinationV1().Leases(e.ns).Delete(context.Background(), "deleted", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitLease("deleted", 10*time.Second, "recreated", func(l *coordinationv1.Lease) bool {
+		return l.UID != first.UID && holderIs("a")(l)
+	})
+}
+
+func TestStrategyConflictWritesNothing(t *testing.T) {
+	e := startController(t, controller.Options{})
+	e.createCandidate("conflict", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
+	e.createCandidate("conflict", cand{name: "b", binary: "1.36.0", emulation: "1.36.0", strategy: "example.com/Other"})
+	e.expectEvent(t, "conflict", controller.ReasonStrategyConflict)
+	// a alone may have been elected before b appeared; from the conflict on,
+	// nothing is written.
+	w := e.watchControllerWrites(t)
+	if n := w.countFor(3 * time.Second); n != 0 {
+		t.Errorf("controller wrote %d times during a strategy conflict", n)
+	}
+}
+
+// TestSteadyStateNoWrites: with the best candidate holding and renewing, the
+// controller writes nothing at all.
+func TestSteadyStateNoWrites(t *testing.T) {
+	e := startController(t, controller.Options{})
+	e.createCandidate("steady", cand{name: "best", binary: "1.36.0", emulation: "1.35.0"})
+	e.createCandidate("steady", cand{name: "other", binary: "1.36.0", emulation: "1.36.0"})
+	lease := e.waitLease("steady", 10*time.Second, "holder best", holderIs("best"))
+
+	w := e.watchControllerWrites(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The holder renews every 2s, as a client-go elector does by default.
+	_ = wait.PollUntilContextCancel(ctx, 2*time.Second, false, func(context.Context) (bool, error) {
+		lease = e.renew(lease)
+		return false, nil
+	})
+	if n := w.count(); n != 0 {
+		t.Errorf("controller wrote %d times in 30s of steady state, want 0", n)
+	}
+}
+
+func (e *env) expectEvent(t *testing.T, lease, reason string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := e.client.EventsV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range list.Items {
+			if ev.Reason == reason && ev.Regarding.Name == lease && ev.Regarding.Kind == "Lease" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s Event on Lease %s: %v", reason, lease, err)
+	}
+}
+
+// writeWatch counts writes by the controller, from a watch on the
+// namespace's Leases and LeaseCandidates, told apart by managedFields.
+type writeWatch struct {
+	writes chan struct{}
+	n      int
+}
+
+// The watches start at the resourceVersion of a fresh list, so that existing
+// objects do not show up as writes.
+func (e *env) watchControllerWrites(t *testing.T) *writeWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ww := &writeWatch{writes: make(chan struct{}, 1000)}
+	leaseList, err := e.client.CoordinationV1().Leases(e.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := e.client.CoordinationV1().Leases(e.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: leaseList.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	candList, err := e.client.CoordinationV1beta1().LeaseCandidates(e.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cands, err := e.client.CoordinationV1beta1().LeaseCandidates(e.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: candList.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []watch.Interface{leases, cands} {
+		go func() {
+			for ev := range w.ResultChan() {
+				if ev.Type != watch.Modified && ev.Type != watch.Added {
+					continue
+				}
+				if m, ok := ev.Object.(metav1.Object); ok && lastManager(m) == controllerUserAgent {
+					ww.writes <- struct{}{}
+				}
+			}
+		}()
+		t.Cleanup(w.Stop)
+	}
+	return ww
+}
+
+// lastManager is the field manager of the most recent write.
+func lastManager(obj metav1.Object) string {
+	var last metav1.ManagedFieldsEntry
+	for _, f := range obj.GetManagedFields() {
+		if last.Time == nil || (f.Time != nil && !f.Time.Before(last.Time)) {
+			last = f
+		}
+	}
+	return last.Manager
+}
+
+// countFor waits d and returns the writes seen so far.
+func (w *writeWatch) countFor(d time.Duration) int {
+	deadline := time.After(d)
+	for {
+		select {
+		case <-w.writes:
+			w.n++
+		case <-deadline:
+			return w.n
+		}
+	}
+}
+
+func (w *writeWatch) count() int {
+	for {
+		select {
+		case <-w.writes:
+			w.n++
+		default:
+			return w.n
+		}
+	}
+}

@@ -1,0 +1,162 @@
+// Package controller tests cle's election controller against a real
+// kube-apiserver in native mode, with the built-in election controller idled
+// so that only the controller under test elects.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/controller"
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+var server *framework.Server
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{CoordinatedLeaderElection: true, IdleBuiltinController: true}, func(s *framework.Server) { server = s })
+}
+
+// controllerUserAgent marks the controller's writes, so that tests can tell
+// them from their own in managedFields.
+const controllerUserAgent = "cle-controller-under-test"
+
+type env struct {
+	t       *testing.T
+	ns      string
+	client  kubernetes.Interface
+	metrics *controller.Metrics
+}
+
+// startController runs a controller limited to a fresh namespace until the
+// test ends.
+func startController(t *testing.T, opts controller.Options) *env {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ns := server.CreateNamespace(t)
+	cfg := server.Config()
+	cfg.UserAgent = controllerUserAgent
+	ctrlClient := framework.MustClient(cfg)
+	acc := access.NewNative(ctrlClient)
+	informers := controller.NewInformers(acc, []string{ns}, 0)
+
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: ctrlClient.EventsV1()})
+	ctx, cancel := context.WithCancel(ctx)
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	opts.Recorder = broadcaster.NewRecorder(scheme.Scheme, "cle-controller")
+	if opts.Metrics == nil {
+		opts.Metrics = controller.NewMetrics()
+	}
+	c, err := controller.New(acc, informers, opts)
+	if err != nil {
+		t.Fatalf("new controller: %v", err)
+	}
+	waitInformers := informers.Start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, 2)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		waitInformers()
+		broadcaster.Shutdown()
+	})
+	// Objects created before the caches synced would arrive in the initial
+	// list, whose freshness the controller cannot know: wait, so that the
+	// tests create candidates the controller sees being created.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return c.HasSynced(), nil
+	}); err != nil {
+		t.Fatalf("controller caches not synced: %v", err)
+	}
+	return &env{t: t, ns: ns, client: server.Client(), metrics: opts.Metrics}
+}
+
+type cand struct {
+	name, binary, emulation string
+	strategy                coordinationv1.CoordinatedLeaseStrategy
+}
+
+func (e *env) createCandidate(lease string, c cand) *coordinationv1beta1.LeaseCandidate {
+	e.t.Helper()
+	if c.strategy == "" {
+		c.strategy = coordinationv1.OldestEmulationVersion
+	}
+	lc, err := e.client.CoordinationV1beta1().LeaseCandidates(e.ns).Create(context.Background(), &coordinationv1beta1.LeaseCandidate{
+		ObjectMeta: metav1.ObjectMeta{Name: c.name},
+		Spec: coordinationv1beta1.LeaseCandidateSpec{
+			LeaseName:        lease,
+			BinaryVersion:    c.binary,
+			EmulationVersion: c.emulation,
+			Strategy:         c.strategy,
+			RenewTime:        ptr.To(metav1.NewMicroTime(time.Now())),
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("create candidate %s: %v", c.name, err)
+	}
+	return lc
+}
+
+// waitLease polls until cond holds for the Lease, and returns it.
+func (e *env) waitLease(name string, timeout time.Duration, what string, cond func(*coordinationv1.Lease) bool) *coordinationv1.Lease {
+	e.t.Helper()
+	var got *coordinationv1.Lease
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		lease, err := e.client.CoordinationV1().Leases(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		got = lease
+		return cond(lease), nil
+	})
+	if err != nil {
+		e.t.Fatalf("Lease %s: %s not reached within %s (last: %s): %v", name, what, timeout, describe(got), err)
+	}
+	return got
+}
+
+func holderIs(id string) func(*coordinationv1.Lease) bool {
+	return func(l *coordinationv1.Lease) bool { return ptr.Deref(l.Spec.HolderIdentity, "") == id }
+}
+
+func describe(l *coordinationv1.Lease) string {
+	if l == nil {
+		return "no Lease"
+	}
+	return fmt.Sprintf("holder=%q preferredHolder=%q strategy=%q transitions=%d",
+		ptr.Deref(l.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.PreferredHolder, ""), ptr.Deref(l.Spec.Strategy, ""), ptr.Deref(l.Spec.LeaseTransitions, 0))
+}
+
+// renew writes a new renewTime on the Lease as its holder would.
+func (e *env) renew(lease *coordinationv1.Lease) *coordinationv1.Lease {
+	e.t.Helper()
+	lease = lease.DeepCopy()
+	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+	out, err := e.client.CoordinationV1().Leases(e.ns).Update(context.Background(), lease, metav1.UpdateOptions{})
+	if err != nil {
+		e.t.Fatalf("renew Lease: %v", err)
+	}
+	return out
+}
