@@ -49,6 +49,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "cle-controller: %v\n", err)
 		return 2
 	}
 	if o.Version {

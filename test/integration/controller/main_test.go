@@ -160,3 +160,28 @@ func (e *env) renew(lease *coordinationv1.Lease) *coordinationv1.Lease {
 	}
 	return out
 }
+
+// answerPings acts as the candidate's own process until the test ends: it
+// renews the candidate whenever the controller pings it.
+func (e *env) answerPings(name string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e.t.Cleanup(func() { cancel(); <-done })
+	candidates := e.client.CoordinationV1beta1().LeaseCandidates(e.ns)
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			lc, err := candidates.Get(ctx, name, metav1.GetOptions{})
+			if err != nil || lc.Spec.PingTime == nil || (lc.Spec.RenewTime != nil && !lc.Spec.RenewTime.Before(lc.Spec.PingTime)) {
+				return false, nil
+			}
+			renew := metav1.NewMicroTime(time.Now())
+			if renew.Before(lc.Spec.PingTime) {
+				renew = *lc.Spec.PingTime
+			}
+			lc.Spec.RenewTime = &renew
+			_, _ = candidates.Update(ctx, lc, metav1.UpdateOptions{})
+			return false, nil
+		})
+	}()
+}

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func buildController(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cle-controller")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/cle-dev/cle/cmd/cle-controller").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build cle-controller: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestBinaryFlags(t *testing.T) {
+	bin := buildController(t)
+	for _, tc := range []struct {
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{[]string{"--version"}, 0, "cle-controller "},
+		{[]string{"--workers=0"}, 2, "--workers=0"},
+		{[]string{"--api-mode=sideways"}, 2, "--api-mode"},
+		{[]string{"--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=10s"}, 2, "must be greater than"},
+		{[]string{"--no-such-flag"}, 2, "unknown flag"},
+	} {
+		var out bytes.Buffer
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if code != tc.wantCode || !strings.Contains(out.String(), tc.wantOut) {
+			t.Errorf("%v: exit %d, output %q; want exit %d and output containing %q", tc.args, code, out.String(), tc.wantCode, tc.wantOut)
+		}
+	}
+}
+
+// TestBinaryElectsAndStopsOnSIGTERM runs the real command: it leads, elects,
+// and on SIGTERM releases its own Lease and exits 0 within 2s.
+func TestBinaryElectsAndStopsOnSIGTERM(t *testing.T) {
+	bin := buildController(t)
+	ns := server.CreateNamespace(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := server.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--namespaces="+ns,
+		"--leader-elect-resource-namespace="+ns, "--leader-elect-resource-name=cle-controller",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("cle-controller output:\n%s", logs.String())
+		}
+	})
+
+	e := &env{t: t, ns: ns, client: server.Client()}
+	lock := e.waitLease("cle-controller", 30*time.Second, "controller leading", func(l *coordinationv1.Lease) bool {
+		return ptr.Deref(l.Spec.HolderIdentity, "") != ""
+	})
+	// The controller may still be syncing: then it lists the candidate
+	// without knowing its freshness, and pings it.
+	e.createCandidate("via-binary", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
+	e.answerPings("a")
+	e.waitLease("via-binary", 30*time.Second, "holder a", holderIs("a"))
+
+	begin := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want 0", err)
+		}
+		exited <- err // for the cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatalf("cle-controller still running 5s after SIGTERM")
+	}
+	if took := time.Since(begin); took > 2*time.Second {
+		t.Errorf("shutdown took %s, want at most 2s", took)
+	}
+	released, err := e.client.CoordinationV1().Leases(ns).Get(context.Background(), "cle-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(released.Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("own Lease still held by %q after SIGTERM (was %q); want released", h, ptr.Deref(lock.Spec.HolderIdentity, ""))
+	}
+}
