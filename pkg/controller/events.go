@@ -51,6 +51,22 @@ func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *co
 	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", msg)
 }
 
+// emitChange records an Event about a write the controller just made. Every
+// such write is a change, so it is never deduplicated away, even when it reads
+// like an earlier one (the same winner elected again after the Lease was
+// deleted, the same preferred holder set again after it was cleared).
+func (d *eventDeduper) emitChange(lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) {
+	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", fmt.Sprintf(note, args...))
+}
+
+// resolve forgets the last Event of topic on a Lease: the situation it
+// reported is over, so its next occurrence is news again.
+func (d *eventDeduper) resolve(key types.NamespacedName, topic string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.last[key], topic)
+}
+
 // forget drops what was said about a Lease that no longer has candidates.
 func (d *eventDeduper) forget(key types.NamespacedName) {
 	d.mu.Lock()

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +66,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 		logger.V(2).Info("Strategy conflict; not electing", "binaryVersion", res.BinaryVersion, "candidates", describeConflict(res.Conflicting))
 		return untilDeadline(now, nextExpiry), nil
 	}
+	c.events.resolve(key, ReasonStrategyConflict)
 	strat, ok := c.opts.Strategies.Get(res.Strategy)
 	if !ok {
 		// Another controller owns this strategy (or no candidate has a valid
@@ -76,6 +79,9 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 		c.opts.Metrics.InvalidCandidate.Inc()
 		c.events.emitFor(key, "candidate/"+inv.Candidate.Name, lease, corev1.EventTypeWarning, ReasonInvalidCandidate, "Elect",
 			"Candidate %s cannot take part under strategy %s: %v", inv.Candidate.Name, strat.Name(), inv.Reason)
+	}
+	for _, lc := range ranked {
+		c.events.resolve(key, "candidate/"+lc.Name) // valid (again)
 	}
 
 	e := election{c: c, key: key, now: now, lease: lease, strategy: strat.Name(), ranked: ranked, all: cands}
@@ -133,6 +139,9 @@ type election struct {
 	toPing         []*coordinationv1beta1.LeaseCandidate
 	waiting        bool      // a candidate above best may still answer
 	deadline       time.Time // the next instant the outcome can change
+	// contenders are the candidates that may still turn out best: those
+	// above best that were pinged or are awaited, and best.
+	contenders []string
 }
 
 // observeLease judges the Lease on the local clock: it is live while it names
@@ -177,6 +186,7 @@ func (e *election) judge() {
 		switch state {
 		case alive:
 			e.best = lc
+			e.contenders = append(e.contenders, lc.Name)
 			if lc.Name != e.holder {
 				// It counts as alive only within the freshness window.
 				e.deadline = earliest(e.deadline, deadline)
@@ -184,9 +194,11 @@ func (e *election) judge() {
 			return
 		case unknown:
 			e.toPing = append(e.toPing, lc)
+			e.contenders = append(e.contenders, lc.Name)
 			e.waiting = true
 			e.deadline = earliest(e.deadline, e.now.Add(c.opts.PingTimeout))
 		case pinged:
+			e.contenders = append(e.contenders, lc.Name)
 			e.waiting = true
 			e.deadline = earliest(e.deadline, deadline)
 		case unresponsive:
@@ -232,9 +244,11 @@ func (e *election) leaseDuration() time.Duration {
 func (e *election) ping(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	for _, lc := range e.toPing {
-		ping := e.now
+		// The API keeps microseconds: compare and write at that precision,
+		// or a ping within a microsecond of the renewal reads as equal to it.
+		ping := e.now.Truncate(time.Microsecond)
 		if lc.Spec.RenewTime != nil && !ping.After(lc.Spec.RenewTime.Time) {
-			ping = lc.Spec.RenewTime.Add(time.Microsecond)
+			ping = lc.Spec.RenewTime.Truncate(time.Microsecond).Add(time.Microsecond)
 		}
 		clone := lc.DeepCopy()
 		clone.Spec.PingTime = ptr.To(metav1.NewMicroTime(ping))
@@ -251,6 +265,9 @@ func (e *election) ping(ctx context.Context) error {
 // write applies the outcome to the Lease.
 func (e *election) write(ctx context.Context) error {
 	c := e.c
+	if e.best != nil {
+		c.events.resolve(e.key, ReasonNoEligible)
+	}
 	if e.leaseLive {
 		c.clearNeeded(e.key)
 		return e.steer(ctx)
@@ -330,7 +347,7 @@ func (e *election) elect(ctx context.Context) error {
 	if since, ok := c.takeNeeded(e.key); ok {
 		c.opts.Metrics.ElectionLatency.Observe(c.opts.Clock.Since(since).Seconds())
 	}
-	c.events.emit(e.key, written, corev1.EventTypeNormal, ReasonLeaderElected, "Elect",
+	c.events.emitChange(written, corev1.EventTypeNormal, ReasonLeaderElected, "Elect",
 		"Elected %s under %s (term %d): %s", e.best.Name, e.strategy, ptr.Deref(written.Spec.LeaseTransitions, 0), e.describeCandidates())
 	logger.V(2).Info("Elected leader", "holder", e.best.Name, "previousHolder", e.holder, "strategy", e.strategy,
 		"term", ptr.Deref(written.Spec.LeaseTransitions, 0), "created", result == resultCreated)
@@ -341,12 +358,18 @@ func (e *election) elect(ctx context.Context) error {
 // candidate: set to the best candidate when that is better than the holder,
 // cleared when the holder is the best (or the preferred one is gone).
 func (e *election) steer(ctx context.Context) error {
-	if e.waiting {
-		return nil // a better candidate may still answer
-	}
 	current := ptr.Deref(e.lease.Spec.PreferredHolder, "")
 	want := ""
-	if e.best != nil && e.best.Name != e.holder {
+	switch {
+	case e.waiting:
+		// A better candidate may still answer: keep a preferredHolder that
+		// may still turn out right, but clear one that cannot (a deleted,
+		// invalid or unresponsive candidate, or one ranked below the best
+		// known alive), or the holder hands over to it meanwhile.
+		if current == "" || slices.Contains(e.contenders, current) {
+			return nil
+		}
+	case e.best != nil && e.best.Name != e.holder:
 		want = e.best.Name
 	}
 	if current == want {
@@ -366,15 +389,22 @@ func (e *election) steer(ctx context.Context) error {
 		return nil
 	}
 	e.c.opts.Metrics.Preemptions.Inc()
-	e.c.events.emit(e.key, e.lease, corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
+	e.c.events.emitChange(e.lease, corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
 		"%s is better than holder %s under %s; asked the holder to hand over", want, e.holder, e.strategy)
 	logger.V(2).Info("Set preferredHolder", "preferredHolder", want, "holder", e.holder, "was", current)
 	return nil
 }
 
+// describeCandidates lists the candidates by name: the informer's index
+// returns them in random order, and an Event's note must not change (and so
+// defeat its deduplication) when nothing else did.
 func (e *election) describeCandidates() string {
-	parts := make([]string, 0, len(e.all))
-	for _, lc := range e.all {
+	cands := slices.Clone(e.all)
+	slices.SortFunc(cands, func(a, b *coordinationv1beta1.LeaseCandidate) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace))
+	})
+	parts := make([]string, 0, len(cands))
+	for _, lc := range cands {
 		parts = append(parts, fmt.Sprintf("%s(binary %s, emulation %s)", lc.Name, lc.Spec.BinaryVersion, lc.Spec.EmulationVersion))
 	}
 	return strings.Join(parts, ", ")

@@ -1,0 +1,242 @@
+package controller
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestCollect(t *testing.T) {
+	internal := apierrors.NewInternalError(errors.New("etcd is sad"))
+	notFound := apierrors.NewNotFound(candidatesGVR.GroupResource(), "a")
+	// serverWrite changes the server's copy of a without the cache seeing it.
+	serverWrite := func(h *harness, change func(*metav1.ObjectMeta, *metav1.MicroTime) *metav1.MicroTime) {
+		lc := h.serverCandidate("a")
+		lc.Spec.RenewTime = change(&lc.ObjectMeta, lc.Spec.RenewTime)
+		lc.ResourceVersion = h.nextRV()
+		if err := h.client.Tracker().Update(candidatesGVR, lc, testNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name        string
+		setup       func(h *harness) // a is listed at t0; the clock is then at t0+TTL
+		key         string
+		wantRequeue time.Duration
+		wantErr     func(error) bool
+		wantDelete  bool
+		wantRV      string // of the delete precondition
+		wantGone    bool
+	}{
+		{name: "expired: deleted with preconditions", wantDelete: true, wantRV: "1", wantGone: true},
+		{
+			name: "expired, written since without renewing: deleted at the re-read resourceVersion",
+			setup: func(h *harness) {
+				serverWrite(h, func(m *metav1.ObjectMeta, rt *metav1.MicroTime) *metav1.MicroTime {
+					m.Labels = map[string]string{"x": "y"}
+					return rt
+				})
+			},
+			wantDelete: true, wantRV: "101", wantGone: true,
+		},
+		{
+			name: "renewed on the server meanwhile: kept",
+			setup: func(h *harness) {
+				serverWrite(h, func(_ *metav1.ObjectMeta, _ *metav1.MicroTime) *metav1.MicroTime {
+					return ptr.To(metav1.NewMicroTime(t0.Add(time.Hour)))
+				})
+			},
+		},
+		{
+			name: "recreated under the same name: kept",
+			setup: func(h *harness) {
+				serverWrite(h, func(m *metav1.ObjectMeta, rt *metav1.MicroTime) *metav1.MicroTime {
+					m.UID = "uid-a-2"
+					return rt
+				})
+			},
+		},
+		{
+			name: "already gone from the server",
+			setup: func(h *harness) {
+				if err := h.client.Tracker().Delete(candidatesGVR, testNS, "a"); err != nil {
+					t.Fatal(err)
+				}
+			},
+			wantGone: true,
+		},
+		{
+			name:       "delete conflict: renewed meanwhile",
+			setup:      func(h *harness) { h.failOn("delete", "leasecandidates", 1, conflictErr("leasecandidates", "a")) },
+			wantDelete: true, wantRV: "1",
+		},
+		{
+			name:       "delete not found",
+			setup:      func(h *harness) { h.failOn("delete", "leasecandidates", 1, notFound) },
+			wantDelete: true, wantRV: "1",
+		},
+		{
+			name:       "delete error: returned",
+			setup:      func(h *harness) { h.failOn("delete", "leasecandidates", 1, internal) },
+			wantErr:    apierrors.IsInternalError,
+			wantDelete: true, wantRV: "1",
+		},
+		{
+			name:    "re-read error: returned",
+			setup:   func(h *harness) { h.failOn("get", "leasecandidates", 1, internal) },
+			wantErr: apierrors.IsInternalError,
+		},
+		{
+			name: "not in the cache",
+			key:  "gone",
+		},
+		{
+			name: "renewed: not yet expired",
+			setup: func(h *harness) {
+				h.clock.SetTime(t0.Add(20 * time.Minute))
+				h.renew("a", t0)
+				h.clock.SetTime(t0.Add(35 * time.Minute))
+			},
+			wantRequeue: 15 * time.Minute,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.list(candidate("a", "1.30.0", "1.30.0"))
+			h.step(30 * time.Minute)
+			if tc.setup != nil {
+				tc.setup(h)
+			}
+			key := keyOf("a")
+			if tc.key != "" {
+				key = keyOf(tc.key)
+			}
+			h.clearWrites()
+
+			requeue, err := h.c.collect(h.ctx, key)
+
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !tc.wantErr(err) {
+				t.Fatalf("collect error = %v", err)
+			}
+			if requeue != tc.wantRequeue {
+				t.Errorf("requeue = %v, want %v", requeue, tc.wantRequeue)
+			}
+			var deletes []written
+			for _, w := range h.writes() {
+				if w.verb == "delete" {
+					deletes = append(deletes, w)
+				} else {
+					t.Errorf("unexpected write %v", w)
+				}
+			}
+			if !tc.wantDelete {
+				if len(deletes) != 0 {
+					t.Errorf("deleted: %v", deletes)
+				}
+			} else {
+				if len(deletes) != 1 || deletes[0].name != "a" {
+					t.Fatalf("deletes = %v, want one of a", deletes)
+				}
+				pre := deletes[0].pre
+				if pre == nil || ptr.Deref(pre.UID, "") != "uid-a" || ptr.Deref(pre.ResourceVersion, "") != tc.wantRV {
+					t.Errorf("preconditions = %+v, want UID uid-a and resourceVersion %s", pre, tc.wantRV)
+				}
+			}
+			_, getErr := h.client.Tracker().Get(candidatesGVR, testNS, "a")
+			if gone := apierrors.IsNotFound(getErr); gone != tc.wantGone {
+				t.Errorf("candidate gone from the server: %v, want %v", gone, tc.wantGone)
+			}
+			reads := 0
+			for _, a := range h.client.Actions() {
+				if a.GetVerb() == "get" {
+					reads++
+				}
+			}
+			if wantRead := tc.wantRequeue == 0 && tc.key == ""; (reads == 1) != wantRead || reads > 1 {
+				t.Errorf("%d re-reads from the server, want %v", reads, map[bool]int{true: 1, false: 0}[wantRead])
+			}
+		})
+	}
+}
+
+func TestCollectedCandidateLeavesTheElection(t *testing.T) {
+	h := newHarness(t)
+	h.list(candidate("a", "1.30.0", "1.30.0"))
+	h.create(candidate("b", "1.31.0", "1.31.0"))
+	for range 3 {
+		h.step(10 * time.Minute)
+		h.renew("b", h.clock.Now())
+	}
+	if _, err := h.c.collect(h.ctx, keyOf("a")); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := h.c.collect(h.ctx, keyOf("b")); err != nil || d != 30*time.Minute {
+		t.Errorf("collect(b) = %v, %v; want a 30m requeue", d, err)
+	}
+	h.sync()
+	if _, ok := h.c.obs.candidates[keyOf("a")]; ok {
+		t.Error("the collected candidate's record is kept")
+	}
+	h.reconcile()
+	if got := h.leaseWrites(); len(got) != 1 || holderOf(got[0].lease) != "b" {
+		t.Errorf("Lease writes = %v, want b elected", got)
+	}
+}
+
+func TestProcessNextGC(t *testing.T) {
+	h := newHarness(t)
+	h.list(candidate("a", "1.30.0", "1.30.0"))
+	h.failOn("delete", "leasecandidates", 1, apierrors.NewInternalError(errors.New("boom")))
+
+	if n := h.c.gcQueue.Len(); n != 0 {
+		t.Fatalf("GC queue length = %d before the TTL", n)
+	}
+	h.step(30 * time.Minute)
+	eventually(t, "the candidate's TTL", func() bool { return h.c.gcQueue.Len() == 1 })
+
+	if !h.c.processNextGC(h.ctx) {
+		t.Fatal("processNextGC reported shutdown")
+	}
+	if n := h.c.gcQueue.NumRequeues(keyOf("a")); n != 1 {
+		t.Errorf("requeues = %d after a failed delete, want 1", n)
+	}
+	h.step(time.Second)
+	eventually(t, "the retry", func() bool { return h.c.gcQueue.Len() == 1 })
+	if !h.c.processNextGC(h.ctx) {
+		t.Fatal("processNextGC reported shutdown")
+	}
+	if _, err := h.client.Tracker().Get(candidatesGVR, testNS, "a"); !apierrors.IsNotFound(err) {
+		t.Errorf("candidate still on the server: %v", err)
+	}
+	if n := h.c.gcQueue.NumRequeues(keyOf("a")); n != 0 {
+		t.Errorf("requeues = %d after success, want 0", n)
+	}
+
+	h.c.gcQueue.ShutDown()
+	if h.c.processNextGC(h.ctx) {
+		t.Error("processNextGC on a shut down queue reported more work")
+	}
+}
+
+// A candidate that is not expired yet is looked at again when it would be.
+func TestProcessNextGCRequeuesAtExpiry(t *testing.T) {
+	h := newHarness(t)
+	h.list(candidate("a", "1.30.0", "1.30.0"))
+	h.c.gcQueue.Add(keyOf("a"))
+	h.step(10 * time.Minute)
+	if !h.c.processNextGC(h.ctx) {
+		t.Fatal("processNextGC reported shutdown")
+	}
+	// The handler's own AddAfter(TTL) and the requeue both land at t0+30m.
+	h.step(20*time.Minute - time.Nanosecond)
+	if n := h.c.gcQueue.Len(); n != 0 {
+		t.Errorf("GC queue length = %d before expiry", n)
+	}
+	h.step(time.Nanosecond)
+	eventually(t, "the requeue at expiry", func() bool { return h.c.gcQueue.Len() == 1 })
+}

@@ -1,0 +1,164 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+)
+
+func TestObserveCandidate(t *testing.T) {
+	o := newObservations()
+	key := keyOf("a")
+	lc := candidate("a", "1.30.0", "1.30.0")
+
+	if !o.observeCandidate(lc, t0, true) {
+		t.Error("a new candidate is not reported")
+	}
+	if r := o.candidates[key]; !r.renewedAt.IsZero() || !r.lastRenewal().Equal(t0) {
+		t.Errorf("listed candidate: renewedAt %v lastRenewal %v, want unknown freshness since t0", r.renewedAt, r.lastRenewal())
+	}
+	if o.observeCandidate(lc, t0.Add(time.Second), false) {
+		t.Error("an update without a new renewTime counts as a renewal")
+	}
+
+	o.recordPing(lc, t0.Add(time.Second))
+	if r := o.candidates[key]; !r.pingedAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("pingedAt = %v", r.pingedAt)
+	}
+	if o.markUnresponsive(lc, t0) {
+		t.Error("marked unresponsive for another ping")
+	}
+	if !o.markUnresponsive(lc, t0.Add(time.Second)) || !o.candidates[key].unresponsive {
+		t.Error("not marked unresponsive")
+	}
+
+	renewed := lc.DeepCopy()
+	renewed.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(-time.Hour)))
+	if !o.observeCandidate(renewed, t0.Add(2*time.Second), false) {
+		t.Error("a new renewTime is not a renewal")
+	}
+	if r := o.candidates[key]; r.unresponsive || !r.pingedAt.IsZero() || !r.renewedAt.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("after a renewal: %+v, want alive since t0+2s, no ping, responsive", r)
+	}
+
+	// A ping based on a stale renewTime is not recorded.
+	o.recordPing(lc, t0.Add(3*time.Second))
+	if r := o.candidates[key]; !r.pingedAt.IsZero() {
+		t.Errorf("ping recorded against an old renewTime: %+v", r)
+	}
+
+	recreated := renewed.DeepCopy()
+	recreated.UID = "other"
+	if !o.observeCandidate(recreated, t0.Add(4*time.Second), false) {
+		t.Error("a recreated candidate is not reported")
+	}
+	if r := o.candidates[key]; r.uid != "other" || !r.firstSeen.Equal(t0.Add(4*time.Second)) {
+		t.Errorf("record %+v, want a new one", r)
+	}
+	if o.markUnresponsive(lc, time.Time{}) {
+		t.Error("marked the old UID unresponsive")
+	}
+
+	if got := o.candidate(candidate("b", "1.30.0", "1.30.0"), t0); !got.firstSeen.Equal(t0) || !got.renewedAt.IsZero() {
+		t.Errorf("unseen candidate: %+v, want first seen now with unknown freshness", got)
+	}
+	if n := len(o.snapshot()); n != 2 {
+		t.Errorf("snapshot has %d records, want 2", n)
+	}
+	o.forgetCandidate(key)
+	if n := len(o.snapshot()); n != 1 {
+		t.Errorf("snapshot has %d records after forget, want 1", n)
+	}
+}
+
+func TestCandidateRecordState(t *testing.T) {
+	const fresh, timeout = 15 * time.Second, 5 * time.Second
+	tests := []struct {
+		name         string
+		rec          candidateRecord
+		now          time.Time
+		want         liveness
+		wantDeadline time.Time
+	}{
+		{"never renewed", candidateRecord{firstSeen: t0}, t0, unknown, time.Time{}},
+		{"fresh", candidateRecord{renewedAt: t0}, t0.Add(14 * time.Second), alive, t0.Add(fresh)},
+		{"freshness lapsed", candidateRecord{renewedAt: t0}, t0.Add(fresh), unknown, time.Time{}},
+		{"pinged", candidateRecord{pingedAt: t0}, t0.Add(time.Second), pinged, t0.Add(timeout)},
+		{"pinged past the timeout", candidateRecord{pingedAt: t0}, t0.Add(time.Hour), pinged, t0.Add(timeout)},
+		{"fresh wins over a ping", candidateRecord{renewedAt: t0, pingedAt: t0}, t0, alive, t0.Add(fresh)},
+		{"unresponsive", candidateRecord{renewedAt: t0, unresponsive: true}, t0, unresponsive, time.Time{}},
+	}
+	for _, tc := range tests {
+		got, deadline := tc.rec.state(tc.now, fresh, timeout)
+		if got != tc.want || !deadline.Equal(tc.wantDeadline) {
+			t.Errorf("%s: state = %v until %v, want %v until %v", tc.name, got, deadline, tc.want, tc.wantDeadline)
+		}
+	}
+}
+
+func TestObserveLease(t *testing.T) {
+	o := newObservations()
+	l := lease(heldBy("a"))
+	if r := o.observeLease(l, t0); !r.observedAt.Equal(t0) || r.holder != "a" {
+		t.Errorf("first observation %+v, want holder a at t0", r)
+	}
+	if r := o.observeLease(l.DeepCopy(), t0.Add(time.Second)); !r.observedAt.Equal(t0) {
+		t.Errorf("unchanged holder record re-observed at %v", r.observedAt)
+	}
+	for i, change := range []func(*coordinationv1.Lease){
+		func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(-time.Hour))) },
+		func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("b") },
+		func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](9) },
+		func(l *coordinationv1.Lease) { l.Spec = coordinationv1.LeaseSpec{} },
+	} {
+		change(l)
+		at := t0.Add(time.Duration(i+2) * time.Second)
+		if r := o.observeLease(l.DeepCopy(), at); !r.observedAt.Equal(at) {
+			t.Errorf("change %d observed at %v, want %v", i, r.observedAt, at)
+		}
+	}
+	// Other fields (preferredHolder, strategy) are not the holder's record.
+	l.Spec.PreferredHolder = ptr.To("z")
+	if r := o.observeLease(l, t0.Add(time.Hour)); !r.observedAt.Equal(t0.Add(5 * time.Second)) {
+		t.Errorf("a preferredHolder change renewed the Lease: %v", r.observedAt)
+	}
+	o.forgetLease(leaseKey)
+	if _, ok := o.leases[leaseKey]; ok {
+		t.Error("forgotten Lease kept")
+	}
+}
+
+func TestEventDeduper(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	d := newEventDeduper(rec)
+	other := leaseKey
+	other.Name = "other"
+
+	d.emit(leaseKey, nil, "Warning", "R", "A", "note %d", 1) // no Lease yet: still emitted
+	d.emit(leaseKey, lease(), "Warning", "R", "A", "note %d", 1)
+	d.emit(other, nil, "Warning", "R", "A", "note %d", 1)
+	d.emitFor(leaseKey, "t1", nil, "Warning", "R", "A", "note %d", 1)
+	d.emitFor(leaseKey, "t2", nil, "Warning", "R", "A", "note %d", 1)
+	d.emitFor(leaseKey, "t2", nil, "Warning", "R", "A", "note %d", 1)
+	d.emit(leaseKey, nil, "Warning", "R", "A", "note %d", 2)
+	d.forget(leaseKey)
+	d.emit(leaseKey, nil, "Warning", "R", "A", "note %d", 2)
+
+	var got []string
+	for len(rec.Events) > 0 {
+		got = append(got, <-rec.Events)
+	}
+	want := []string{"Warning R note 1", "Warning R note 1", "Warning R note 1", "Warning R note 1", "Warning R note 2", "Warning R note 2"}
+	if len(got) != len(want) {
+		t.Fatalf("events = %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("event %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
