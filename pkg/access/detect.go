@@ -8,7 +8,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -21,19 +23,43 @@ var ErrNativeUnavailable = errors.New("native coordinated leader election is not
 // ProbeNamespace is where the strategy probe dry-runs a Lease.
 const ProbeNamespace = "kube-system"
 
+// Clients are the API clients the access layer works through.
+type Clients struct {
+	// Kube is required.
+	Kube kubernetes.Interface
+	// Dynamic reaches custom resources; only the portable mode needs it.
+	Dynamic dynamic.Interface
+}
+
+// NewClients builds the clients the access layer needs from cfg.
+func NewClients(cfg *rest.Config) (Clients, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("create Kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("create dynamic client: %w", err)
+	}
+	return Clients{Kube: kube, Dynamic: dyn}, nil
+}
+
 // Detect returns the access layer for mode ("auto" or a Mode). Native mode
 // needs the server to serve LeaseCandidates and keep spec.strategy on a Lease,
 // which is checked with a server-side dry-run create that stores nothing.
-func Detect(ctx context.Context, client kubernetes.Interface, mode string) (Interface, error) {
+func Detect(ctx context.Context, clients Clients, mode string) (Interface, error) {
+	if clients.Kube == nil {
+		return nil, errors.New("access: Clients.Kube is required")
+	}
 	if mode != "auto" {
 		if _, err := ParseMode(mode); err != nil {
 			return nil, err
 		}
 	}
-	if err := probeNative(ctx, client); err != nil {
+	if err := probeNative(ctx, clients.Kube); err != nil {
 		return nil, err
 	}
-	return NewNative(client), nil
+	return NewNative(clients.Kube), nil
 }
 
 func probeNative(ctx context.Context, client kubernetes.Interface) error {

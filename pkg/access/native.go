@@ -35,21 +35,23 @@ func (n *native) Leases(namespace string) LeaseClient {
 
 func (n *native) NewCandidateInformer(namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	c := n.client.CoordinationV1beta1().LeaseCandidates(namespace)
-	return newInformer(&coordinationv1beta1.LeaseCandidate{}, resync, tweak,
+	return newInformer(n.client, &coordinationv1beta1.LeaseCandidate{}, resync, tweak,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) },
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return c.Watch(ctx, o) })
 }
 
 func (n *native) NewLeaseInformer(namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	c := n.client.CoordinationV1().Leases(namespace)
-	return newInformer(&coordinationv1.Lease{}, resync, tweak,
+	return newInformer(n.client, &coordinationv1.Lease{}, resync, tweak,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) },
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return c.Watch(ctx, o) })
 }
 
 // newInformer builds a namespace-indexed informer from list and watch
-// functions, applying tweak to both.
-func newInformer(obj runtime.Object, resync time.Duration, tweak func(*metav1.ListOptions),
+// functions, applying tweak to both. client is the client behind them: a
+// client that cannot serve watch-list streams (a fake clientset) makes the
+// informer fall back to list-then-watch instead of waiting for a bookmark.
+func newInformer(client any, obj runtime.Object, resync time.Duration, tweak func(*metav1.ListOptions),
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) cache.SharedIndexInformer {
@@ -66,7 +68,7 @@ func newInformer(obj runtime.Object, resync time.Duration, tweak func(*metav1.Li
 			return watchFn(ctx, o)
 		},
 	}
-	return cache.NewSharedIndexInformer(lw, obj, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }
 
 type nativeCandidates struct {

@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -101,11 +100,12 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = "cle-controller/" + Version
-	client, err := kubernetes.NewForConfig(cfg)
+	clients, err := access.NewClients(cfg)
 	if err != nil {
-		return fmt.Errorf("create client: %w", err)
+		return err
 	}
-	acc, err := access.Detect(ctx, client, o.APIMode)
+	client := clients.Kube
+	acc, err := access.Detect(ctx, clients, o.APIMode)
 	if err != nil {
 		return fmt.Errorf("choose API mode %q: %w", o.APIMode, err)
 	}
