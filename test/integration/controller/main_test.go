@@ -15,12 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
@@ -33,7 +29,7 @@ func TestMain(m *testing.M) {
 
 // controllerUserAgent marks the controller's writes, so that tests can tell
 // them from their own in managedFields.
-const controllerUserAgent = "cle-controller-under-test"
+const controllerUserAgent = framework.DefaultControllerUserAgent
 
 type env struct {
 	t       *testing.T
@@ -46,48 +42,9 @@ type env struct {
 // test ends.
 func startController(t *testing.T, opts controller.Options) *env {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
 	ns := server.CreateNamespace(t)
-	cfg := server.Config()
-	cfg.UserAgent = controllerUserAgent
-	ctrlClient := framework.MustClient(cfg)
-	acc := access.NewNative(ctrlClient)
-	informers := controller.NewInformers(acc, []string{ns}, 0)
-
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: ctrlClient.EventsV1()})
-	ctx, cancel := context.WithCancel(ctx)
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		t.Fatal(err)
-	}
-	opts.Recorder = broadcaster.NewRecorder(scheme.Scheme, "cle-controller")
-	if opts.Metrics == nil {
-		opts.Metrics = controller.NewMetrics()
-	}
-	c, err := controller.New(acc, informers, opts)
-	if err != nil {
-		t.Fatalf("new controller: %v", err)
-	}
-	waitInformers := informers.Start(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx, 2)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		waitInformers()
-		broadcaster.Shutdown()
-	})
-	// Objects created before the caches synced would arrive in the initial
-	// list, whose freshness the controller cannot know: wait, so that the
-	// tests create candidates the controller sees being created.
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return c.HasSynced(), nil
-	}); err != nil {
-		t.Fatalf("controller caches not synced: %v", err)
-	}
-	return &env{t: t, ns: ns, client: server.Client(), metrics: opts.Metrics}
+	c := server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, Controller: opts})
+	return &env{t: t, ns: ns, client: server.Client(), metrics: c.Metrics}
 }
 
 type cand struct {

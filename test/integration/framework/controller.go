@@ -1,0 +1,111 @@
+package framework
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/controller"
+)
+
+// ControllerOptions configures an in-process cle election controller.
+type ControllerOptions struct {
+	// Namespaces limits the controller's informers; required, so that tests
+	// sharing one server do not see each other's objects.
+	Namespaces []string
+	// UserAgent marks the controller's requests (and its managedFields
+	// entries). Default "cle-controller-under-test".
+	UserAgent string
+	// APIMode is passed to access.Detect; default "auto".
+	APIMode string
+	// Workers defaults to 2.
+	Workers int
+	// Controller is passed to controller.New; Recorder and Metrics are filled
+	// in when nil.
+	Controller controller.Options
+}
+
+// DefaultControllerUserAgent is the user agent of StartController's requests.
+const DefaultControllerUserAgent = "cle-controller-under-test"
+
+// RunningController is a controller started by StartController.
+type RunningController struct {
+	Controller *controller.Controller
+	Metrics    *controller.Metrics
+	Access     access.Interface
+}
+
+// StartController runs cle's election controller in this process until the
+// test ends, and returns once its caches have synced: objects created after
+// that are seen being created, so their freshness is known to it.
+func (s *Server) StartController(t testing.TB, o ControllerOptions) *RunningController {
+	t.Helper()
+	if len(o.Namespaces) == 0 {
+		t.Fatal("StartController: Namespaces is required")
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = DefaultControllerUserAgent
+	}
+	if o.APIMode == "" {
+		o.APIMode = "auto"
+	}
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	cfg := s.Config()
+	cfg.UserAgent = o.UserAgent
+	clients, err := access.NewClients(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := access.Detect(ctx, clients, o.APIMode)
+	if err != nil {
+		cancel()
+		t.Fatalf("access mode %q: %v", o.APIMode, err)
+	}
+	informers := controller.NewInformers(acc, o.Namespaces, 0)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	opts := o.Controller
+	if opts.Recorder == nil {
+		opts.Recorder = broadcaster.NewRecorder(scheme.Scheme, "cle-controller")
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = controller.NewMetrics()
+	}
+	c, err := controller.New(acc, informers, opts)
+	if err != nil {
+		cancel()
+		broadcaster.Shutdown()
+		t.Fatalf("new controller: %v", err)
+	}
+	waitInformers := informers.Start(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, o.Workers)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		waitInformers()
+		broadcaster.Shutdown()
+	})
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return c.HasSynced(), nil
+	}); err != nil {
+		t.Fatalf("controller caches not synced: %v", err)
+	}
+	return &RunningController{Controller: c, Metrics: opts.Metrics, Access: acc}
+}
