@@ -23,14 +23,15 @@ func newEventDeduper(r events.EventRecorder) *eventDeduper {
 }
 
 // emit records an Event on the Lease unless the last Event of the same reason
-// on it said the same.
-func (d *eventDeduper) emit(key types.NamespacedName, lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) {
-	d.emitFor(key, reason, lease, eventType, reason, action, note, args...)
+// on it said the same. It reports whether the Event was news, so that
+// counters of the same situation count changes, not reconciles.
+func (d *eventDeduper) emit(key types.NamespacedName, lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) bool {
+	return d.emitFor(key, reason, lease, eventType, reason, action, note, args...)
 }
 
 // emitFor is emit with an explicit deduplication topic, for Events of one
 // reason about different subjects (e.g. one per invalid candidate).
-func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) {
+func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) bool {
 	msg := fmt.Sprintf(note, args...)
 	d.mu.Lock()
 	topics := d.last[key]
@@ -40,7 +41,7 @@ func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *co
 	}
 	if topics[topic] == msg {
 		d.mu.Unlock()
-		return
+		return false
 	}
 	topics[topic] = msg
 	d.mu.Unlock()
@@ -49,6 +50,7 @@ func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *co
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	}
 	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", msg)
+	return true
 }
 
 // emitChange records an Event about a write the controller just made. Every

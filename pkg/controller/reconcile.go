@@ -60,13 +60,23 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 
 	res := strategy.ResolveStrategy(cands)
 	if res.Conflict {
-		c.opts.Metrics.Conflicts.Inc()
-		c.events.emit(key, lease, corev1.EventTypeWarning, ReasonStrategyConflict, "Elect",
-			"Candidates at binary version %s ask for different strategies (%s); not electing until they agree", res.BinaryVersion, describeConflict(res.Conflicting))
-		logger.V(2).Info("Strategy conflict; not electing", "binaryVersion", res.BinaryVersion, "candidates", describeConflict(res.Conflicting))
+		if c.events.emit(key, lease, corev1.EventTypeWarning, ReasonStrategyConflict, "Elect",
+			"Candidates at binary version %s ask for different strategies (%s); not electing until they agree", res.BinaryVersion, describeConflict(res.Conflicting)) {
+			c.opts.Metrics.Conflicts.Inc()
+			logger.V(2).Info("Strategy conflict; not electing", "binaryVersion", res.BinaryVersion, "candidates", describeConflict(res.Conflicting))
+		}
 		return untilDeadline(now, nextExpiry), nil
 	}
 	c.events.resolve(key, ReasonStrategyConflict)
+	if res.BinaryVersion == "" {
+		// No candidate says which binary it runs, so none can say which
+		// strategy the Lease follows: report each one, elect nobody.
+		for _, lc := range cands {
+			c.reportInvalid(ctx, key, lease, lc, "any strategy", fmt.Errorf("binaryVersion %q is not a strict semantic version", lc.Spec.BinaryVersion))
+		}
+		logger.V(2).Info("No candidate has a valid binaryVersion; not electing", "candidates", len(cands))
+		return untilDeadline(now, nextExpiry), nil
+	}
 	strat, ok := c.opts.Strategies.Get(res.Strategy)
 	if !ok {
 		// Another controller owns this strategy (or no candidate has a valid
@@ -76,9 +86,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	}
 	ranked, invalid := strat.Rank(cands)
 	for _, inv := range invalid {
-		c.opts.Metrics.InvalidCandidate.Inc()
-		c.events.emitFor(key, "candidate/"+inv.Candidate.Name, lease, corev1.EventTypeWarning, ReasonInvalidCandidate, "Elect",
-			"Candidate %s cannot take part under strategy %s: %v", inv.Candidate.Name, strat.Name(), inv.Reason)
+		c.reportInvalid(ctx, key, lease, inv.Candidate, "strategy "+string(strat.Name()), inv.Reason)
 	}
 	for _, lc := range ranked {
 		c.events.resolve(key, "candidate/"+lc.Name) // valid (again)
@@ -101,6 +109,15 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 		return 0, err
 	}
 	return untilDeadline(now, e.deadline), nil
+}
+
+// reportInvalid tells, once per change, that a candidate cannot take part.
+func (c *Controller) reportInvalid(ctx context.Context, key types.NamespacedName, lease *coordinationv1.Lease, lc *coordinationv1beta1.LeaseCandidate, under string, reason error) {
+	if c.events.emitFor(key, "candidate/"+lc.Name, lease, corev1.EventTypeWarning, ReasonInvalidCandidate, "Elect",
+		"Candidate %s cannot take part under %s: %v", lc.Name, under, reason) {
+		c.opts.Metrics.InvalidCandidate.Inc()
+		klog.FromContext(ctx).V(2).Info("Invalid candidate", "candidate", klog.KObj(lc), "reason", reason)
+	}
 }
 
 // liveCandidates returns the candidates of a Lease that have renewed within
@@ -277,9 +294,10 @@ func (e *election) write(ctx context.Context) error {
 		return nil // a better candidate may still answer
 	}
 	if e.best == nil {
-		c.opts.Metrics.Elections.WithLabelValues(resultNoEligible).Inc()
-		c.events.emit(e.key, e.lease, corev1.EventTypeWarning, ReasonNoEligible, "Elect",
-			"None of the %d candidates can lead: %s", len(e.all), e.describeCandidates())
+		if c.events.emit(e.key, e.lease, corev1.EventTypeWarning, ReasonNoEligible, "Elect",
+			"None of the %d candidates can lead: %s", len(e.all), e.describeCandidates()) {
+			c.opts.Metrics.Elections.WithLabelValues(resultNoEligible).Inc()
+		}
 		return nil
 	}
 	return e.elect(ctx)

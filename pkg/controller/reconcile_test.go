@@ -477,6 +477,9 @@ func TestStrategyConflict(t *testing.T) {
 	if evs := h.takeEvents(); len(evs) != 0 {
 		t.Errorf("events = %q, want none while the conflict is unchanged", evs)
 	}
+	if n := h.metric("cle_strategy_conflicts_total"); n != 1 {
+		t.Errorf("conflicts = %v after reconciling an unchanged conflict, want still 1", n)
+	}
 
 	// y agrees: elected (z emulates as old a version, on an older binary).
 	lc := h.serverCandidate("y")
@@ -529,6 +532,9 @@ func TestInvalidCandidateSkippedWithEventOnce(t *testing.T) {
 	if evs := h.takeEvents(); len(evs) != 0 {
 		t.Errorf("events = %q, want none", evs)
 	}
+	if n := h.metric("cle_invalid_candidates_total"); n != 2 {
+		t.Errorf("invalid candidates = %v after reconciling unchanged ones, want still 2", n)
+	}
 
 	// ahead is fixed and renews: it is a candidate like the others, and best.
 	lc := h.serverCandidate("ahead")
@@ -569,8 +575,26 @@ func TestNoEligibleCandidate(t *testing.T) {
 		if len(evs) != 1 || evs[0] != want {
 			t.Errorf("NoEligibleCandidate events = %q, want exactly [%q]", evs, want)
 		}
-		if n := h.metric("cle_elections_total", "result", "no_eligible"); n < 1 {
-			t.Errorf("elections{no_eligible} = %v, want > 0", n)
+		if n := h.metric("cle_elections_total", "result", "no_eligible"); n != 1 {
+			t.Errorf("elections{no_eligible} = %v after 30 reconciles of one situation, want 1", n)
+		}
+	})
+
+	t.Run("no candidate has a valid binaryVersion", func(t *testing.T) {
+		h := newHarness(t)
+		h.list(candidate("a", "1.30", "1.30.0"), candidate("b", "", "1.30.0"))
+		for range 3 {
+			h.reconcile()
+		}
+		h.expectNoWrites("no strategy can be resolved")
+		evs := eventsWithReason(h.takeEvents(), ReasonInvalidCandidate)
+		if len(evs) != 2 ||
+			!strings.HasPrefix(evs[0], `Warning InvalidCandidate Candidate a cannot take part under any strategy: binaryVersion "1.30" is not a strict semantic version`) ||
+			!strings.HasPrefix(evs[1], `Warning InvalidCandidate Candidate b cannot take part under any strategy: binaryVersion "" is not`) {
+			t.Errorf("InvalidCandidate events = %q, want one each for a and b", evs)
+		}
+		if n := h.metric("cle_invalid_candidates_total"); n != 2 {
+			t.Errorf("invalid candidates = %v, want 2", n)
 		}
 	})
 

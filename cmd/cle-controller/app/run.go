@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -245,15 +246,18 @@ func serve(ctx context.Context, wg *sync.WaitGroup, addr string, handlers map[st
 		return nil
 	}
 	mux := http.NewServeMux()
+	paths := make([]string, 0, len(handlers))
 	for path, h := range handlers {
 		mux.Handle(path, h)
+		paths = append(paths, path)
 	}
+	slices.Sort(paths)
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	klog.FromContext(ctx).Info("Serving", "address", l.Addr().String(), "paths", len(handlers))
+	klog.FromContext(ctx).Info("Serving", "address", l.Addr().String(), "paths", paths)
 	wg.Go(func() { _ = srv.Serve(l) })
 	wg.Go(func() {
 		<-ctx.Done()
