@@ -118,22 +118,37 @@ func (e *env) renew(lease *coordinationv1.Lease) *coordinationv1.Lease {
 	return out
 }
 
+
 // answerPings acts as the candidate's own process until the test ends: it
 // renews the candidate whenever the controller pings it.
-func (e *env) answerPings(name string) {
+func (e *env) answerPings(name string) { e.actAsCandidate(name, 20*time.Millisecond, true) }
+
+// keepRenewing acts as a candidate's process until the test ends: it renews
+// the candidate every period (answering pings on the way).
+func (e *env) keepRenewing(name string, period time.Duration) {
+	e.actAsCandidate(name, period, false)
+}
+
+// actAsCandidate renews the candidate every period, or only when pinged, with
+// renewTime = max(now, pingTime), until the test ends.
+func (e *env) actAsCandidate(name string, period time.Duration, onlyWhenPinged bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	e.t.Cleanup(func() { cancel(); <-done })
 	candidates := e.client.CoordinationV1beta1().LeaseCandidates(e.ns)
 	go func() {
 		defer close(done)
-		_ = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_ = wait.PollUntilContextCancel(ctx, period, true, func(ctx context.Context) (bool, error) {
 			lc, err := candidates.Get(ctx, name, metav1.GetOptions{})
-			if err != nil || lc.Spec.PingTime == nil || (lc.Spec.RenewTime != nil && !lc.Spec.RenewTime.Before(lc.Spec.PingTime)) {
+			if err != nil {
+				return false, nil
+			}
+			pinged := lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(lc.Spec.PingTime))
+			if onlyWhenPinged && !pinged {
 				return false, nil
 			}
 			renew := metav1.NewMicroTime(time.Now())
-			if renew.Before(lc.Spec.PingTime) {
+			if lc.Spec.PingTime != nil && renew.Before(lc.Spec.PingTime) {
 				renew = *lc.Spec.PingTime
 			}
 			lc.Spec.RenewTime = &renew

@@ -1,0 +1,207 @@
+package controller
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+// replica is one cle-controller process.
+type replica struct {
+	id    string
+	child *framework.Child
+	// metrics and health are the addresses it serves on (chosen by the
+	// kernel, read from its log).
+	metrics, health string
+}
+
+var servingRE = regexp.MustCompile(`"Serving" address="([^"]+)" paths=\[([^\]]*)\]`)
+
+func startReplica(t *testing.T, bin, kubeconfig, ns, id string) *replica {
+	t.Helper()
+	r := &replica{id: id}
+	r.child = framework.StartChild(t, id, bin, "--kubeconfig="+kubeconfig, "--namespaces="+ns,
+		"--leader-elect-resource-namespace="+ns, "--leader-elect-resource-name=cle-controller",
+		"--leader-elect-identity="+id,
+		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=250ms",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, m := range servingRE.FindAllStringSubmatch(r.child.Logs(), -1) {
+			switch m[2] {
+			case `"/metrics"`:
+				r.metrics = m[1]
+			case `"/healthz","/readyz"`:
+				r.health = m[1]
+			}
+		}
+		return r.metrics != "" && r.health != "", nil
+	}); err != nil {
+		t.Fatalf("%s never served metrics and probes: %v", id, err)
+	}
+	return r
+}
+
+func httpGet(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// scrape reads the replica's /metrics over HTTP.
+func (r *replica) scrape(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body, err := httpGet("http://" + r.metrics + "/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("scrape %s: status %d, %v", r.id, code, err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse %s metrics: %v", r.id, err)
+	}
+	return families
+}
+
+// value is the sum of the samples of a counter or gauge family whose labels
+// include the given pairs.
+func value(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	f := families[name]
+	if f == nil {
+		return 0
+	}
+	var sum float64
+	for _, m := range f.GetMetric() {
+		if !hasLabels(m, labels) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return sum
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		found := false
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTwoReplicas runs two cle-controller processes: only the one holding the
+// controller Lease elects, the other stays ready and idle, and takes over when
+// the first stops. Every figure is read from /metrics over HTTP.
+func TestTwoReplicas(t *testing.T) {
+	bin := buildController(t)
+	ns := server.CreateNamespace(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := server.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ns: ns, client: server.Client()}
+	replicas := map[string]*replica{}
+	for _, id := range []string{"replica-a", "replica-b"} {
+		replicas[id] = startReplica(t, bin, kubeconfig, ns, id)
+	}
+	lock := e.waitLease("cle-controller", 30*time.Second, "a replica leading", func(l *coordinationv1.Lease) bool {
+		_, ok := replicas[ptr.Deref(l.Spec.HolderIdentity, "")]
+		return ok
+	})
+	leader := replicas[*lock.Spec.HolderIdentity]
+	standby := replicas["replica-a"]
+	if leader == standby {
+		standby = replicas["replica-b"]
+	}
+	for _, r := range replicas {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				code, _, err := httpGet("http://" + r.health + path)
+				return err == nil && code == http.StatusOK, nil
+			}); err != nil {
+				t.Errorf("%s %s never answered 200: %v", r.id, path, err)
+			}
+		}
+	}
+
+	// The leader may list candidates created while it syncs, so answer pings.
+	e.createCandidate("replicated", cand{name: "new", binary: "1.36.0", emulation: "1.36.0"})
+	e.createCandidate("replicated", cand{name: "old", binary: "1.36.0", emulation: "1.35.0"})
+	e.answerPings("new")
+	e.answerPings("old")
+	e.waitLease("replicated", 30*time.Second, "holder old", holderIs("old"))
+
+	m := leader.scrape(t)
+	if n := value(m, "cle_elections_total", "result", "created"); n < 1 {
+		t.Errorf("leader %s: cle_elections_total{result=created} = %v, want >= 1", leader.id, n)
+	}
+	if n := value(m, "cle_election_duration_seconds"); n < 1 {
+		t.Errorf("leader %s: cle_election_duration_seconds has %v samples, want >= 1", leader.id, n)
+	}
+	if n := value(m, "cle_candidates", "state", "alive"); n < 1 {
+		t.Errorf("leader %s: cle_candidates{state=alive} = %v, want >= 1", leader.id, n)
+	}
+	if n := value(m, "workqueue_adds_total", "name", "cle_election"); n < 1 {
+		t.Errorf("leader %s: workqueue_adds_total{name=cle_leases} = %v, want >= 1", leader.id, n)
+	}
+	for _, r := range replicas {
+		if n := value(r.scrape(t), "cle_api_mode_info", "mode", "native"); n != 1 {
+			t.Errorf("%s: cle_api_mode_info{mode=native} = %v, want 1", r.id, n)
+		}
+	}
+	s := standby.scrape(t)
+	for _, name := range []string{"cle_elections_total", "cle_pings_total", "cle_preemptions_total", "cle_leader_changes_total"} {
+		if n := value(s, name); n != 0 {
+			t.Errorf("standby %s: %s = %v, want 0: it must not act", standby.id, name, n)
+		}
+	}
+
+	// The leader stops: it releases the controller Lease and the standby
+	// takes over at once, and elects.
+	if err := leader.child.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-leader.child.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not exit after SIGTERM", leader.id)
+	}
+	e.waitLease("cle-controller", 30*time.Second, standby.id+" leading", holderIs(standby.id))
+	e.createCandidate("after-failover", cand{name: "c", binary: "1.36.0", emulation: "1.36.0"})
+	e.answerPings("c")
+	e.waitLease("after-failover", 30*time.Second, "holder c", holderIs("c"))
+	if n := value(standby.scrape(t), "cle_elections_total", "result", "created"); n < 1 {
+		t.Errorf("%s after failover: cle_elections_total{result=created} = %v, want >= 1", standby.id, n)
+	}
+}
