@@ -25,6 +25,10 @@ test-integration: kube-bin ## Run the integration tests against a real kube-apis
 verify: ## Check formatting, go vet and that go.mod/go.sum are tidy.
 	hack/verify.sh
 
+.PHONY: bench
+bench: kube-bin ## Run the benchmarks: ranking, and election latencies on a real kube-apiserver.
+	hack/bench.sh
+
 .PHONY: kube-bin
 kube-bin: ## Build kube-apiserver, kube-scheduler and etcd into the cache (once per version).
 	hack/kube-bin.sh >/dev/null

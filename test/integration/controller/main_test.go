@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 const controllerUserAgent = framework.DefaultControllerUserAgent
 
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	ns      string
 	client  kubernetes.Interface
 	metrics *controller.Metrics
@@ -117,7 +117,6 @@ func (e *env) renew(lease *coordinationv1.Lease) *coordinationv1.Lease {
 	}
 	return out
 }
-
 
 // answerPings acts as the candidate's own process until the test ends: it
 // renews the candidate whenever the controller pings it.
