@@ -101,6 +101,7 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = "cle-controller/" + Version
+	cfg.WarningHandlerWithContext = &onceWarnings{}
 	clients, err := access.NewClients(cfg)
 	if err != nil {
 		return err
