@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,8 +33,15 @@ type Clients struct {
 }
 
 // NewClients builds the clients the access layer needs from cfg.
+// Built-in types travel as protobuf, which is cheaper to decode than JSON on
+// every watch event; custom resources can only be JSON.
 func NewClients(cfg *rest.Config) (Clients, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	kubeCfg := rest.CopyConfig(cfg)
+	if kubeCfg.ContentType == "" {
+		kubeCfg.ContentType = runtime.ContentTypeProtobuf
+		kubeCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
+	kube, err := kubernetes.NewForConfig(kubeCfg)
 	if err != nil {
 		return Clients{}, fmt.Errorf("create Kubernetes client: %w", err)
 	}

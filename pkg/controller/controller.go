@@ -321,10 +321,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	<-ctx.Done()
 }
 
+// cacheSyncPoll is how often Run checks for synced caches. Elections of
+// objects that arrive meanwhile wait for it, so it is much shorter than
+// client-go's 100ms.
+const cacheSyncPoll = 5 * time.Millisecond
+
 func (c *Controller) waitForSync(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, CacheSyncTimeout)
-	defer cancel()
-	return cache.WaitForCacheSync(ctx.Done(), c.HasSynced)
+	err := wait.PollUntilContextTimeout(ctx, cacheSyncPoll, CacheSyncTimeout, true, func(context.Context) (bool, error) {
+		return c.HasSynced(), nil
+	})
+	return err == nil
 }
 
 func (c *Controller) runWorker(ctx context.Context) {
