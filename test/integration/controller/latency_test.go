@@ -25,3 +25,7 @@ func benchNamespace(b *testing.B) string {
 	server.StartController(b, framework.ControllerOptions{Namespaces: []string{ns}})
 	return ns
 }
+
+func BenchmarkSkewedColdElectionLatency(b *testing.B) {
+	latency.SkewedColdElection(b, server.Client(), benchNamespace(b))
+}

@@ -30,7 +30,17 @@ import (
 // ColdElection: a fresh candidate for a Lease that does not exist, until the
 // Lease names it.
 func ColdElection(b *testing.B, client kubernetes.Interface, ns string) {
-	r := newRunner(b, client, ns)
+	coldElection(b, newRunner(b, client, ns, 0))
+}
+
+// SkewedColdElection is ColdElection with a candidate whose clock runs a
+// minute behind: its renewTime looks a minute old to anyone who compares it
+// with their own clock.
+func SkewedColdElection(b *testing.B, client kubernetes.Interface, ns string) {
+	coldElection(b, newRunner(b, client, ns, -time.Minute))
+}
+
+func coldElection(b *testing.B, r *runner) {
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
 		lease := fmt.Sprintf("cold-%d", i)
@@ -47,7 +57,7 @@ func ColdElection(b *testing.B, client kubernetes.Interface, ns string) {
 // PreferredHolder: a better candidate joins a Lease held by a live candidate,
 // until preferredHolder names it.
 func PreferredHolder(b *testing.B, client kubernetes.Interface, ns string) {
-	r := newRunner(b, client, ns)
+	r := newRunner(b, client, ns, 0)
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
 		lease := fmt.Sprintf("preferred-%d", i)
@@ -70,11 +80,12 @@ type runner struct {
 	client kubernetes.Interface
 	ns     string
 	leases watch.Interface
+	skew   time.Duration // of the candidates' clock
 }
 
 // newRunner watches the namespace's Leases and answers every ping of its
-// candidates until the benchmark ends.
-func newRunner(b *testing.B, client kubernetes.Interface, ns string) *runner {
+// candidates until the benchmark ends. The candidates' clock is off by skew.
+func newRunner(b *testing.B, client kubernetes.Interface, ns string, skew time.Duration) *runner {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := client.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{})
@@ -100,7 +111,7 @@ func newRunner(b *testing.B, client kubernetes.Interface, ns string) *runner {
 			if !ok || ev.Type != watch.Modified || lc.Spec.PingTime == nil || (lc.Spec.RenewTime != nil && !lc.Spec.RenewTime.Before(lc.Spec.PingTime)) {
 				continue
 			}
-			renew := metav1.NewMicroTime(time.Now())
+			renew := metav1.NewMicroTime(time.Now().Add(skew))
 			if renew.Before(lc.Spec.PingTime) {
 				renew = *lc.Spec.PingTime
 			}
@@ -108,7 +119,7 @@ func newRunner(b *testing.B, client kubernetes.Interface, ns string) *runner {
 			_, _ = candidates.Update(ctx, lc, metav1.UpdateOptions{}) // a conflict means a newer version follows on the watch
 		}
 	})
-	return &runner{b: b, client: client, ns: ns, leases: w}
+	return &runner{b: b, client: client, ns: ns, leases: w, skew: skew}
 }
 
 func (r *runner) createCandidate(lease, name, emulation string) {
@@ -120,7 +131,7 @@ func (r *runner) createCandidate(lease, name, emulation string) {
 			BinaryVersion:    "1.36.0",
 			EmulationVersion: emulation,
 			Strategy:         coordinationv1.OldestEmulationVersion,
-			RenewTime:        ptr.To(metav1.NewMicroTime(time.Now())),
+			RenewTime:        ptr.To(metav1.NewMicroTime(time.Now().Add(r.skew))),
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {

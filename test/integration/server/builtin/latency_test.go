@@ -17,3 +17,7 @@ func BenchmarkBuiltinColdElectionLatency(b *testing.B) {
 func BenchmarkBuiltinPreferredHolderLatency(b *testing.B) {
 	latency.PreferredHolder(b, server.Client(), server.CreateNamespace(b))
 }
+
+func BenchmarkBuiltinSkewedColdElectionLatency(b *testing.B) {
+	latency.SkewedColdElection(b, server.Client(), server.CreateNamespace(b))
+}
