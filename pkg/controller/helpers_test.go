@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cle-dev/cle/internal/promtest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -603,35 +605,7 @@ func (h *harness) metric(name string, labels ...string) float64 {
 	if err != nil {
 		h.t.Fatalf("gather metrics: %v", err)
 	}
-	var sum float64
-	for _, mf := range fams {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue series
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
+	return promtest.Value(fams, name, labels...)
 }
 
 // histogramSum returns the sum of the observations of a histogram.

@@ -12,12 +12,11 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/promtest"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
@@ -67,57 +66,17 @@ func httpGet(url string) (int, string, error) {
 }
 
 // scrape reads the replica's /metrics over HTTP.
-func (r *replica) scrape(t *testing.T) map[string]*dto.MetricFamily {
+func (r *replica) scrape(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
 	code, body, err := httpGet("http://" + r.metrics + "/metrics")
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("scrape %s: status %d, %v", r.id, code, err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	families, err := promtest.Parse(strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("parse %s metrics: %v", r.id, err)
 	}
 	return families
-}
-
-// value is the sum of the samples of a counter or gauge family whose labels
-// include the given pairs.
-func value(families map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	f := families[name]
-	if f == nil {
-		return 0
-	}
-	var sum float64
-	for _, m := range f.GetMetric() {
-		if !hasLabels(m, labels) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.Histogram.GetSampleCount())
-		}
-	}
-	return sum
-}
-
-func hasLabels(m *dto.Metric, labels []string) bool {
-	for i := 0; i+1 < len(labels); i += 2 {
-		found := false
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 // TestTwoReplicas runs two cle-controller processes: only the one holding the
@@ -163,26 +122,26 @@ func TestTwoReplicas(t *testing.T) {
 	e.waitLease("replicated", 30*time.Second, "holder old", holderIs("old"))
 
 	m := leader.scrape(t)
-	if n := value(m, "cle_elections_total", "result", "created"); n < 1 {
+	if n := promtest.Value(m, "cle_elections_total", "result", "created"); n < 1 {
 		t.Errorf("leader %s: cle_elections_total{result=created} = %v, want >= 1", leader.id, n)
 	}
-	if n := value(m, "cle_election_duration_seconds"); n < 1 {
+	if n := promtest.Value(m, "cle_election_duration_seconds"); n < 1 {
 		t.Errorf("leader %s: cle_election_duration_seconds has %v samples, want >= 1", leader.id, n)
 	}
-	if n := value(m, "cle_candidates", "state", "alive"); n < 1 {
+	if n := promtest.Value(m, "cle_candidates", "state", "alive"); n < 1 {
 		t.Errorf("leader %s: cle_candidates{state=alive} = %v, want >= 1", leader.id, n)
 	}
-	if n := value(m, "workqueue_adds_total", "name", "cle_election"); n < 1 {
+	if n := promtest.Value(m, "workqueue_adds_total", "name", "cle_election"); n < 1 {
 		t.Errorf("leader %s: workqueue_adds_total{name=cle_leases} = %v, want >= 1", leader.id, n)
 	}
 	for _, r := range replicas {
-		if n := value(r.scrape(t), "cle_api_mode_info", "mode", "native"); n != 1 {
+		if n := promtest.Value(r.scrape(t), "cle_api_mode_info", "mode", "native"); n != 1 {
 			t.Errorf("%s: cle_api_mode_info{mode=native} = %v, want 1", r.id, n)
 		}
 	}
 	s := standby.scrape(t)
 	for _, name := range []string{"cle_elections_total", "cle_pings_total", "cle_preemptions_total", "cle_leader_changes_total"} {
-		if n := value(s, name); n != 0 {
+		if n := promtest.Value(s, name); n != 0 {
 			t.Errorf("standby %s: %s = %v, want 0: it must not act", standby.id, name, n)
 		}
 	}
@@ -201,7 +160,7 @@ func TestTwoReplicas(t *testing.T) {
 	e.createCandidate("after-failover", cand{name: "c", binary: "1.36.0", emulation: "1.36.0"})
 	e.answerPings("c")
 	e.waitLease("after-failover", 30*time.Second, "holder c", holderIs("c"))
-	if n := value(standby.scrape(t), "cle_elections_total", "result", "created"); n < 1 {
+	if n := promtest.Value(standby.scrape(t), "cle_elections_total", "result", "created"); n < 1 {
 		t.Errorf("%s after failover: cle_elections_total{result=created} = %v, want >= 1", standby.id, n)
 	}
 }

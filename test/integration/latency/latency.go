@@ -45,10 +45,7 @@ func coldElection(b *testing.B, r *runner) {
 	for i := 0; b.Loop(); i++ {
 		lease := fmt.Sprintf("cold-%d", i)
 		begin := time.Now()
-		r.createCandidate(lease, lease+"-a", "1.36.0")
-		r.waitLease(lease, "holder "+lease+"-a", func(l *coordinationv1.Lease) bool {
-			return ptr.Deref(l.Spec.HolderIdentity, "") == lease+"-a"
-		})
+		r.elect(lease, lease+"-a")
 		took = append(took, time.Since(begin))
 	}
 	report(b, took)
@@ -61,10 +58,7 @@ func PreferredHolder(b *testing.B, client kubernetes.Interface, ns string) {
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
 		lease := fmt.Sprintf("preferred-%d", i)
-		r.createCandidate(lease, lease+"-a", "1.36.0")
-		r.waitLease(lease, "holder "+lease+"-a", func(l *coordinationv1.Lease) bool {
-			return ptr.Deref(l.Spec.HolderIdentity, "") == lease+"-a"
-		})
+		r.elect(lease, lease+"-a")
 		begin := time.Now()
 		r.createCandidate(lease, lease+"-b", "1.35.0")
 		r.waitLease(lease, "preferredHolder "+lease+"-b", func(l *coordinationv1.Lease) bool {
@@ -120,6 +114,15 @@ func newRunner(b *testing.B, client kubernetes.Interface, ns string, skew time.D
 		}
 	})
 	return &runner{b: b, client: client, ns: ns, leases: w, skew: skew}
+}
+
+// elect creates the only candidate of a Lease and waits until it holds it.
+func (r *runner) elect(lease, name string) {
+	r.b.Helper()
+	r.createCandidate(lease, name, "1.36.0")
+	r.waitLease(lease, "holder "+name, func(l *coordinationv1.Lease) bool {
+		return ptr.Deref(l.Spec.HolderIdentity, "") == name
+	})
 }
 
 func (r *runner) createCandidate(lease, name, emulation string) {
