@@ -6,9 +6,13 @@
 //   - Leases are *coordinationv1.Lease objects whose spec.strategy and
 //     spec.preferredHolder carry the coordinated election fields.
 //
-// In native mode these are the Kubernetes objects themselves. Other modes map
-// them onto what their cluster can store, inside this package only: nothing
-// outside it branches on the mode.
+// In native mode these are the Kubernetes objects themselves. In portable mode
+// LeaseCandidates are the custom resource cle.dev/v1beta1 LeaseCandidate (the
+// CRD in manifests/crd) and a Lease carries its strategy and preferred holder
+// in the annotations cle.dev/strategy and cle.dev/preferred-holder, because a
+// kube-apiserver without the CoordinatedLeaderElection gate drops the spec
+// fields. The mapping happens inside this package only: nothing outside it
+// branches on the mode.
 package access
 
 import (
@@ -30,6 +34,22 @@ const (
 	// Lease fields spec.strategy and spec.preferredHolder. It needs
 	// kube-apiserver with the CoordinatedLeaderElection feature gate on.
 	ModeNative Mode = "native"
+	// ModePortable uses the cle.dev/v1beta1 LeaseCandidate custom resource
+	// and Lease annotations. It works on any cluster with the CRD installed,
+	// feature gates or not.
+	ModePortable Mode = "portable"
+)
+
+// ModeAuto asks Detect to choose: native when the server can store native
+// coordinated leader election, portable otherwise. It is not a Mode: an
+// access layer always has a definite one.
+const ModeAuto = "auto"
+
+// The annotations that carry a Lease's coordinated election fields in
+// portable mode: the values of spec.strategy and spec.preferredHolder.
+const (
+	StrategyAnnotation        = "cle.dev/strategy"
+	PreferredHolderAnnotation = "cle.dev/preferred-holder"
 )
 
 // Interface gives mode-independent access to LeaseCandidates and Leases.
@@ -69,12 +89,13 @@ type LeaseClient interface {
 	Delete(ctx context.Context, name string, preconditions *metav1.Preconditions) error
 }
 
-// ParseMode parses a --api-mode value.
+// ParseMode parses an explicit API mode: native or portable. ModeAuto is
+// not a Mode; Detect resolves it.
 func ParseMode(s string) (Mode, error) {
-	switch Mode(s) {
-	case ModeNative:
-		return ModeNative, nil
+	switch m := Mode(s); m {
+	case ModeNative, ModePortable:
+		return m, nil
 	default:
-		return "", fmt.Errorf("unknown API mode %q: want %q", s, ModeNative)
+		return "", fmt.Errorf("unknown API mode %q: want %q or %q", s, ModeNative, ModePortable)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 )
 
@@ -20,6 +21,18 @@ import (
 // LeaseCandidates, or it drops Lease spec.strategy (the
 // CoordinatedLeaderElection feature gate is off).
 var ErrNativeUnavailable = errors.New("native coordinated leader election is not available on this server")
+
+// ErrCRDMissing means portable mode was chosen but the server does not serve
+// the portable LeaseCandidate custom resource: the CRD in CRDManifest is not
+// installed.
+var ErrCRDMissing = errors.New("the portable LeaseCandidate CRD (leasecandidates.cle.dev) is not installed")
+
+// CRDManifest is the kustomize directory, relative to the repository root,
+// that installs what portable mode needs; CRDManifestFile is the CRD itself.
+const (
+	CRDManifest     = "manifests/crd"
+	CRDManifestFile = "manifests/crd/leasecandidates.cle.dev.yaml"
+)
 
 // ProbeNamespace is where the strategy probe dry-runs a Lease.
 const ProbeNamespace = "kube-system"
@@ -52,22 +65,81 @@ func NewClients(cfg *rest.Config) (Clients, error) {
 	return Clients{Kube: kube, Dynamic: dyn}, nil
 }
 
-// Detect returns the access layer for mode ("auto" or a Mode). Native mode
-// needs the server to serve LeaseCandidates and keep spec.strategy on a Lease,
-// which is checked with a server-side dry-run create that stores nothing.
+// Detect returns the access layer for mode: ModeAuto or a Mode.
+//
+// Native mode needs the server to serve coordination.k8s.io/v1beta1
+// LeaseCandidates and to keep spec.strategy on a Lease, which is checked with
+// a server-side dry-run create that stores nothing; an explicit native mode
+// on a server that cannot do it fails with ErrNativeUnavailable. Portable
+// mode needs the CRD of CRDManifest; without it Detect fails with
+// ErrCRDMissing and says what to apply. ModeAuto picks native when the
+// server can do it and portable otherwise; any other failure of the probe
+// (an unreachable server, a denied request) is returned rather than guessed
+// around, because the two modes do not see each other's elections.
 func Detect(ctx context.Context, clients Clients, mode string) (Interface, error) {
 	if clients.Kube == nil {
 		return nil, errors.New("access: Clients.Kube is required")
 	}
-	if mode != "auto" {
-		if _, err := ParseMode(mode); err != nil {
+	logger := klog.FromContext(ctx)
+	if mode != ModeAuto {
+		m, err := ParseMode(mode)
+		if err != nil {
 			return nil, err
 		}
+		if m == ModePortable {
+			return detectPortable(ctx, clients)
+		}
+		if err := probeNative(ctx, clients.Kube); err != nil {
+			return nil, err
+		}
+		return NewNative(clients.Kube), nil
 	}
-	if err := probeNative(ctx, clients.Kube); err != nil {
-		return nil, err
+	nativeErr := probeNative(ctx, clients.Kube)
+	if nativeErr == nil {
+		logger.V(2).Info("Server supports native coordinated leader election")
+		return NewNative(clients.Kube), nil
 	}
-	return NewNative(clients.Kube), nil
+	if !errors.Is(nativeErr, ErrNativeUnavailable) {
+		return nil, nativeErr
+	}
+	logger.V(2).Info("Native coordinated leader election unavailable, trying portable mode", "reason", nativeErr.Error())
+	acc, err := detectPortable(ctx, clients)
+	if err != nil {
+		return nil, fmt.Errorf("%w; native mode is not possible either: %w", err, nativeErr)
+	}
+	return acc, nil
+}
+
+// detectPortable returns the portable access layer once the server is seen
+// to serve its custom resource.
+func detectPortable(ctx context.Context, clients Clients) (Interface, error) {
+	if clients.Dynamic == nil {
+		return nil, errors.New("access: portable mode needs Clients.Dynamic")
+	}
+	missing := func(why string) error {
+		return fmt.Errorf("%w: %s; install it with `kubectl apply -k %s` (the CRD is %s)", ErrCRDMissing, why, CRDManifest, CRDManifestFile)
+	}
+	gv := CandidateResource.GroupVersion().String()
+	resources, err := clients.Kube.Discovery().ServerResourcesForGroupVersion(gv)
+	if apierrors.IsNotFound(err) {
+		return nil, missing(gv + " is not served")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("discover %s: %w", gv, err)
+	}
+	if !servesResource(resources, CandidateResource.Resource) {
+		return nil, missing(gv + " does not serve " + CandidateResource.Resource)
+	}
+	return NewPortable(clients)
+}
+
+func servesResource(resources *metav1.APIResourceList, name string) bool {
+	for _, r := range resources.APIResources {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func probeNative(ctx context.Context, client kubernetes.Interface) error {
@@ -78,13 +150,7 @@ func probeNative(ctx context.Context, client kubernetes.Interface) error {
 	if err != nil {
 		return fmt.Errorf("discover coordination.k8s.io/v1beta1: %w", err)
 	}
-	served := false
-	for _, r := range resources.APIResources {
-		if r.Name == "leasecandidates" {
-			served = true
-		}
-	}
-	if !served {
+	if !servesResource(resources, "leasecandidates") {
 		return fmt.Errorf("%w: coordination.k8s.io/v1beta1 does not serve leasecandidates", ErrNativeUnavailable)
 	}
 	probe, err := client.CoordinationV1().Leases(ProbeNamespace).Create(ctx, &coordinationv1.Lease{

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/controller"
 )
 
@@ -42,19 +43,34 @@ type Options struct {
 	Logs                     *logsapi.LoggingConfiguration
 }
 
-// The Lease on which kube-apiserver's built-in election controller is
-// leader-elected. In native mode cle-controller contends for the same Lease,
-// so that exactly one coordinated election controller acts at a time.
+// The controller's own leader election Lease by default. In native mode it
+// is the Lease on which kube-apiserver's built-in election controller is
+// leader-elected: cle-controller contends for the same Lease, so that exactly
+// one coordinated election controller acts at a time. In portable mode there
+// is no built-in controller to share with, and cle-controller uses a Lease of
+// its own.
 const (
-	builtinLockNamespace = "kube-system"
+	defaultLockNamespace = "kube-system"
 	builtinLockName      = "leader-election-controller"
 	ownLockName          = "cle-controller"
 )
 
+// lockName is the name of the controller's own Lease in mode: the one given
+// by flag, or the mode's default.
+func (o *Options) lockName(mode access.Mode) string {
+	if o.LeaderElectResourceName != "" {
+		return o.LeaderElectResourceName
+	}
+	if mode == access.ModeNative {
+		return builtinLockName
+	}
+	return ownLockName
+}
+
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		APIMode:                  "auto",
+		APIMode:                  access.ModeAuto,
 		Workers:                  4,
 		KubeAPIQPS:               50,
 		KubeAPIBurst:             100,
@@ -66,8 +82,7 @@ func NewOptions() *Options {
 		LeaderElectLeaseDuration: 15 * time.Second,
 		LeaderElectRenewDeadline: 10 * time.Second,
 		LeaderElectRetryPeriod:   2 * time.Second,
-		LeaderElectResourceName:  builtinLockName,
-		LeaderElectResourceNS:    builtinLockNamespace,
+		LeaderElectResourceNS:    defaultLockNamespace,
 		MetricsBindAddress:       ":8080",
 		HealthProbeBindAddress:   ":8081",
 		ShutdownGracePeriod:      2 * time.Second,
@@ -78,7 +93,7 @@ func NewOptions() *Options {
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: the in-cluster configuration.")
-	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (native when the server serves coordination.k8s.io/v1beta1 LeaseCandidates and keeps Lease spec.strategy) or native.")
+	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: native (coordination.k8s.io/v1beta1 LeaseCandidates and Lease spec.strategy, needs the CoordinatedLeaderElection gate), portable (the leasecandidates.cle.dev CRD of manifests/crd and Lease annotations, any cluster), or auto (native when the server serves coordination.k8s.io/v1beta1 LeaseCandidates and keeps Lease spec.strategy, else portable).")
 	fs.StringSliceVar(&o.Namespaces, "namespaces", o.Namespaces, "Namespaces to elect in (comma-separated). Empty: all namespaces.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Leases reconciled in parallel.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side rate limit on requests to kube-apiserver, per second.")
@@ -91,7 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Lease duration of the controller's own leader election.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the active replica keeps trying to renew before it stops acting.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Interval between attempts to acquire or renew the controller's own Lease.")
-	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the controller's own Lease. The default is the built-in controller's, so only one coordinated election controller acts.")
+	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the controller's own Lease. Empty: "+builtinLockName+" in native mode (the built-in controller's Lease, so only one coordinated election controller acts), "+ownLockName+" in portable mode.")
 	fs.StringVar(&o.LeaderElectResourceNS, "leader-elect-resource-namespace", o.LeaderElectResourceNS, "Namespace of the controller's own Lease.")
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "Identity in the controller's own Lease. Empty: hostname and a random suffix.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving Prometheus metrics on /metrics; 0 disables it.")
@@ -104,10 +119,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate checks the options together.
 func (o *Options) Validate() error {
 	var errs []error
-	switch o.APIMode {
-	case "auto", "native":
-	default:
-		errs = append(errs, fmt.Errorf("--api-mode=%q: want auto or native", o.APIMode))
+	if o.APIMode != access.ModeAuto {
+		if _, err := access.ParseMode(o.APIMode); err != nil {
+			errs = append(errs, fmt.Errorf("--api-mode=%q: want %s, %s or %s", o.APIMode, access.ModeAuto, access.ModeNative, access.ModePortable))
+		}
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers=%d: want at least 1", o.Workers))
@@ -127,8 +142,8 @@ func (o *Options) Validate() error {
 		if o.LeaderElectRenewDeadline <= o.LeaderElectRetryPeriod {
 			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than --leader-elect-retry-period (%s)", o.LeaderElectRenewDeadline, o.LeaderElectRetryPeriod))
 		}
-		if o.LeaderElectResourceName == "" || o.LeaderElectResourceNS == "" {
-			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"))
+		if o.LeaderElectResourceNS == "" {
+			errs = append(errs, errors.New("--leader-elect-resource-namespace must not be empty"))
 		}
 	}
 	if o.ShutdownGracePeriod <= 0 {

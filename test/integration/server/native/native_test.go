@@ -5,6 +5,7 @@ package native
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
@@ -269,5 +272,32 @@ func TestRestartAndPause(t *testing.T) {
 		return err == nil, nil
 	}); err != nil {
 		t.Fatalf("kube-apiserver did not answer after resume: %v", err)
+	}
+}
+
+// TestAutoDetectPicksNative: with the gate on, the dry-run probe keeps
+// spec.strategy and auto mode chooses native.
+func TestAutoDetectPicksNative(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	clients, err := access.NewClients(server.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := access.Detect(ctx, clients, access.ModeAuto)
+	if err != nil {
+		t.Fatalf("Detect(auto): %v", err)
+	}
+	if acc.Mode() != access.ModeNative {
+		t.Errorf("auto chose %s on a gate-on server, want native", acc.Mode())
+	}
+	// The probe is a dry run: it leaves no Lease behind.
+	leases, err := server.Client().CoordinationV1().Leases(access.ProbeNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		if strings.HasPrefix(l.Name, "cle-probe-") {
+			t.Errorf("the probe left Lease %s behind", l.Name)
+		}
 	}
 }
