@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -189,54 +190,72 @@ func TestCollectedCandidateLeavesTheElection(t *testing.T) {
 }
 
 func TestProcessNextGC(t *testing.T) {
-	h := newHarness(t)
-	h.list(candidate("a", "1.30.0", "1.30.0"))
-	h.failOn("delete", "leasecandidates", 1, apierrors.NewInternalError(errors.New("boom")))
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.list(candidate("a", "1.30.0", "1.30.0"))
+		h.failOn("delete", "leasecandidates", 1, apierrors.NewInternalError(errors.New("boom")))
 
-	if n := h.c.gcQueue.Len(); n != 0 {
-		t.Fatalf("GC queue length = %d before the TTL", n)
-	}
-	h.step(30 * time.Minute)
-	eventually(t, "the candidate's TTL", func() bool { return h.c.gcQueue.Len() == 1 })
+		settled()
+		if n := h.c.gcQueue.Len(); n != 0 {
+			t.Fatalf("GC queue length = %d before the TTL", n)
+		}
+		h.step(30 * time.Minute)
+		settled()
+		if n := h.c.gcQueue.Len(); n != 1 {
+			t.Fatalf("GC queue length = %d at the TTL, want the candidate", n)
+		}
 
-	if !h.c.processNextGC(h.ctx) {
-		t.Fatal("processNextGC reported shutdown")
-	}
-	if n := h.c.gcQueue.NumRequeues(keyOf("a")); n != 1 {
-		t.Errorf("requeues = %d after a failed delete, want 1", n)
-	}
-	h.step(time.Second)
-	eventually(t, "the retry", func() bool { return h.c.gcQueue.Len() == 1 })
-	if !h.c.processNextGC(h.ctx) {
-		t.Fatal("processNextGC reported shutdown")
-	}
-	if _, err := h.client.Tracker().Get(candidatesGVR, testNS, "a"); !apierrors.IsNotFound(err) {
-		t.Errorf("candidate still on the server: %v", err)
-	}
-	if n := h.c.gcQueue.NumRequeues(keyOf("a")); n != 0 {
-		t.Errorf("requeues = %d after success, want 0", n)
-	}
+		if !h.c.processNextGC(h.ctx) {
+			t.Fatal("processNextGC reported shutdown")
+		}
+		if n := h.c.gcQueue.NumRequeues(keyOf("a")); n != 1 {
+			t.Errorf("requeues = %d after a failed delete, want 1", n)
+		}
+		settled()
+		h.step(time.Second)
+		settled()
+		if n := h.c.gcQueue.Len(); n != 1 {
+			t.Fatalf("GC queue length = %d after the backoff, want the retry", n)
+		}
+		if !h.c.processNextGC(h.ctx) {
+			t.Fatal("processNextGC reported shutdown")
+		}
+		if _, err := h.client.Tracker().Get(candidatesGVR, testNS, "a"); !apierrors.IsNotFound(err) {
+			t.Errorf("candidate still on the server: %v", err)
+		}
+		if n := h.c.gcQueue.NumRequeues(keyOf("a")); n != 0 {
+			t.Errorf("requeues = %d after success, want 0", n)
+		}
 
-	h.c.gcQueue.ShutDown()
-	if h.c.processNextGC(h.ctx) {
-		t.Error("processNextGC on a shut down queue reported more work")
-	}
+		h.c.gcQueue.ShutDown()
+		if h.c.processNextGC(h.ctx) {
+			t.Error("processNextGC on a shut down queue reported more work")
+		}
+	})
 }
 
 // A candidate that is not expired yet is looked at again when it would be.
 func TestProcessNextGCRequeuesAtExpiry(t *testing.T) {
-	h := newHarness(t)
-	h.list(candidate("a", "1.30.0", "1.30.0"))
-	h.c.gcQueue.Add(keyOf("a"))
-	h.step(10 * time.Minute)
-	if !h.c.processNextGC(h.ctx) {
-		t.Fatal("processNextGC reported shutdown")
-	}
-	// The handler's own AddAfter(TTL) and the requeue both land at t0+30m.
-	h.step(20*time.Minute - time.Nanosecond)
-	if n := h.c.gcQueue.Len(); n != 0 {
-		t.Errorf("GC queue length = %d before expiry", n)
-	}
-	h.step(time.Nanosecond)
-	eventually(t, "the requeue at expiry", func() bool { return h.c.gcQueue.Len() == 1 })
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.list(candidate("a", "1.30.0", "1.30.0"))
+		h.c.gcQueue.Add(keyOf("a"))
+		settled()
+		h.step(10 * time.Minute)
+		if !h.c.processNextGC(h.ctx) {
+			t.Fatal("processNextGC reported shutdown")
+		}
+		// The handler's own AddAfter(TTL) and the requeue both land at t0+30m.
+		settled()
+		h.step(20*time.Minute - time.Nanosecond)
+		settled()
+		if n := h.c.gcQueue.Len(); n != 0 {
+			t.Errorf("GC queue length = %d before expiry", n)
+		}
+		h.step(time.Nanosecond)
+		settled()
+		if n := h.c.gcQueue.Len(); n != 1 {
+			t.Errorf("GC queue length = %d at expiry, want the requeue", n)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -47,6 +48,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		t.Fatalf("timed out waiting for %s", what)
 	}
 }
+
+// settled waits, inside a synctest bubble, until every goroutine of the test
+// is blocked: the delaying queue has armed its timers from the current time,
+// so stepping the fake clock now fires exactly what is due.
+func settled() { synctest.Wait() }
 
 func TestLeaseEventsWithoutCandidatesAreDropped(t *testing.T) {
 	h := newHarness(t)
@@ -176,49 +182,57 @@ func TestCandidateUpdateHandler(t *testing.T) {
 }
 
 func TestProcessNextAppliesTheOutcome(t *testing.T) {
-	h := newHarness(t)
-	h.create(candidate("a", "1.30.0", "1.30.0"))
-	h.failOn("create", "leases", 1, apierrors.NewInternalError(errors.New("boom")))
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		h.create(candidate("a", "1.30.0", "1.30.0"))
+		h.failOn("create", "leases", 1, apierrors.NewInternalError(errors.New("boom")))
 
-	// Failure: retried with backoff, never dropped.
-	if !h.c.processNext(h.ctx) {
-		t.Fatal("processNext reported shutdown")
-	}
-	if n := h.c.queue.NumRequeues(leaseKey); n != 1 {
-		t.Errorf("requeues = %d, want 1", n)
-	}
-	if h.serverLease() != nil {
-		t.Fatal("Lease created despite the error")
-	}
-	h.step(time.Second) // past the backoff, on the queue's (fake) clock
-	eventually(t, "the rate-limited retry", func() bool { return h.c.queue.Len() == 1 })
+		// Failure: retried with backoff, never dropped.
+		if !h.c.processNext(h.ctx) {
+			t.Fatal("processNext reported shutdown")
+		}
+		if n := h.c.queue.NumRequeues(leaseKey); n != 1 {
+			t.Errorf("requeues = %d, want 1", n)
+		}
+		if h.serverLease() != nil {
+			t.Fatal("Lease created despite the error")
+		}
+		settled()
+		h.step(time.Second) // past the backoff, on the queue's (fake) clock
+		settled()
+		if n := h.c.queue.Len(); n != 1 {
+			t.Fatalf("queue length = %d after the backoff, want the rate-limited retry", n)
+		}
 
-	// Success: forgotten, then looked at again at the next deadline.
-	if !h.c.processNext(h.ctx) {
-		t.Fatal("processNext reported shutdown")
-	}
-	if holderOf(h.serverLease()) != "a" {
-		t.Fatalf("Lease %v, want held by a", h.serverLease())
-	}
-	if n := h.c.queue.NumRequeues(leaseKey); n != 0 {
-		t.Errorf("requeues = %d after success, want 0", n)
-	}
-	if n := h.c.queue.Len(); n != 0 {
-		t.Errorf("queue length = %d, want 0 before the deadline", n)
-	}
-	// The next deadline is a's freshness, 15s after t0.
-	h.step(14*time.Second - time.Nanosecond)
-	if n := h.c.queue.Len(); n != 0 {
-		t.Errorf("queue length = %d, want 0 before the deadline", n)
-	}
-	h.step(time.Nanosecond)
-	eventually(t, "the requeue at the next deadline", func() bool { return h.c.queue.Len() == 1 })
+		// Success: forgotten, then looked at again at the next deadline.
+		if !h.c.processNext(h.ctx) {
+			t.Fatal("processNext reported shutdown")
+		}
+		if holderOf(h.serverLease()) != "a" {
+			t.Fatalf("Lease %v, want held by a", h.serverLease())
+		}
+		if n := h.c.queue.NumRequeues(leaseKey); n != 0 {
+			t.Errorf("requeues = %d after success, want 0", n)
+		}
+		// The next deadline is a's freshness, 15s after t0.
+		settled()
+		h.step(14*time.Second - time.Nanosecond)
+		settled()
+		if n := h.c.queue.Len(); n != 0 {
+			t.Errorf("queue length = %d, want 0 before the deadline", n)
+		}
+		h.step(time.Nanosecond)
+		settled()
+		if n := h.c.queue.Len(); n != 1 {
+			t.Fatalf("queue length = %d at the deadline, want the requeue", n)
+		}
 
-	h.c.queue.ShutDown()
-	h.c.queue.Get() // the pending key: drained first
-	if h.c.processNext(h.ctx) {
-		t.Error("processNext on a shut down, empty queue reported more work")
-	}
+		h.c.queue.ShutDown()
+		h.c.queue.Get() // the pending key: drained first
+		if h.c.processNext(h.ctx) {
+			t.Error("processNext on a shut down, empty queue reported more work")
+		}
+	})
 }
 
 func TestCandidatesMetricByState(t *testing.T) {

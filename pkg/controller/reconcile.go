@@ -71,7 +71,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	if res.BinaryVersion == "" {
 		// No candidate says which binary it runs, so none can say which
 		// strategy the Lease follows: report each one, elect nobody.
-		for _, lc := range cands {
+		for _, lc := range slices.SortedFunc(slices.Values(cands), byName) {
 			c.reportInvalid(ctx, key, lease, lc, "any strategy", fmt.Errorf("binaryVersion %q is not a strict semantic version", lc.Spec.BinaryVersion))
 		}
 		logger.V(2).Info("No candidate has a valid binaryVersion; not electing", "candidates", len(cands))
@@ -471,3 +471,9 @@ func (c *Controller) takeNeeded(key types.NamespacedName) (time.Time, bool) {
 }
 
 func (c *Controller) clearNeeded(key types.NamespacedName) { _, _ = c.takeNeeded(key) }
+
+// byName orders candidates by name, so that what is reported about several
+// reads the same on every reconcile.
+func byName(a, b *coordinationv1beta1.LeaseCandidate) int {
+	return strings.Compare(a.Name, b.Name)
+}

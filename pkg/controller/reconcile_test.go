@@ -582,7 +582,7 @@ func TestNoEligibleCandidate(t *testing.T) {
 
 	t.Run("no candidate has a valid binaryVersion", func(t *testing.T) {
 		h := newHarness(t)
-		h.list(candidate("a", "1.30", "1.30.0"), candidate("b", "", "1.30.0"))
+		h.list(candidate("b", "", "1.30.0"), candidate("a", "1.30", "1.30.0"))
 		for range 3 {
 			h.reconcile()
 		}
