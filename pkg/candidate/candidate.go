@@ -143,8 +143,12 @@ func (c *Candidate) Run(ctx context.Context) error {
 	for _, inf := range []cache.SharedIndexInformer{el.informer, reg.informer} {
 		informers.Go(func() { inf.RunWithContext(informerCtx) })
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), el.informer.HasSynced, reg.informer.HasSynced) {
-		return nil // ctx done
+	for _, synced := range []cache.DoneChecker{el.synced, reg.synced} {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-synced.Done():
+		}
 	}
 	logger.V(2).Info("Candidate started", "binaryVersion", c.cfg.BinaryVersion,
 		"emulationVersion", c.cfg.EmulationVersion, "strategy", c.cfg.Strategy, "mode", acc.Mode())

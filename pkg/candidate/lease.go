@@ -22,8 +22,10 @@ type elector struct {
 	c        *Candidate
 	leases   access.LeaseClient
 	informer cache.SharedIndexInformer
-	key      string
-	wake     chan struct{}
+	// synced is done once the informer has delivered its initial list.
+	synced cache.DoneChecker
+	key    string
+	wake   chan struct{}
 
 	// written is the result of our last write and writtenFrom the
 	// resourceVersion it replaced: while the informer still shows that
@@ -53,7 +55,9 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 		key:      c.cfg.Namespace + "/" + c.cfg.LeaseName,
 		wake:     make(chan struct{}, 1),
 	}
-	_, _ = e.informer.AddEventHandler(wakeOnChange(e.wake))
+	// The registration cannot fail on an informer that has not started.
+	handle, _ := e.informer.AddEventHandler(wakeOnChange(e.wake))
+	e.synced = handle.HasSyncedChecker()
 	return e
 }
 

@@ -20,8 +20,10 @@ type registrar struct {
 	c        *Candidate
 	client   access.CandidateClient
 	informer cache.SharedIndexInformer
-	key      string
-	wake     chan struct{}
+	// synced is done once the informer has delivered its initial list.
+	synced cache.DoneChecker
+	key    string
+	wake   chan struct{}
 
 	written     *coordinationv1beta1.LeaseCandidate
 	writtenFrom string
@@ -41,7 +43,9 @@ func newRegistrar(c *Candidate, acc access.Interface) *registrar {
 		key:      c.cfg.Namespace + "/" + c.cfg.Identity,
 		wake:     make(chan struct{}, 1),
 	}
-	_, _ = r.informer.AddEventHandler(wakeOnChange(r.wake))
+	// The registration cannot fail on an informer that has not started.
+	handle, _ := r.informer.AddEventHandler(wakeOnChange(r.wake))
+	r.synced = handle.HasSyncedChecker()
 	return r
 }
 
@@ -61,7 +65,7 @@ func (r *registrar) current() *coordinationv1beta1.LeaseCandidate {
 }
 
 func (r *registrar) run(ctx context.Context) {
-	timer := r.c.cfg.Clock.NewTimer(0)
+	timer := r.c.cfg.Clock.NewTimer(r.step(ctx))
 	defer timer.Stop()
 	for {
 		select {
