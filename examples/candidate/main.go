@@ -217,5 +217,5 @@ func (p *printer) print(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
 	// The event name comes first, then the identity, then the details.
 	name, rest, _ := strings.Cut(line, " ")
-	fmt.Printf("%s identity=%s %s\n", name, p.identity, rest)
+	fmt.Println(strings.TrimSpace(name + " identity=" + p.identity + " " + rest))
 }
