@@ -54,6 +54,7 @@ type options struct {
 	candidateRenew   time.Duration
 	writeConfigMap   string
 	writeInterval    time.Duration
+	stopDelay        time.Duration
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	fs.DurationVar(&o.candidateRenew, "candidate-renew-interval", candidate.DefaultCandidateRenewInterval, "interval between renewals of the LeaseCandidate")
 	fs.StringVar(&o.writeConfigMap, "write-configmap", "", "if set, the leader writes this ConfigMap every --write-interval through a write-guarded client")
 	fs.DurationVar(&o.writeInterval, "write-interval", 100*time.Millisecond, "interval of the leader's ConfigMap writes")
+	fs.DurationVar(&o.stopDelay, "stop-delay", 0, "how long leader work keeps going (and writing) after it was told to stop, as slow or careless work does; the guarded client must refuse those writes")
 	klogFlags := goflagSet()
 	fs.AddGoFlagSet(klogFlags)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -131,7 +133,7 @@ func run(ctx context.Context, o options) error {
 				out.print("started-leading token=%d", token)
 				logger.Info("Leading", "token", token)
 				if o.writeConfigMap != "" {
-					lead(ctx, c, o, out)
+					lead(ctx, token, o, out)
 				}
 				<-ctx.Done()
 			},
@@ -161,14 +163,16 @@ func run(ctx context.Context, o options) error {
 // writer is the write-guarded client of the leader work.
 var writer kubernetes.Interface
 
-// lead writes the ConfigMap every interval until ctx is done. The write is
-// attempted even when ctx may just have been cancelled: the guard, not the
-// loop, is what keeps a deposed leader from writing.
-func lead(ctx context.Context, c *candidate.Candidate, o options, out *printer) {
+// lead writes the ConfigMap, stamped with the term's fencing token, every
+// interval until ctx is done and --stop-delay has passed. Writes after ctx is
+// done are on purpose: the guard, not the loop, is what keeps a deposed
+// leader from writing.
+func lead(ctx context.Context, token int32, o options, out *printer) {
 	ticker := time.NewTicker(o.writeInterval)
 	defer ticker.Stop()
+	done := ctx.Done()
+	var stopAt <-chan time.Time // set once ctx is done
 	for seq := 1; ; seq++ {
-		token, _ := c.Token()
 		result := "ok"
 		if err := writeConfigMap(context.WithoutCancel(ctx), o, token, seq); err != nil {
 			result = "error"
@@ -178,10 +182,18 @@ func lead(ctx context.Context, c *candidate.Candidate, o options, out *printer) 
 			klog.FromContext(ctx).V(2).Info("Write failed", "err", err)
 		}
 		out.print("write token=%d seq=%d result=%s", token, seq, result)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
+		for ticked := false; !ticked; {
+			select {
+			case <-done:
+				if o.stopDelay <= 0 {
+					return
+				}
+				done, stopAt = nil, time.After(o.stopDelay)
+			case <-stopAt:
+				return
+			case <-ticker.C:
+				ticked = true
+			}
 		}
 	}
 }
