@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
@@ -183,7 +182,8 @@ type child struct {
 	name   string
 	cmd    *exec.Cmd
 	log    *os.File
-	echoed sync.WaitGroup
+	exited chan struct{} // closed once the process is reaped
+	err    error         // its exit status, after exited
 }
 
 func startChild(o options, name, binary string, args ...string) (*child, error) {
@@ -212,36 +212,39 @@ func startChild(o options, name, binary string, args ...string) (*child, error) 
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, log: logFile}
-	c.echoed.Go(func() {
+	c := &child{name: name, cmd: cmd, log: logFile, exited: make(chan struct{})}
+	// Reap it as soon as it exits (one killed by hand must not linger as a
+	// zombie), after echoing all it printed.
+	go func() {
+		defer close(c.exited)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			fmt.Printf("%s  [%s] %s\n", time.Now().Format("15:04:05.000"), name, sc.Text())
 		}
 		_, _ = io.Copy(io.Discard, stdout)
-	})
+		c.err = cmd.Wait()
+	}()
 	return c, nil
 }
 
 // stop sends SIGTERM (after SIGCONT, in case it was paused) and waits; it
 // kills the child if it does not exit in time.
 func (c *child) stop(logf func(string, ...any)) {
-	_ = c.cmd.Process.Signal(syscall.SIGCONT)
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() {
-		c.echoed.Wait()
-		done <- c.cmd.Wait()
-	}()
 	select {
-	case err := <-done:
-		if err != nil {
-			logf("%s exited: %v", c.name, err)
-		}
+	case <-c.exited:
+	default:
+		_ = c.cmd.Process.Signal(syscall.SIGCONT)
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-c.exited:
 	case <-time.After(20 * time.Second):
 		logf("%s did not exit within 20s; killing it", c.name)
 		_ = c.cmd.Process.Kill()
-		<-done
+		<-c.exited
+	}
+	if c.err != nil {
+		logf("%s exited: %v", c.name, c.err)
 	}
 	c.log.Close()
 }
