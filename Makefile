@@ -34,5 +34,5 @@ kube-bin: ## Build kube-apiserver, kube-scheduler and etcd into the cache (once 
 	hack/kube-bin.sh >/dev/null
 
 .PHONY: run
-run: ## Start a local control plane and print how to point kubectl at it (Ctrl-C stops it).
+run: ## Start a local control plane, cle-controller and three example candidates; print the kubectl commands that show the election (Ctrl-C stops all).
 	hack/run.sh

@@ -1,0 +1,233 @@
+// Command candidate is a small component that takes part in coordinated
+// leader election with pkg/candidate. While it leads it does "leader work":
+// optionally, it writes a ConfigMap every --write-interval through a
+// write-guarded client, so that one can watch (and tests can prove) that only
+// the leader's writes land.
+//
+// Besides its logs (stderr), it prints one line per event to stdout, for
+// scripts and tests to follow:
+//
+//	started-leading identity=<id> token=<n>
+//	stopped-leading identity=<id>
+//	new-leader identity=<id> leader=<holder>
+//	write identity=<id> token=<n> seq=<n> result=ok|refused|error
+//
+// SIGINT or SIGTERM stops leader work, deletes the LeaseCandidate and
+// releases the Lease before it exits.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/cle-dev/cle/pkg/candidate"
+)
+
+type options struct {
+	kubeconfig       string
+	namespace        string
+	lease            string
+	identity         string
+	binaryVersion    string
+	emulationVersion string
+	strategy         string
+	apiMode          string
+	leaseDuration    time.Duration
+	renewDeadline    time.Duration
+	retryPeriod      time.Duration
+	candidateRenew   time.Duration
+	writeConfigMap   string
+	writeInterval    time.Duration
+	stopDelay        time.Duration
+}
+
+func main() {
+	var o options
+	fs := pflag.NewFlagSet("candidate", pflag.ContinueOnError)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default $KUBECONFIG, else in-cluster)")
+	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the Lease and the LeaseCandidate")
+	fs.StringVar(&o.lease, "lease", "example", "name of the Lease to lead")
+	fs.StringVar(&o.identity, "identity", "", "name of this candidate (default: the host name)")
+	fs.StringVar(&o.binaryVersion, "binary-version", "1.36.0", "binary version of this candidate")
+	fs.StringVar(&o.emulationVersion, "emulation-version", "", "emulation version (default: the binary version)")
+	fs.StringVar(&o.strategy, "strategy", "OldestEmulationVersion", "election strategy this candidate asks for")
+	fs.StringVar(&o.apiMode, "api-mode", candidate.DefaultAPIMode, "API mode: auto, native or portable")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", candidate.DefaultLeaseDuration, "lease duration (whole seconds)")
+	fs.DurationVar(&o.renewDeadline, "renew-deadline", candidate.DefaultRenewDeadline, "how long the leader acts without a successful renewal")
+	fs.DurationVar(&o.retryPeriod, "retry-period", candidate.DefaultRetryPeriod, "interval between renewals")
+	fs.DurationVar(&o.candidateRenew, "candidate-renew-interval", candidate.DefaultCandidateRenewInterval, "interval between renewals of the LeaseCandidate")
+	fs.StringVar(&o.writeConfigMap, "write-configmap", "", "if set, the leader writes this ConfigMap every --write-interval through a write-guarded client")
+	fs.DurationVar(&o.writeInterval, "write-interval", 100*time.Millisecond, "interval of the leader's ConfigMap writes")
+	fs.DurationVar(&o.stopDelay, "stop-delay", 0, "how long leader work keeps going (and writing) after it was told to stop, as slow or careless work does; the guarded client must refuse those writes")
+	klogFlags := goflagSet()
+	fs.AddGoFlagSet(klogFlags)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	if o.identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "candidate: --identity not set and no host name: %v\n", err)
+			os.Exit(2)
+		}
+		o.identity = host
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		klog.FromContext(ctx).Error(err, "candidate failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run(ctx context.Context, o options) error {
+	logger := klog.LoggerWithValues(klog.Background(), "identity", o.identity)
+	ctx = klog.NewContext(ctx, logger)
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	restConfig.UserAgent = "cle-example-candidate/" + o.identity
+
+	out := &printer{identity: o.identity}
+	var c *candidate.Candidate
+	c, err = candidate.New(candidate.Config{
+		RestConfig:             restConfig,
+		APIMode:                o.apiMode,
+		Namespace:              o.namespace,
+		LeaseName:              o.lease,
+		Identity:               o.identity,
+		BinaryVersion:          o.binaryVersion,
+		EmulationVersion:       o.emulationVersion,
+		Strategy:               coordinationStrategy(o.strategy),
+		LeaseDuration:          o.leaseDuration,
+		RenewDeadline:          o.renewDeadline,
+		RetryPeriod:            o.retryPeriod,
+		CandidateRenewInterval: o.candidateRenew,
+		Callbacks: candidate.Callbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				token, _ := c.Token()
+				out.print("started-leading token=%d", token)
+				logger.Info("Leading", "token", token)
+				if o.writeConfigMap != "" {
+					lead(ctx, token, o, out)
+				}
+				<-ctx.Done()
+			},
+			OnStoppedLeading: func() {
+				out.print("stopped-leading")
+				logger.Info("Not leading any more")
+			},
+			OnNewLeader: func(leader string) {
+				out.print("new-leader leader=%s", leader)
+				logger.Info("Leader observed", "leader", leader)
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if o.writeConfigMap != "" {
+		guarded, err := kubernetes.NewForConfig(c.WrapConfig(restConfig))
+		if err != nil {
+			return err
+		}
+		writer = guarded
+	}
+	return c.Run(ctx)
+}
+
+// writer is the write-guarded client of the leader work.
+var writer kubernetes.Interface
+
+// lead writes the ConfigMap, stamped with the term's fencing token, every
+// interval until ctx is done and --stop-delay has passed. Writes after ctx is
+// done are on purpose: the guard, not the loop, is what keeps a deposed
+// leader from writing.
+func lead(ctx context.Context, token int32, o options, out *printer) {
+	ticker := time.NewTicker(o.writeInterval)
+	defer ticker.Stop()
+	done := ctx.Done()
+	var stopAt <-chan time.Time // set once ctx is done
+	for seq := 1; ; seq++ {
+		result := "ok"
+		if err := writeConfigMap(context.WithoutCancel(ctx), o, token, seq); err != nil {
+			result = "error"
+			if errors.Is(err, candidate.ErrNotLeader) {
+				result = "refused"
+			}
+			klog.FromContext(ctx).V(2).Info("Write failed", "err", err)
+		}
+		out.print("write token=%d seq=%d result=%s", token, seq, result)
+		for ticked := false; !ticked; {
+			select {
+			case <-done:
+				if o.stopDelay <= 0 {
+					return
+				}
+				done, stopAt = nil, time.After(o.stopDelay)
+			case <-stopAt:
+				return
+			case <-ticker.C:
+				ticked = true
+			}
+		}
+	}
+}
+
+func writeConfigMap(ctx context.Context, o options, token int32, seq int) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.writeConfigMap},
+		Data: map[string]string{
+			"writer": o.identity,
+			"token":  strconv.Itoa(int(token)),
+			"seq":    strconv.Itoa(seq),
+		},
+	}
+	cms := writer.CoreV1().ConfigMaps(o.namespace)
+	_, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+	}
+	return err
+}
+
+// printer writes the event lines on stdout, one at a time.
+type printer struct {
+	mu       sync.Mutex
+	identity string
+}
+
+func (p *printer) print(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := fmt.Sprintf(format, args...)
+	// The event name comes first, then the identity, then the details.
+	name, rest, _ := strings.Cut(line, " ")
+	fmt.Println(strings.TrimSpace(name + " identity=" + p.identity + " " + rest))
+}

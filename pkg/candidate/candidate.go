@@ -1,0 +1,256 @@
+// Package candidate is the library a component imports to take part in
+// coordinated leader election (KEP-4355): it registers the process as a
+// LeaseCandidate, answers the election controller's pings, leads while the
+// Lease names it and it keeps renewing, hands the Lease over when the
+// controller prefers another candidate, and releases it on shutdown.
+//
+// Its central promise is that two processes never act as leader at once:
+// IsLeader turns false before anybody else can be elected (the renew deadline
+// is shorter than the lease duration others wait for, and it is checked on the
+// clock at every call, so a process that wakes from a long pause is not leader
+// any more), leader work is stopped and waited for before the Lease is handed
+// over or released, and WrapConfig gives clients that refuse writes whenever
+// this process is not leader.
+//
+// It works with cle-controller and with the controller built into
+// kube-apiserver, in every API mode of package access, without knowing which.
+package candidate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/cle-dev/cle/pkg/access"
+)
+
+// ErrAlreadyRunning is returned by Run when it is called a second time: a
+// Candidate runs once.
+var ErrAlreadyRunning = errors.New("candidate is already running or has run")
+
+// Candidate takes part in the election of one Lease. Create it with New and
+// start it with Run; its methods are safe for concurrent use.
+type Candidate struct {
+	cfg     Config
+	started atomic.Bool
+
+	mu sync.Mutex
+	// leading is true from a successful renewal of a Lease naming this
+	// process until the library decides to stop leading; IsLeader also
+	// requires the last renewal to be within the renew deadline.
+	leading bool
+	// renewedAt is when the last successful renewal of the Lease was sent.
+	renewedAt time.Time
+	// term is the Lease's leaseTransitions while leading.
+	term int32
+	// holder is the Lease's holder as last observed.
+	holder string
+	// stoppingSince is when the library began stopping leader work that has
+	// not returned yet (zero when none is stopping).
+	stoppingSince time.Time
+}
+
+// New validates cfg, fills in its defaults and returns a Candidate. Every
+// problem with cfg is reported at once, wrapped in ErrInvalidConfig.
+func New(cfg Config) (*Candidate, error) {
+	if err := cfg.complete(); err != nil {
+		return nil, err
+	}
+	return &Candidate{cfg: cfg}, nil
+}
+
+// Identity is the name of this candidate.
+func (c *Candidate) Identity() string { return c.cfg.Identity }
+
+// IsLeader reports whether this process may act as leader now: it holds the
+// Lease and has renewed it within the renew deadline. It is evaluated on the
+// clock at each call, so it turns false at the deadline even if the process
+// was paused or the renewal loop is stuck.
+func (c *Candidate) IsLeader() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.isLeaderLocked()
+}
+
+func (c *Candidate) isLeaderLocked() bool {
+	return c.leading && c.cfg.Clock.Since(c.renewedAt) < c.cfg.RenewDeadline
+}
+
+// Leader is the holder of the Lease as last observed ("" when the Lease has
+// no holder or has not been seen yet). It may be another process even while
+// this one still finishes its leader work; use IsLeader to decide whether to
+// act.
+func (c *Candidate) Leader() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.holder
+}
+
+// Token returns the fencing token of the term this process leads: the
+// Lease's leaseTransitions when it became leader. Every change of holder
+// increases it, so a resource guarded by the Lease can reject writes carrying
+// an older token. It returns 0, false when this process is not leader.
+func (c *Candidate) Token() (int32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.isLeaderLocked() {
+		return 0, false
+	}
+	return c.term, true
+}
+
+// Run takes part in the election until ctx is done, then stops leader work,
+// deletes the LeaseCandidate and releases the Lease (as configured) before it
+// returns. It retries API errors for as long as ctx lives and returns an
+// error only when it cannot run at all (it was already run, or the requested
+// API mode is unavailable).
+func (c *Candidate) Run(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	logger := klog.LoggerWithValues(klog.FromContext(ctx),
+		"lease", klog.KRef(c.cfg.Namespace, c.cfg.LeaseName), "identity", c.cfg.Identity)
+	ctx = klog.NewContext(ctx, logger)
+
+	acc, err := c.accessLayer(ctx)
+	if err != nil {
+		return err
+	}
+	if acc == nil {
+		return nil // ctx done before the API could be reached
+	}
+
+	el := newElector(c, acc)
+	reg := newRegistrar(c, acc)
+
+	// The informers outlive ctx: the shutdown steps read from them.
+	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	var informers sync.WaitGroup
+	defer func() {
+		stopInformers()
+		informers.Wait()
+	}()
+	for _, inf := range []cache.SharedIndexInformer{el.informer, reg.informer} {
+		informers.Go(func() { inf.RunWithContext(informerCtx) })
+	}
+	for _, synced := range []cache.DoneChecker{el.synced, reg.synced} {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-synced.Done():
+		}
+	}
+	logger.V(2).Info("Candidate started", "binaryVersion", c.cfg.BinaryVersion,
+		"emulationVersion", c.cfg.EmulationVersion, "strategy", c.cfg.Strategy, "mode", acc.Mode())
+
+	var loops sync.WaitGroup
+	loops.Go(func() { reg.run(ctx) })
+	// The elector returns once ctx is done and leader work has stopped.
+	el.run(ctx)
+	loops.Wait()
+
+	// Shutdown: leader work is stopped and IsLeader is false. The
+	// candidate goes first so that the controller cannot elect this process
+	// again once the Lease is released.
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RenewDeadline)
+	defer cancel()
+	if boolOr(c.cfg.DeleteCandidateOnExit, true) {
+		reg.delete(shutdownCtx)
+	}
+	if boolOr(c.cfg.ReleaseOnCancel, true) {
+		el.release(shutdownCtx)
+	}
+	el.notifications.Wait()
+	logger.V(2).Info("Candidate stopped")
+	return nil
+}
+
+// accessLayer returns the injected access layer, or detects one, retrying
+// until ctx is done unless the requested mode is unavailable on the server.
+func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, error) {
+	if c.cfg.Access != nil {
+		return c.cfg.Access, nil
+	}
+	clients := c.cfg.Clients
+	if clients.Kube == nil {
+		var err error
+		if clients, err = access.NewClients(c.cfg.RestConfig); err != nil {
+			return nil, err
+		}
+	}
+	var acc access.Interface
+	backoff := wait.Backoff{Duration: c.cfg.RetryPeriod / 4, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 4 * c.cfg.RetryPeriod}
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		var err error
+		acc, err = access.Detect(ctx, clients, c.cfg.APIMode)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, access.ErrNativeUnavailable):
+			return false, err
+		default:
+			klog.FromContext(ctx).Error(err, "Cannot reach the API to pick the API mode; retrying", "apiMode", c.cfg.APIMode)
+			return false, nil
+		}
+	})
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API mode %q: %w", c.cfg.APIMode, err)
+	}
+	return acc, nil
+}
+
+// oneObject narrows an informer to the object called name.
+func oneObject(name string) func(*metav1.ListOptions) {
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	return func(o *metav1.ListOptions) { o.FieldSelector = selector }
+}
+
+// wakeOnChange returns handlers that signal wake on any change, without
+// blocking: the loops read the current state from the informer's store.
+func wakeOnChange(wake chan struct{}) cache.ResourceEventHandler {
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { signal() },
+		UpdateFunc: func(any, any) { signal() },
+		DeleteFunc: func(any) { signal() },
+	}
+}
+
+// untilNext is the wait before the earliest of the given instants, at least
+// a millisecond so that a loop never spins.
+func untilNext(now time.Time, instants ...time.Time) time.Duration {
+	var next time.Time
+	for _, t := range instants {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if d := next.Sub(now); d > time.Millisecond {
+		return d
+	}
+	return time.Millisecond
+}
+
+// isConflictOrGone tells the writes that failed because the object changed
+// under them: they are resolved by reading again, not by waiting.
+func isConflictOrGone(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}

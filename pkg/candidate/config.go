@@ -1,0 +1,234 @@
+package candidate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/strategy"
+)
+
+// Defaults of Config. The three Lease timings are client-go's leader election
+// defaults, so that a component switching to this library keeps its failover
+// behaviour.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+	// DefaultCandidateRenewInterval is shorter than cle-controller's default
+	// candidate freshness window (15s), so a running candidate always looks
+	// alive to it and an election needs no ping round-trip. A renewal is one
+	// small write, a fifth of what the Lease holder writes anyway.
+	DefaultCandidateRenewInterval = 10 * time.Second
+	// DefaultAPIMode lets the access layer pick the mode the server supports.
+	DefaultAPIMode = "auto"
+)
+
+// Config configures a Candidate. It has the shape of client-go's
+// LeaderElectionConfig; zero values take the defaults above.
+type Config struct {
+	// RestConfig is used to build the clients when neither Clients nor Access
+	// is set. The library's own requests are never write-guarded.
+	RestConfig *rest.Config
+	// Clients are ready API clients, an alternative to RestConfig.
+	Clients access.Clients
+	// Access replaces the access layer that Run would detect from the clients
+	// and APIMode; tests inject one here. When set, RestConfig, Clients and
+	// APIMode are ignored.
+	Access access.Interface
+	// APIMode is "auto" (default), or an access.Mode to insist on one.
+	APIMode string
+
+	// Namespace holds the Lease and this process's LeaseCandidate.
+	Namespace string
+	// LeaseName is the Lease this process is a candidate for.
+	LeaseName string
+	// Identity names this process: it is the LeaseCandidate's name and the
+	// Lease holderIdentity while it leads. It must be unique among the
+	// candidates of the Lease and stable across restarts of the same
+	// instance, so that a restart refreshes its LeaseCandidate.
+	Identity string
+	// BinaryVersion and EmulationVersion are this process's versions,
+	// strict semantic versions such as "1.36.0"; emulation defaults to
+	// binary and may not be newer than it.
+	BinaryVersion    string
+	EmulationVersion string
+	// Strategy is the election strategy this candidate asks for. Default
+	// OldestEmulationVersion.
+	Strategy coordinationv1.CoordinatedLeaseStrategy
+
+	// LeaseDuration is how long other parties wait, after they last saw the
+	// Lease renewed, before they treat it as expired. It is written into the
+	// Lease on every renewal, so a controller judges expiry by it. Whole
+	// seconds; default 15s.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps acting without a successful
+	// renewal, measured from when the last successful renewal was sent. It
+	// must be shorter than LeaseDuration: the difference is the margin by
+	// which this process stops before anybody else may start. Default 10s.
+	RenewDeadline time.Duration
+	// RetryPeriod is the interval between renewals of the Lease, and between
+	// retries of a failed write. Default 2s.
+	RetryPeriod time.Duration
+	// CandidateRenewInterval is how often the LeaseCandidate is renewed when
+	// nobody pings it. Default 10s.
+	CandidateRenewInterval time.Duration
+
+	// Callbacks are told about leadership changes.
+	Callbacks Callbacks
+
+	// ReleaseOnCancel makes Run hand over (to the preferred holder) or
+	// release the Lease when its context is cancelled, so that the next
+	// leader is elected at once instead of after the Lease expires. Nil means
+	// true.
+	ReleaseOnCancel *bool
+	// DeleteCandidateOnExit makes Run delete this process's LeaseCandidate
+	// when its context is cancelled, before releasing the Lease, so that the
+	// controller does not elect this departing process again. Nil means true.
+	DeleteCandidateOnExit *bool
+
+	// Clock is the library's only time source. Default: real time.
+	Clock clock.WithTicker
+}
+
+// Callbacks are called from goroutines of the library.
+type Callbacks struct {
+	// OnStartedLeading runs while this process leads. Its context is
+	// cancelled when leadership ends, and the library waits for it to return
+	// before the Lease can go to anybody else (handover or release), so it
+	// must return promptly once ctx is done. Required.
+	OnStartedLeading func(ctx context.Context)
+	// OnStoppedLeading is called after OnStartedLeading has returned, each
+	// time leadership ends. Optional.
+	OnStoppedLeading func()
+	// OnNewLeader is called when the Lease is seen naming a new holder
+	// (including this process). Calls may run concurrently. Optional.
+	OnNewLeader func(identity string)
+}
+
+// ErrInvalidConfig is wrapped by every error New returns for a bad Config.
+var ErrInvalidConfig = errors.New("invalid candidate config")
+
+// complete fills in defaults and validates, returning every problem at once.
+func (c *Config) complete() error {
+	if c.APIMode == "" {
+		c.APIMode = DefaultAPIMode
+	}
+	if c.EmulationVersion == "" {
+		c.EmulationVersion = c.BinaryVersion
+	}
+	if c.Strategy == "" {
+		c.Strategy = coordinationv1.OldestEmulationVersion
+	}
+	setDefault(&c.LeaseDuration, DefaultLeaseDuration)
+	setDefault(&c.RenewDeadline, DefaultRenewDeadline)
+	setDefault(&c.RetryPeriod, DefaultRetryPeriod)
+	setDefault(&c.CandidateRenewInterval, DefaultCandidateRenewInterval)
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+
+	var errs []error
+	switch {
+	case c.Access != nil:
+	case c.RestConfig != nil && c.Clients.Kube != nil:
+		errs = append(errs, errors.New("set RestConfig or Clients, not both"))
+	case c.RestConfig == nil && c.Clients.Kube == nil:
+		errs = append(errs, errors.New("one of RestConfig, Clients or Access is required"))
+	}
+	if c.Access == nil && c.APIMode != DefaultAPIMode {
+		if _, err := access.ParseMode(c.APIMode); err != nil {
+			errs = append(errs, fmt.Errorf("APIMode: %w", err))
+		}
+	}
+	errs = append(errs, checkName("Namespace", c.Namespace, validation.IsDNS1123Label)...)
+	errs = append(errs, checkName("LeaseName", c.LeaseName, validation.IsDNS1123Subdomain)...)
+	errs = append(errs, checkName("Identity", c.Identity, validation.IsDNS1123Subdomain)...)
+	binary, err := parseVersion(c.BinaryVersion)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("BinaryVersion: %w", err))
+	}
+	emulation, err2 := parseVersion(c.EmulationVersion)
+	if err2 != nil {
+		errs = append(errs, fmt.Errorf("EmulationVersion: %w", err2))
+	}
+	if err == nil && err2 == nil && binary.LessThan(emulation) {
+		errs = append(errs, fmt.Errorf("EmulationVersion %s is newer than BinaryVersion %s", c.EmulationVersion, c.BinaryVersion))
+	}
+	if err := strategy.ValidateStrategyName(c.Strategy); err != nil {
+		errs = append(errs, fmt.Errorf("Strategy: %w", err))
+	}
+
+	for name, d := range map[string]time.Duration{
+		"LeaseDuration": c.LeaseDuration, "RenewDeadline": c.RenewDeadline,
+		"RetryPeriod": c.RetryPeriod, "CandidateRenewInterval": c.CandidateRenewInterval,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	if c.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("LeaseDuration must be a whole number of seconds (the Lease stores seconds), got %s", c.LeaseDuration))
+	}
+	if c.RenewDeadline >= c.LeaseDuration {
+		errs = append(errs, fmt.Errorf("RenewDeadline (%s) must be shorter than LeaseDuration (%s), or a stalled leader could still act when others see the Lease expired", c.RenewDeadline, c.LeaseDuration))
+	}
+	if c.RetryPeriod >= c.RenewDeadline {
+		errs = append(errs, fmt.Errorf("RetryPeriod (%s) must be shorter than RenewDeadline (%s), or the leader cannot retry a failed renewal in time", c.RetryPeriod, c.RenewDeadline))
+	}
+	if c.Callbacks.OnStartedLeading == nil {
+		errs = append(errs, errors.New("Callbacks.OnStartedLeading is required"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+func setDefault(d *time.Duration, def time.Duration) {
+	if *d == 0 {
+		*d = def
+	}
+}
+
+func checkName(field, value string, check func(string) []string) []error {
+	if value == "" {
+		return []error{fmt.Errorf("%s is required", field)}
+	}
+	if msgs := check(value); len(msgs) > 0 {
+		return []error{fmt.Errorf("%s %q is not a valid name: %s", field, value, strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+// parseVersion accepts what the API accepts in a LeaseCandidate: a strict
+// semantic version, with no leading "v" and no surrounding space.
+func parseVersion(s string) (*version.Version, error) {
+	if s == "" {
+		return nil, errors.New("is required")
+	}
+	if s[0] < '0' || s[0] > '9' || strings.TrimSpace(s) != s {
+		return nil, fmt.Errorf("%q is not a strict semantic version such as 1.36.0", s)
+	}
+	v, err := version.ParseSemantic(s)
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a strict semantic version such as 1.36.0: %w", s, err)
+	}
+	return v, nil
+}
+
+func boolOr(b *bool, def bool) bool {
+	if b == nil {
+		return def
+	}
+	return *b
+}

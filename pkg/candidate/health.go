@@ -1,0 +1,47 @@
+package candidate
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// HealthCheck is a liveness check of a Candidate, in the shape of
+// k8s.io/apiserver's healthz.HealthChecker (Name and Check), so it can be
+// installed with healthz.InstallHandler or served by hand. It fails when the
+// process is wedged with respect to leadership: leader work that does not
+// return within the tolerance after it was told to stop, or a leader whose
+// renewal loop has not acted for the tolerance past its renew deadline.
+// Restarting such a process is the only way to get a healthy leader.
+type HealthCheck struct {
+	c         *Candidate
+	tolerance time.Duration
+}
+
+// HealthCheck returns the check with the given tolerance (client-go's
+// healthz adaptor uses a similar timeout; 20s is a sensible value).
+func (c *Candidate) HealthCheck(tolerance time.Duration) *HealthCheck {
+	return &HealthCheck{c: c, tolerance: tolerance}
+}
+
+// Name names the check in healthz output.
+func (h *HealthCheck) Name() string { return "leader-election" }
+
+// Check returns nil when the Candidate is healthy.
+func (h *HealthCheck) Check(*http.Request) error {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Clock.Now()
+	if !c.stoppingSince.IsZero() {
+		if d := now.Sub(c.stoppingSince); d > h.tolerance {
+			return fmt.Errorf("leader work of %s has not returned %s after it was told to stop", c.cfg.Identity, d.Round(time.Millisecond))
+		}
+	}
+	if c.leading {
+		if d := now.Sub(c.renewedAt.Add(c.cfg.RenewDeadline)); d > h.tolerance {
+			return fmt.Errorf("%s still counts itself leader %s past its renew deadline: the renewal loop is stuck", c.cfg.Identity, d.Round(time.Millisecond))
+		}
+	}
+	return nil
+}

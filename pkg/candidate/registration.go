@@ -1,0 +1,199 @@
+package candidate
+
+import (
+	"context"
+	"time"
+
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
+)
+
+// registrar keeps this process's LeaseCandidate registered, current and
+// renewed, and answers pings. Its fields belong to the goroutine running run.
+type registrar struct {
+	c        *Candidate
+	client   access.CandidateClient
+	informer cache.SharedIndexInformer
+	// synced is done once the informer has delivered its initial list.
+	synced cache.DoneChecker
+	key    string
+	wake   chan struct{}
+
+	written     *coordinationv1beta1.LeaseCandidate
+	writtenFrom string
+	// renewedAt is when this process last wrote its candidate, on its own
+	// clock; zero until the first write of this run, so a restart always
+	// refreshes the object.
+	renewedAt time.Time
+	retryAt   time.Time
+	created   bool
+}
+
+func newRegistrar(c *Candidate, acc access.Interface) *registrar {
+	r := &registrar{
+		c:        c,
+		client:   acc.LeaseCandidates(c.cfg.Namespace),
+		informer: acc.NewCandidateInformer(c.cfg.Namespace, 0, oneObject(c.cfg.Identity)),
+		key:      c.cfg.Namespace + "/" + c.cfg.Identity,
+		wake:     make(chan struct{}, 1),
+	}
+	// The registration cannot fail on an informer that has not started.
+	handle, _ := r.informer.AddEventHandler(wakeOnChange(r.wake))
+	r.synced = handle.HasSyncedChecker()
+	return r
+}
+
+func (r *registrar) current() *coordinationv1beta1.LeaseCandidate {
+	obj, exists, err := r.informer.GetStore().GetByKey(r.key)
+	if err != nil || !exists {
+		return nil
+	}
+	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
+	if !ok {
+		return nil
+	}
+	if r.written != nil && lc.ResourceVersion == r.writtenFrom {
+		return r.written
+	}
+	return lc
+}
+
+func (r *registrar) run(ctx context.Context) {
+	timer := r.c.cfg.Clock.NewTimer(r.step(ctx))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-timer.C():
+		}
+		if ctx.Err() == nil {
+			timer.Reset(r.step(ctx))
+		}
+	}
+}
+
+// step brings the LeaseCandidate to what it should be now and returns when
+// to look again.
+func (r *registrar) step(ctx context.Context) time.Duration {
+	cfg := &r.c.cfg
+	logger := klog.FromContext(ctx)
+	now := cfg.Clock.Now()
+	if now.Before(r.retryAt) {
+		return untilNext(now, r.retryAt)
+	}
+	lc := r.current()
+	var (
+		written *coordinationv1beta1.LeaseCandidate
+		err     error
+		what    string
+	)
+	switch {
+	case lc == nil:
+		if r.created {
+			logger.Info("LeaseCandidate was deleted; creating it again")
+		}
+		what = "create"
+		written, err = r.client.Create(ctx, &coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Identity},
+			Spec:       r.spec(coordinationv1beta1.LeaseCandidateSpec{}, now),
+		})
+		if apierrors.IsAlreadyExists(err) {
+			// The informer has not caught up yet; its event wakes us.
+			r.retryAt = now.Add(cfg.RetryPeriod)
+			return cfg.RetryPeriod
+		}
+	case r.pinged(lc):
+		what = "answer ping"
+		renew := now
+		if ping := lc.Spec.PingTime.Time; renew.Before(ping) {
+			// A controller comparing clocks must see the answer as later
+			// than its ping even if our clock is behind its.
+			renew = ping
+		}
+		written, err = r.update(ctx, lc, renew)
+	case r.outdated(lc):
+		what = "update"
+		written, err = r.update(ctx, lc, now)
+	case r.renewedAt.IsZero() || !now.Before(r.renewedAt.Add(cfg.CandidateRenewInterval)):
+		what = "renew"
+		written, err = r.update(ctx, lc, now)
+	default:
+		return untilNext(now, r.renewedAt.Add(cfg.CandidateRenewInterval))
+	}
+	if err != nil {
+		if isConflictOrGone(err) {
+			// The object changed under us; the informer brings the change.
+			logger.V(4).Info("LeaseCandidate changed during write; waiting for the new version", "op", what, "err", err)
+		} else {
+			logger.Error(err, "Writing the LeaseCandidate failed; retrying", "op", what)
+		}
+		r.retryAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
+		return cfg.RetryPeriod
+	}
+	from := ""
+	if lc != nil {
+		from = lc.ResourceVersion
+	}
+	r.written, r.writtenFrom = written, from
+	r.renewedAt, r.retryAt, r.created = now, time.Time{}, true
+	logger.V(4).Info("Wrote LeaseCandidate", "op", what)
+	return cfg.CandidateRenewInterval
+}
+
+// spec is the desired spec, keeping a pending ping.
+func (r *registrar) spec(old coordinationv1beta1.LeaseCandidateSpec, renew time.Time) coordinationv1beta1.LeaseCandidateSpec {
+	cfg := &r.c.cfg
+	old.LeaseName = cfg.LeaseName
+	old.BinaryVersion = cfg.BinaryVersion
+	old.EmulationVersion = cfg.EmulationVersion
+	old.Strategy = cfg.Strategy
+	old.RenewTime = ptr.To(metav1.NewMicroTime(renew))
+	return old
+}
+
+func (r *registrar) update(ctx context.Context, lc *coordinationv1beta1.LeaseCandidate, renew time.Time) (*coordinationv1beta1.LeaseCandidate, error) {
+	clone := lc.DeepCopy()
+	clone.Spec = r.spec(clone.Spec, renew)
+	return r.client.Update(ctx, clone)
+}
+
+// pinged reports a ping not answered yet: a pingTime later than renewTime.
+func (r *registrar) pinged(lc *coordinationv1beta1.LeaseCandidate) bool {
+	ping := lc.Spec.PingTime
+	return ping != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(ping))
+}
+
+// outdated reports a spec that does not say what this process is (e.g. it
+// restarted with new versions, or somebody edited it).
+func (r *registrar) outdated(lc *coordinationv1beta1.LeaseCandidate) bool {
+	cfg := &r.c.cfg
+	s := lc.Spec
+	return s.LeaseName != cfg.LeaseName || s.BinaryVersion != cfg.BinaryVersion ||
+		s.EmulationVersion != cfg.EmulationVersion || s.Strategy != cfg.Strategy || s.RenewTime == nil
+}
+
+// delete removes the LeaseCandidate, conditional on its UID so that a
+// successor's object of the same name is never deleted.
+func (r *registrar) delete(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	lc := r.current()
+	if lc == nil {
+		return
+	}
+	err := r.client.Delete(ctx, lc.Name, &metav1.Preconditions{UID: ptr.To(lc.UID)})
+	switch {
+	case err == nil:
+		logger.V(2).Info("Deleted LeaseCandidate")
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+	default:
+		logger.Error(err, "Deleting the LeaseCandidate failed; the controller will garbage-collect it")
+	}
+}

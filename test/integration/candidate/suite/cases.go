@@ -1,0 +1,391 @@
+package suite
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/candidate"
+)
+
+// ElectsBestCandidate: of three candidates at different emulation versions,
+// the oldest ends up leading, and it alone.
+func ElectsBestCandidate(t *testing.T, env *Env) {
+	ns := env.Setup(t)
+	tl := &timeline{}
+	members := []*member{
+		env.run(t, tl, ns, "best", "newest", memberOpts{emulation: "1.36.0"}),
+		env.run(t, tl, ns, "best", "oldest", memberOpts{emulation: "1.34.0"}),
+		env.run(t, tl, ns, "best", "middle", memberOpts{emulation: "1.35.0"}),
+	}
+	env.waitLeader(t, ns, "best", members[1])
+	for _, m := range []*member{members[0], members[2]} {
+		if m.IsLeader() {
+			t.Errorf("%s is leader too", m.id)
+		}
+	}
+	tl.checkNoOverlap(t)
+}
+
+// Preemption measures, and checks, the preemption of a leader by a better
+// candidate: the old leader's stop comes strictly before the new one's start.
+// It returns the time from the better candidate's start to its leading.
+func Preemption(t *testing.T, env *Env) time.Duration {
+	ns := env.Setup(t)
+	return env.preempt(t, ns, "preempt")
+}
+
+func (env *Env) preempt(t *testing.T, ns, lease string) time.Duration {
+	tl := &timeline{}
+	worse := env.run(t, tl, ns, lease, "worse", memberOpts{emulation: "1.36.0"})
+	env.waitLeader(t, ns, lease, worse)
+	better := env.run(t, tl, ns, lease, "better", memberOpts{emulation: "1.35.0"})
+	env.waitLeader(t, ns, lease, better)
+	if worse.IsLeader() {
+		t.Error("the preempted leader still counts itself leader")
+	}
+	stop, ok1 := tl.first("worse", "stop")
+	start, ok2 := tl.first("better", "start")
+	if !ok1 || !ok2 || !stop.Before(start) {
+		t.Errorf("old leader stopped at %v (recorded %v), new leader started at %v (recorded %v): want stop strictly before start",
+			stop.Format(time.StampMicro), ok1, start.Format(time.StampMicro), ok2)
+	}
+	tl.checkNoOverlap(t)
+	worse.stop()
+	better.stop()
+	return start.Sub(better.started)
+}
+
+// GracefulHandover: a leader that shuts down lets the next candidate lead at
+// once, stops before it starts, and deletes its LeaseCandidate. It returns the
+// time from the shutdown to the next leader's start.
+func GracefulHandover(t *testing.T, env *Env) time.Duration {
+	ns := env.Setup(t)
+	return env.handover(t, ns, "handover")
+}
+
+func (env *Env) handover(t *testing.T, ns, lease string) time.Duration {
+	tl := &timeline{}
+	first := env.run(t, tl, ns, lease, "first", memberOpts{emulation: "1.34.0"})
+	env.waitLeader(t, ns, lease, first)
+	next := env.run(t, tl, ns, lease, "next", memberOpts{emulation: "1.35.0"})
+	// next must be registered (and known to the controller) before the
+	// handover, or there is nobody to hand over to.
+	until(t, waitLong, "next registered", func() (bool, error) {
+		_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "next", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	begin := time.Now()
+	first.stop()
+	env.waitLeader(t, ns, lease, next)
+	stop, _ := tl.first("first", "stop")
+	start, _ := tl.first("next", "start")
+	if !stop.Before(start) {
+		t.Errorf("first stopped at %s, next started at %s: want stop first", stop.Format(time.StampMicro), start.Format(time.StampMicro))
+	}
+	tl.checkNoOverlap(t)
+	_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "first", metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the departed leader's LeaseCandidate: %v, want NotFound", err)
+	}
+	next.stop()
+	return start.Sub(begin)
+}
+
+// BlockedRenewals: a leader whose renewals are denied (by a
+// ValidatingAdmissionPolicy) stops acting within its renew deadline, stays
+// running, and leads again once renewals go through.
+func BlockedRenewals(t *testing.T, env *Env) {
+	ns := env.Setup(t)
+	tl := &timeline{}
+	m := env.run(t, tl, ns, "blocked", "blocked", memberOpts{emulation: "1.35.0"})
+	env.waitLeader(t, ns, "blocked", m)
+
+	client := env.Server.Client()
+	ctx := context.Background()
+	name := "deny-renewals-" + ns
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					ResourceNames: []string{"blocked"},
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{
+							APIGroups: []string{"coordination.k8s.io"}, APIVersions: []string{"*"}, Resources: []string{"leases"},
+						},
+					},
+				}},
+			},
+			// A renewal keeps the holder; any other change goes through.
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!(has(oldObject.spec.holderIdentity) && oldObject.spec.holderIdentity == 'blocked' && has(object.spec.holderIdentity) && object.spec.holderIdentity == 'blocked')",
+				Message:    "renewals of blocked are denied by the test",
+			}},
+		},
+	}
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: ns}},
+			},
+		},
+	}
+	if _, err := client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	unblock := func() {
+		_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, name, metav1.DeleteOptions{})
+	}
+	t.Cleanup(unblock)
+
+	until(t, waitLong, "the blocked leader stops", func() (bool, error) {
+		_, stopped := tl.first("blocked", "stop")
+		return stopped && !m.IsLeader(), nil
+	})
+	stop, _ := tl.first("blocked", "stop")
+	if last := env.lease(t, ns, "blocked"); last != nil && last.Spec.RenewTime != nil {
+		// renewTime was written by this process's clock: comparable here.
+		t.Logf("the blocked leader stopped %s after its last successful renewal (renew deadline %s, lease duration %s)",
+			stop.Sub(last.Spec.RenewTime.Time).Round(time.Millisecond), renewDeadline, leaseDuration)
+		if holderOf(last) == "blocked" && stop.Sub(last.Spec.RenewTime.Time) >= leaseDuration {
+			t.Errorf("stopped only after the Lease expired for everybody else")
+		}
+	}
+	select {
+	case <-m.done:
+		t.Fatal("Run returned after losing leadership; it must go back to candidacy")
+	default:
+	}
+	unblock()
+	until(t, waitLong, "the unblocked candidate leads again", func() (bool, error) {
+		return m.IsLeader(), nil
+	})
+	tl.checkNoOverlap(t)
+}
+
+// PausedProcess: a leader process stopped with SIGSTOP for longer than its
+// lease duration loses the Lease to another candidate, and after SIGCONT none
+// of its writes lands: its write-guarded client refuses them.
+func PausedProcess(t *testing.T, env *Env) {
+	ns := env.Setup(t)
+	client := env.Server.Client()
+	ctx := context.Background()
+
+	// Watch the ConfigMap both leaders write, from before the first write:
+	// the watch gives the order in which the writes landed.
+	w, err := client.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		landed []string // writer/token of each write that landed, in order
+	)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for ev := range w.ResultChan() {
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type != watch.Deleted && cm.Name == "fenced" {
+				mu.Lock()
+				landed = append(landed, cm.Data["writer"]+"/"+cm.Data["token"])
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() { w.Stop(); <-watched }()
+
+	paused := env.startChild(t, "--namespace="+ns, "--lease=paused", "--identity=paused",
+		"--binary-version=1.36.0", "--emulation-version=1.35.0",
+		"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=500ms",
+		"--write-configmap=fenced", "--write-interval=100ms",
+		// Its leader work keeps writing for a while after it is told to
+		// stop, so that after SIGCONT writes are certainly attempted: the
+		// guarded client must refuse every one.
+		"--stop-delay=1s")
+	var token string
+	until(t, waitLong, "the child leads and writes", func() (bool, error) {
+		_, line, ok := paused.find(0, "write ", "result=ok")
+		token = field(line, "token")
+		return ok, nil
+	})
+
+	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now()
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = paused.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+
+	// A better candidate in this process takes over once the paused
+	// leader's Lease expires, and writes the ConfigMap itself.
+	tl := &timeline{}
+	successor := env.run(t, tl, ns, "paused", "successor", memberOpts{emulation: "1.34.0"})
+	env.waitLeader(t, ns, "paused", successor)
+	guarded := kubernetes.NewForConfigOrDie(successor.WrapConfig(env.Server.Config()))
+	newToken, _ := successor.Token()
+	if _, err := guarded.CoreV1().ConfigMaps(ns).Update(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fenced"},
+		Data:       map[string]string{"writer": "successor", "token": strconv.Itoa(int(newToken))},
+	}, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("successor's guarded write: %v", err)
+	}
+	t.Logf("successor leads %s after the pause began", time.Since(pausedAt).Round(time.Millisecond))
+
+	mark := len(paused.lines())
+	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	// stopped-leading comes after its leader work returned, i.e. after the
+	// last write it attempts in this term.
+	until(t, waitLong, "the resumed child stops leading", func() (bool, error) {
+		_, _, ok := paused.find(mark, "stopped-leading")
+		return ok, nil
+	})
+	refused := 0
+	for _, l := range paused.lines()[mark:] {
+		if field(l, "result") == "refused" {
+			refused++
+		}
+	}
+	for _, l := range paused.lines()[mark:] {
+		if field(l, "result") == "ok" {
+			t.Errorf("after SIGCONT the deposed leader's write went through: %s", l)
+		}
+	}
+	if refused == 0 {
+		t.Errorf("after SIGCONT the deposed leader attempted no write; its output: %v", paused.lines()[mark:])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	idx := slices.Index(landed, "successor/"+strconv.Itoa(int(newToken)))
+	if idx < 0 {
+		t.Fatalf("the successor's write never landed; landed: %v", landed)
+	}
+	for _, wr := range landed[idx+1:] {
+		if wr == "paused/"+token {
+			t.Errorf("a write of the paused leader's term landed after the successor's: %v", landed[idx:])
+		}
+	}
+	t.Logf("after SIGCONT the deposed leader had %d writes refused by its guarded client, and none landed", refused)
+	if !successor.IsLeader() {
+		t.Error("the successor lost leadership to the resumed process")
+	}
+}
+
+// RestartRefreshesCandidate: a candidate restarting with the same identity
+// and new versions updates its LeaseCandidate in place.
+func RestartRefreshesCandidate(t *testing.T, env *Env) {
+	ns := env.Setup(t)
+	tl := &timeline{}
+	keep := func(c *candidate.Config) { c.DeleteCandidateOnExit = ptr.To(false) }
+	lcs := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns)
+	first := env.run(t, tl, ns, "restart", "restarter", memberOpts{binary: "1.35.0", emulation: "1.34.0", tweak: keep})
+	var uid string
+	until(t, waitLong, "registered", func() (bool, error) {
+		lc, err := lcs.Get(context.Background(), "restarter", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		uid = string(lc.UID)
+		return lc.Spec.BinaryVersion == "1.35.0", nil
+	})
+	first.stop()
+	env.run(t, tl, ns, "restart", "restarter", memberOpts{binary: "1.36.0", emulation: "1.35.0", tweak: keep})
+	until(t, waitLong, "refreshed with the new versions", func() (bool, error) {
+		lc, err := lcs.Get(context.Background(), "restarter", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if string(lc.UID) != uid {
+			return false, errors.New("LeaseCandidate re-created instead of updated")
+		}
+		return lc.Spec.BinaryVersion == "1.36.0" && lc.Spec.EmulationVersion == "1.35.0", nil
+	})
+}
+
+// WrapConfig: the guarded client refuses a write while not leader, lets reads
+// through, and allows writes while leader.
+func WrapConfig(t *testing.T, env *Env) {
+	ns := env.Setup(t)
+	tl := &timeline{}
+	leader := env.run(t, tl, ns, "guard", "leader", memberOpts{emulation: "1.34.0"})
+	env.waitLeader(t, ns, "guard", leader)
+	follower := env.run(t, tl, ns, "guard", "follower", memberOpts{emulation: "1.35.0"})
+	until(t, waitLong, "follower registered", func() (bool, error) {
+		_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "follower", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	ctx := context.Background()
+	cm := func(name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	fc := kubernetes.NewForConfigOrDie(follower.WrapConfig(env.Server.Config()))
+	if _, err := fc.CoreV1().ConfigMaps(ns).Create(ctx, cm("from-follower"), metav1.CreateOptions{}); !errors.Is(err, candidate.ErrNotLeader) {
+		t.Errorf("follower's write = %v, want ErrNotLeader", err)
+	}
+	if _, err := fc.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("follower's read: %v", err)
+	}
+	if _, err := env.Server.Client().CoreV1().ConfigMaps(ns).Get(ctx, "from-follower", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused write reached the server: %v", err)
+	}
+	lc := kubernetes.NewForConfigOrDie(leader.WrapConfig(env.Server.Config()))
+	if _, err := lc.CoreV1().ConfigMaps(ns).Create(ctx, cm("from-leader"), metav1.CreateOptions{}); err != nil {
+		t.Errorf("leader's write: %v", err)
+	}
+}
+
+// Latency repeats handover and preemption and logs the medians.
+func Latency(t *testing.T, env *Env, runs int) {
+	ns := env.Setup(t)
+	var handovers, preemptions []time.Duration
+	for i := range runs {
+		handovers = append(handovers, env.handover(t, ns, "handover-"+strconv.Itoa(i)))
+		preemptions = append(preemptions, env.preempt(t, ns, "preempt-"+strconv.Itoa(i)))
+	}
+	t.Logf("%s: handover (leader shuts down -> next leader starts): median %s of %d runs %v",
+		env.Controller, median(handovers), runs, handovers)
+	t.Logf("%s: preemption (better candidate starts -> it leads, old leader stopped first): median %s of %d runs %v",
+		env.Controller, median(preemptions), runs, preemptions)
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2].Round(time.Millisecond)
+	}
+	return ((s[len(s)/2-1] + s[len(s)/2]) / 2).Round(time.Millisecond)
+}

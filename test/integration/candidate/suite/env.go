@@ -1,0 +1,351 @@
+// Package suite holds the integration tests of the candidate library as
+// functions over an Env, so that the same cases run under every election
+// controller (cle-controller, the one built into kube-apiserver) and every API
+// mode. Each test package picks the environment and calls the cases.
+package suite
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+// Env is where the cases run.
+type Env struct {
+	Server *framework.Server
+	// Controller names the election controller, for messages.
+	Controller string
+	// Setup prepares one test: it creates a namespace and makes sure an
+	// election controller serves it until the test ends.
+	Setup func(t *testing.T) string
+	// APIMode is passed to the candidates; "" means auto.
+	APIMode string
+}
+
+// Timings of the in-process candidates: short, so that failures are detected
+// in seconds, and loose enough for a loaded two-core machine.
+const (
+	leaseDuration = 8 * time.Second
+	renewDeadline = 5 * time.Second
+	retryPeriod   = time.Second
+	// waitLong bounds any wait for an election, generous for the built-in
+	// controller (seconds per election) on a loaded machine.
+	waitLong = 90 * time.Second
+)
+
+// timeline records leadership instants of in-process candidates on this
+// process's monotonic clock.
+type timeline struct {
+	mu     sync.Mutex
+	events []event
+}
+
+type event struct {
+	who  string
+	kind string // "start" or "stop"
+	at   time.Time
+}
+
+func (tl *timeline) add(who, kind string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.events = append(tl.events, event{who: who, kind: kind, at: time.Now()})
+}
+
+func (tl *timeline) first(who, kind string) (time.Time, bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, e := range tl.events {
+		if e.who == who && e.kind == kind {
+			return e.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// checkNoOverlap fails if two candidates' leadership intervals overlap:
+// every start must come after the previous leader's stop.
+func (tl *timeline) checkNoOverlap(t *testing.T) {
+	t.Helper()
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	events := slices.Clone(tl.events)
+	slices.SortStableFunc(events, func(a, b event) int { return a.at.Compare(b.at) })
+	leading := map[string]bool{}
+	for _, e := range events {
+		switch e.kind {
+		case "start":
+			for other, on := range leading {
+				if on && other != e.who {
+					t.Errorf("%s started leading at %s while %s had not stopped: two leaders", e.who, e.at.Format(time.StampMicro), other)
+				}
+			}
+			leading[e.who] = true
+		case "stop":
+			leading[e.who] = false
+		}
+	}
+}
+
+// member is an in-process candidate.
+type member struct {
+	*candidate.Candidate
+	id      string
+	started time.Time // when Run was called
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+type memberOpts struct {
+	binary, emulation string
+	tweak             func(*candidate.Config)
+}
+
+// run starts an in-process candidate for lease until the test ends (or
+// until stop is called).
+func (env *Env) run(t *testing.T, tl *timeline, ns, lease, id string, o memberOpts) *member {
+	t.Helper()
+	if o.binary == "" {
+		o.binary = "1.36.0"
+	}
+	clients, err := access.NewClients(env.Server.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := candidate.Config{
+		Clients:          clients,
+		APIMode:          env.APIMode,
+		Namespace:        ns,
+		LeaseName:        lease,
+		Identity:         id,
+		BinaryVersion:    o.binary,
+		EmulationVersion: o.emulation,
+		LeaseDuration:    leaseDuration,
+		RenewDeadline:    renewDeadline,
+		RetryPeriod:      retryPeriod,
+		Callbacks: candidate.Callbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				tl.add(id, "start")
+				<-ctx.Done()
+				tl.add(id, "stop")
+			},
+		},
+	}
+	if o.tweak != nil {
+		o.tweak(&cfg)
+	}
+	c, err := candidate.New(cfg)
+	if err != nil {
+		t.Fatalf("candidate.New(%s): %v", id, err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	m := &member{Candidate: c, id: id, started: time.Now(), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		if err := c.Run(ctx); err != nil {
+			t.Errorf("Run(%s): %v", id, err)
+		}
+	}()
+	t.Cleanup(m.stop)
+	return m
+}
+
+// stop cancels Run and waits until it has returned (the Lease released).
+func (m *member) stop() {
+	m.cancel()
+	<-m.done
+}
+
+// until polls cond every 50ms for at most timeout.
+func until(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond()
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %s: %v", what, timeout, err)
+	}
+}
+
+func (env *Env) lease(t *testing.T, ns, name string) *coordinationv1.Lease {
+	t.Helper()
+	lease, err := env.Server.Client().CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lease
+}
+
+func holderOf(l *coordinationv1.Lease) string {
+	if l == nil {
+		return ""
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// waitLeader waits until m leads and the Lease names it.
+func (env *Env) waitLeader(t *testing.T, ns, lease string, m *member) {
+	t.Helper()
+	until(t, waitLong, m.id+" leads under "+env.Controller, func() (bool, error) {
+		return m.IsLeader() && holderOf(env.lease(t, ns, lease)) == m.id, nil
+	})
+}
+
+// ---- child processes ----
+
+var (
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+)
+
+// exampleBinary builds examples/candidate once per test process, into the
+// server's directory, which is removed with the server.
+func (env *Env) exampleBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		out := filepath.Join(env.Server.Dir(), "bin", "candidate")
+		cmd := exec.Command("go", "build", "-o", out, "github.com/cle-dev/cle/examples/candidate")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build examples/candidate: %w\n%s", err, msg)
+			return
+		}
+		built = out
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built
+}
+
+// child is a running examples/candidate process.
+type child struct {
+	cmd *exec.Cmd
+	mu  sync.Mutex
+	out []string // stdout lines
+	eof chan struct{}
+}
+
+// startChild runs examples/candidate with args until the test ends; it is
+// killed if this process dies.
+func (env *Env) startChild(t *testing.T, args ...string) *child {
+	t.Helper()
+	bin := env.exampleBinary(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.Server.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"--kubeconfig=" + kubeconfig, "--api-mode=" + orDefault(env.APIMode, "auto")}, args...)
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "stderr")
+	stderr, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, eof: make(chan struct{})}
+	go func() {
+		defer close(c.eof)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.out = append(c.out, sc.Text())
+			c.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { <-c.eof; _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		stderr.Close()
+		if t.Failed() {
+			if data, err := os.ReadFile(logPath); err == nil {
+				t.Logf("child %v stderr:\n%s", args, data)
+			}
+		}
+	})
+	return c
+}
+
+func (c *child) lines() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.out)
+}
+
+// find returns the first line at or after index from that starts with
+// prefix and contains every part.
+func (c *child) find(from int, prefix string, parts ...string) (int, string, bool) {
+	lines := c.lines()
+	for i := from; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], prefix) {
+			continue
+		}
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(lines[i], p)
+		}
+		if ok {
+			return i, lines[i], true
+		}
+	}
+	return 0, "", false
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// field reads key=value out of an event line.
+func field(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
