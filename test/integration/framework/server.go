@@ -47,6 +47,9 @@ type Options struct {
 	// kube-apiserver from acting, by holding its Lease. Only meaningful with
 	// CoordinatedLeaderElection.
 	IdleBuiltinController bool
+	// PortableCRD installs the portable mode's LeaseCandidate CRD
+	// (PortableCRDFile) and waits until it is served.
+	PortableCRD bool
 	// Users are authenticated by token in addition to AdminUser.
 	Users []User
 	// ExtraAPIServerFlags are appended to kube-apiserver's command line.
@@ -129,6 +132,15 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			return nil, err
 		}
 		opts.Logf("built-in election controller idled in %s", time.Since(begin).Round(time.Millisecond))
+	}
+	if opts.PortableCRD {
+		begin := time.Now()
+		crdCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := s.InstallCRD(crdCtx, PortableCRDFile); err != nil {
+			return nil, err
+		}
+		opts.Logf("portable CRD installed in %s", time.Since(begin).Round(time.Millisecond))
 	}
 	return s, nil
 }
