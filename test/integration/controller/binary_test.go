@@ -59,10 +59,14 @@ func TestBinaryFlags(t *testing.T) {
 // TestBinaryElectsAndStopsOnSIGTERM runs the real command: it leads, elects,
 // and on SIGTERM releases its own Lease and exits 0 within 2s.
 func TestBinaryElectsAndStopsOnSIGTERM(t *testing.T) {
+	forEachMode(t, testBinaryElectsAndStopsOnSIGTERM)
+}
+
+func testBinaryElectsAndStopsOnSIGTERM(t *testing.T, m apiMode) {
 	bin := buildController(t)
-	ns := server.CreateNamespace(t)
+	ns := m.server.CreateNamespace(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := server.WriteKubeconfig(kubeconfig); err != nil {
+	if err := m.server.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
@@ -84,7 +88,7 @@ func TestBinaryElectsAndStopsOnSIGTERM(t *testing.T) {
 		}
 	})
 
-	e := &env{t: t, ns: ns, client: server.Client()}
+	e := newEnv(t, m, ns)
 	lock := e.waitLease("cle-controller", 30*time.Second, "controller leading", func(l *coordinationv1.Lease) bool {
 		return ptr.Deref(l.Spec.HolderIdentity, "") != ""
 	})

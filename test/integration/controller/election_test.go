@@ -2,20 +2,23 @@ package controller
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/controller"
 )
 
-func TestSingleCandidate(t *testing.T) {
-	e := startController(t, controller.Options{})
+func TestSingleCandidate(t *testing.T) { forEachMode(t, testSingleCandidate) }
+
+func testSingleCandidate(t *testing.T, m apiMode) {
+	e := startController(t, m, controller.Options{})
 	begin := time.Now()
 	e.createCandidate("single", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
 	lease := e.waitLease("single", 10*time.Second, "holder a", holderIs("a"))
@@ -29,7 +32,11 @@ func TestSingleCandidate(t *testing.T) {
 }
 
 func TestThreeCandidatesOldestEmulationWins(t *testing.T) {
-	e := startController(t, controller.Options{})
+	forEachMode(t, testThreeCandidatesOldestEmulationWins)
+}
+
+func testThreeCandidatesOldestEmulationWins(t *testing.T, m apiMode) {
+	e := startController(t, m, controller.Options{})
 	e.createCandidate("three", cand{name: "new", binary: "1.36.0", emulation: "1.36.0"})
 	e.createCandidate("three", cand{name: "old", binary: "1.36.0", emulation: "1.34.0"})
 	e.createCandidate("three", cand{name: "mid", binary: "1.36.0", emulation: "1.35.0"})
@@ -42,8 +49,10 @@ func TestThreeCandidatesOldestEmulationWins(t *testing.T) {
 
 // TestBetterCandidateJoins: preferredHolder is set once, and cleared after the
 // holder hands over.
-func TestBetterCandidateJoins(t *testing.T) {
-	e := startController(t, controller.Options{})
+func TestBetterCandidateJoins(t *testing.T) { forEachMode(t, testBetterCandidateJoins) }
+
+func testBetterCandidateJoins(t *testing.T, m apiMode) {
+	e := startController(t, m, controller.Options{})
 	ctx := context.Background()
 	e.createCandidate("join", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
 	lease := e.waitLease("join", 10*time.Second, "holder a", holderIs("a"))
@@ -61,7 +70,7 @@ func TestBetterCandidateJoins(t *testing.T) {
 	handed.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 	handed.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(time.Now()))
 	handed.Spec.RenewTime = handed.Spec.AcquireTime
-	if _, err := e.client.CoordinationV1().Leases(e.ns).Update(ctx, handed, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.acc.Leases(e.ns).Update(ctx, handed); err != nil {
 		t.Fatalf("hand over: %v", err)
 	}
 	e.expectEvent(t, "join", controller.ReasonPreferredHolderSet)
@@ -69,7 +78,7 @@ func TestBetterCandidateJoins(t *testing.T) {
 	if n := w.countFor(3 * time.Second); n != 1 {
 		t.Errorf("controller wrote the Lease %d times after b joined, want exactly 1 (preferredHolder)", n)
 	}
-	final, err := e.client.CoordinationV1().Leases(e.ns).Get(ctx, "join", metav1.GetOptions{})
+	final, err := e.acc.Leases(e.ns).Get(ctx, "join")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,8 +89,10 @@ func TestBetterCandidateJoins(t *testing.T) {
 
 // TestHolderStopsRenewing: the Lease is reassigned once it expires by the
 // controller's own observation.
-func TestHolderStopsRenewing(t *testing.T) {
-	e := startController(t, controller.Options{LeaseDuration: 2 * time.Second, CandidateFreshness: time.Minute})
+func TestHolderStopsRenewing(t *testing.T) { forEachMode(t, testHolderStopsRenewing) }
+
+func testHolderStopsRenewing(t *testing.T, m apiMode) {
+	e := startController(t, m, controller.Options{LeaseDuration: 2 * time.Second, CandidateFreshness: time.Minute})
 	e.createCandidate("expire", cand{name: "a", binary: "1.36.0", emulation: "1.35.0"})
 	lease := e.waitLease("expire", 10*time.Second, "holder a", holderIs("a"))
 	e.createCandidate("expire", cand{name: "b", binary: "1.36.0", emulation: "1.36.0"})
@@ -98,8 +109,10 @@ func TestHolderStopsRenewing(t *testing.T) {
 	}
 }
 
-func TestLeaseDeletedIsRecreated(t *testing.T) {
-	e := startController(t, controller.Options{CandidateFreshness: time.Minute})
+func TestLeaseDeletedIsRecreated(t *testing.T) { forEachMode(t, testLeaseDeletedIsRecreated) }
+
+func testLeaseDeletedIsRecreated(t *testing.T, m apiMode) {
+	e := startController(t, m, controller.Options{CandidateFreshness: time.Minute})
 	e.createCandidate("deleted", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
 	first := e.waitLease("deleted", 10*time.Second, "holder a", holderIs("a"))
 	if err := e.client.CoordinationV1().Leases(e.ns).Delete(context.Background(), "deleted", metav1.DeleteOptions{}); err != nil {
@@ -111,7 +124,11 @@ func TestLeaseDeletedIsRecreated(t *testing.T) {
 }
 
 func TestStrategyConflictWritesNothing(t *testing.T) {
-	e := startController(t, controller.Options{})
+	forEachMode(t, testStrategyConflictWritesNothing)
+}
+
+func testStrategyConflictWritesNothing(t *testing.T, m apiMode) {
+	e := startController(t, m, controller.Options{})
 	e.createCandidate("conflict", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
 	e.createCandidate("conflict", cand{name: "b", binary: "1.36.0", emulation: "1.36.0", strategy: "example.com/Other"})
 	e.expectEvent(t, "conflict", controller.ReasonStrategyConflict)
@@ -125,8 +142,10 @@ func TestStrategyConflictWritesNothing(t *testing.T) {
 
 // TestSteadyStateNoWrites: with the best candidate holding and renewing, the
 // controller writes nothing at all.
-func TestSteadyStateNoWrites(t *testing.T) {
-	e := startController(t, controller.Options{})
+func TestSteadyStateNoWrites(t *testing.T) { forEachMode(t, testSteadyStateNoWrites) }
+
+func testSteadyStateNoWrites(t *testing.T, m apiMode) {
+	e := startController(t, m, controller.Options{})
 	e.createCandidate("steady", cand{name: "best", binary: "1.36.0", emulation: "1.35.0"})
 	e.createCandidate("steady", cand{name: "other", binary: "1.36.0", emulation: "1.36.0"})
 	lease := e.waitLease("steady", 10*time.Second, "holder best", holderIs("best"))
@@ -163,48 +182,49 @@ func (e *env) expectEvent(t *testing.T, lease, reason string) {
 	}
 }
 
-// writeWatch counts writes by the controller, from a watch on the
+// writeWatch counts writes by the controller, from informers on the
 // namespace's Leases and LeaseCandidates, told apart by managedFields.
 type writeWatch struct {
 	writes chan struct{}
 	n      int
 }
 
-// The watches start at the resourceVersion of a fresh list, so that existing
-// objects do not show up as writes.
+// The informers have synced when it returns: objects that exist already are
+// not counted as writes.
 func (e *env) watchControllerWrites(t *testing.T) *writeWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
 	ww := &writeWatch{writes: make(chan struct{}, 1000)}
-	leaseList, err := e.client.CoordinationV1().Leases(e.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
+	count := func(obj any) {
+		if m, ok := obj.(metav1.Object); ok && lastManager(m) == controllerUserAgent {
+			ww.writes <- struct{}{}
+		}
 	}
-	leases, err := e.client.CoordinationV1().Leases(e.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: leaseList.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	candList, err := e.client.CoordinationV1beta1().LeaseCandidates(e.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cands, err := e.client.CoordinationV1beta1().LeaseCandidates(e.ns).Watch(ctx, metav1.ListOptions{ResourceVersion: candList.ResourceVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []watch.Interface{leases, cands} {
-		go func() {
-			for ev := range w.ResultChan() {
-				if ev.Type != watch.Modified && ev.Type != watch.Added {
-					continue
-				}
-				if m, ok := ev.Object.(metav1.Object); ok && lastManager(m) == controllerUserAgent {
-					ww.writes <- struct{}{}
-				}
+	handler := cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if !isInInitialList {
+				count(obj)
 			}
-		}()
-		t.Cleanup(w.Stop)
+		},
+		UpdateFunc: func(_, obj any) { count(obj) },
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	for _, inf := range []cache.SharedIndexInformer{
+		e.acc.NewLeaseInformer(e.ns, 0, nil),
+		e.acc.NewCandidateInformer(e.ns, 0, nil),
+	} {
+		reg, err := inf.AddEventHandler(handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { inf.RunWithContext(ctx) })
+		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			t.Fatal("write-counting informers did not sync")
+		}
 	}
 	return ww
 }

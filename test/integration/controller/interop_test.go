@@ -84,7 +84,7 @@ func runClientGoCandidate(ctx context.Context, t *testing.T, e *env, wg *sync.Wa
 // through preferredHolder, which client-go's elector honours by no longer
 // renewing.
 func TestClientGoCoordinatedElectors(t *testing.T) {
-	e := startController(t, controller.Options{LeaseDuration: 3 * time.Second})
+	e := startController(t, modes[0], controller.Options{LeaseDuration: 3 * time.Second})
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -184,7 +184,7 @@ func TestKubeSchedulers(t *testing.T) {
 	}
 
 	// The candidate that emulates 1.35 is the one to lead: find its identity.
-	e := &env{t: t, ns: ns, client: client}
+	e := newEnv(t, modes[0], ns)
 	var want string
 	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		cands, err := client.CoordinationV1beta1().LeaseCandidates(ns).List(ctx, metav1.ListOptions{})

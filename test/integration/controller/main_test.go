@@ -17,34 +17,82 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
+// server is the native-mode server, for the cases that only exist there
+// (interoperation with client-go's and kube-scheduler's coordinated election).
 var server *framework.Server
 
+// apiMode is one API mode and a server to run it on.
+type apiMode struct {
+	name   string
+	server *framework.Server
+}
+
+// modes are the API modes every mode-independent case runs in: native on a
+// server with the CoordinatedLeaderElection gate on (built-in controller
+// idled), portable on one with the gate off and the CRD installed.
+var modes []apiMode
+
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{CoordinatedLeaderElection: true, IdleBuiltinController: true}, func(s *framework.Server) { server = s })
+	framework.MainServers(m, []framework.Options{
+		{CoordinatedLeaderElection: true, IdleBuiltinController: true},
+		{PortableCRD: true},
+	}, func(s []*framework.Server) {
+		server = s[0]
+		modes = []apiMode{{string(access.ModeNative), s[0]}, {string(access.ModePortable), s[1]}}
+	})
+}
+
+// forEachMode runs f as a subtest in every API mode.
+func forEachMode(t *testing.T, f func(t *testing.T, m apiMode)) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { f(t, m) })
+	}
 }
 
 // controllerUserAgent marks the controller's writes, so that tests can tell
 // them from their own in managedFields.
 const controllerUserAgent = framework.DefaultControllerUserAgent
 
+// env is one test's namespace. The test reads and writes candidates and
+// Leases through acc, the access layer of the mode, as a candidate would, so
+// that the same assertions hold in every mode.
 type env struct {
 	t       testing.TB
+	mode    apiMode
 	ns      string
 	client  kubernetes.Interface
+	acc     access.Interface
 	metrics *controller.Metrics
 }
 
-// startController runs a controller limited to a fresh namespace until the
-// test ends.
-func startController(t *testing.T, opts controller.Options) *env {
+// newEnv returns the environment of namespace ns on the mode's server.
+func newEnv(t testing.TB, m apiMode, ns string) *env {
 	t.Helper()
-	ns := server.CreateNamespace(t)
-	c := server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, Controller: opts})
-	return &env{t: t, ns: ns, client: server.Client(), metrics: c.Metrics}
+	clients, err := access.NewClients(m.server.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := access.Detect(context.Background(), clients, m.name)
+	if err != nil {
+		t.Fatalf("access layer for %s mode: %v", m.name, err)
+	}
+	return &env{t: t, mode: m, ns: ns, client: clients.Kube, acc: acc}
+}
+
+// startController runs a controller in the mode, limited to a fresh
+// namespace, until the test ends.
+func startController(t *testing.T, m apiMode, opts controller.Options) *env {
+	t.Helper()
+	ns := m.server.CreateNamespace(t)
+	c := m.server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: opts})
+	e := newEnv(t, m, ns)
+	e.metrics = c.Metrics
+	return e
 }
 
 type cand struct {
@@ -57,7 +105,7 @@ func (e *env) createCandidate(lease string, c cand) *coordinationv1beta1.LeaseCa
 	if c.strategy == "" {
 		c.strategy = coordinationv1.OldestEmulationVersion
 	}
-	lc, err := e.client.CoordinationV1beta1().LeaseCandidates(e.ns).Create(context.Background(), &coordinationv1beta1.LeaseCandidate{
+	lc, err := e.acc.LeaseCandidates(e.ns).Create(context.Background(), &coordinationv1beta1.LeaseCandidate{
 		ObjectMeta: metav1.ObjectMeta{Name: c.name},
 		Spec: coordinationv1beta1.LeaseCandidateSpec{
 			LeaseName:        lease,
@@ -66,7 +114,7 @@ func (e *env) createCandidate(lease string, c cand) *coordinationv1beta1.LeaseCa
 			Strategy:         c.strategy,
 			RenewTime:        ptr.To(metav1.NewMicroTime(time.Now())),
 		},
-	}, metav1.CreateOptions{})
+	})
 	if err != nil {
 		e.t.Fatalf("create candidate %s: %v", c.name, err)
 	}
@@ -78,7 +126,7 @@ func (e *env) waitLease(name string, timeout time.Duration, what string, cond fu
 	e.t.Helper()
 	var got *coordinationv1.Lease
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		lease, err := e.client.CoordinationV1().Leases(e.ns).Get(ctx, name, metav1.GetOptions{})
+		lease, err := e.acc.Leases(e.ns).Get(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
@@ -111,7 +159,7 @@ func (e *env) renew(lease *coordinationv1.Lease) *coordinationv1.Lease {
 	e.t.Helper()
 	lease = lease.DeepCopy()
 	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
-	out, err := e.client.CoordinationV1().Leases(e.ns).Update(context.Background(), lease, metav1.UpdateOptions{})
+	out, err := e.acc.Leases(e.ns).Update(context.Background(), lease)
 	if err != nil {
 		e.t.Fatalf("renew Lease: %v", err)
 	}
@@ -134,11 +182,11 @@ func (e *env) actAsCandidate(name string, period time.Duration, onlyWhenPinged b
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	e.t.Cleanup(func() { cancel(); <-done })
-	candidates := e.client.CoordinationV1beta1().LeaseCandidates(e.ns)
+	candidates := e.acc.LeaseCandidates(e.ns)
 	go func() {
 		defer close(done)
 		_ = wait.PollUntilContextCancel(ctx, period, true, func(ctx context.Context) (bool, error) {
-			lc, err := candidates.Get(ctx, name, metav1.GetOptions{})
+			lc, err := candidates.Get(ctx, name)
 			if err != nil {
 				return false, nil
 			}
@@ -151,7 +199,7 @@ func (e *env) actAsCandidate(name string, period time.Duration, onlyWhenPinged b
 				renew = *lc.Spec.PingTime
 			}
 			lc.Spec.RenewTime = &renew
-			_, _ = candidates.Update(ctx, lc, metav1.UpdateOptions{})
+			_, _ = candidates.Update(ctx, lc)
 			return false, nil
 		})
 	}()

@@ -82,14 +82,16 @@ func (r *replica) scrape(t *testing.T) []*dto.MetricFamily {
 // TestTwoReplicas runs two cle-controller processes: only the one holding the
 // controller Lease elects, the other stays ready and idle, and takes over when
 // the first stops. Every figure is read from /metrics over HTTP.
-func TestTwoReplicas(t *testing.T) {
+func TestTwoReplicas(t *testing.T) { forEachMode(t, testTwoReplicas) }
+
+func testTwoReplicas(t *testing.T, m apiMode) {
 	bin := buildController(t)
-	ns := server.CreateNamespace(t)
+	ns := m.server.CreateNamespace(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := server.WriteKubeconfig(kubeconfig); err != nil {
+	if err := m.server.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ns: ns, client: server.Client()}
+	e := newEnv(t, m, ns)
 	replicas := map[string]*replica{}
 	for _, id := range []string{"replica-a", "replica-b"} {
 		replicas[id] = startReplica(t, bin, kubeconfig, ns, id)
@@ -121,22 +123,22 @@ func TestTwoReplicas(t *testing.T) {
 	e.answerPings("old")
 	e.waitLease("replicated", 30*time.Second, "holder old", holderIs("old"))
 
-	m := leader.scrape(t)
-	if n := promtest.Value(m, "cle_elections_total", "result", "created"); n < 1 {
+	fams := leader.scrape(t)
+	if n := promtest.Value(fams, "cle_elections_total", "result", "created"); n < 1 {
 		t.Errorf("leader %s: cle_elections_total{result=created} = %v, want >= 1", leader.id, n)
 	}
-	if n := promtest.Value(m, "cle_election_duration_seconds"); n < 1 {
+	if n := promtest.Value(fams, "cle_election_duration_seconds"); n < 1 {
 		t.Errorf("leader %s: cle_election_duration_seconds has %v samples, want >= 1", leader.id, n)
 	}
-	if n := promtest.Value(m, "cle_candidates", "state", "alive"); n < 1 {
+	if n := promtest.Value(fams, "cle_candidates", "state", "alive"); n < 1 {
 		t.Errorf("leader %s: cle_candidates{state=alive} = %v, want >= 1", leader.id, n)
 	}
-	if n := promtest.Value(m, "workqueue_adds_total", "name", "cle_election"); n < 1 {
+	if n := promtest.Value(fams, "workqueue_adds_total", "name", "cle_election"); n < 1 {
 		t.Errorf("leader %s: workqueue_adds_total{name=cle_leases} = %v, want >= 1", leader.id, n)
 	}
 	for _, r := range replicas {
-		if n := promtest.Value(r.scrape(t), "cle_api_mode_info", "mode", "native"); n != 1 {
-			t.Errorf("%s: cle_api_mode_info{mode=native} = %v, want 1", r.id, n)
+		if n := promtest.Value(r.scrape(t), "cle_api_mode_info", "mode", m.name); n != 1 {
+			t.Errorf("%s: cle_api_mode_info{mode=%s} = %v, want 1", r.id, m.name, n)
 		}
 	}
 	s := standby.scrape(t)

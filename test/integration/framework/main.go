@@ -17,34 +17,56 @@ import (
 // failed, stops the server, and fails the run if a child process or the
 // server's temporary directory is left behind. It does not return.
 func Main(m *testing.M, opts Options, setup func(*Server)) {
+	MainServers(m, []Options{opts}, func(s []*Server) { setup(s[0]) })
+}
+
+// MainServers is Main with one server per Options, started one after the
+// other (for suites that run their cases against differently configured
+// servers, such as both API modes).
+func MainServers(m *testing.M, opts []Options, setup func([]*Server)) {
 	os.Exit(run(m, opts, setup))
 }
 
-func run(m *testing.M, opts Options, setup func(*Server)) int {
-	if opts.Logf == nil {
-		opts.Logf = func(format string, args ...any) {
-			fmt.Fprintf(os.Stderr, "framework: "+format+"\n", args...)
+func run(m *testing.M, opts []Options, setup func([]*Server)) int {
+	var servers []*Server
+	stop := func() int {
+		code := 0
+		for _, s := range servers {
+			if err := s.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "framework: stop control plane: %v\n", err)
+				code = 1
+			}
 		}
+		for _, s := range servers {
+			if err := CheckClean(s); err != nil {
+				fmt.Fprintf(os.Stderr, "framework: %v\n", err)
+				code = 1
+			}
+		}
+		return code
 	}
-	s, err := Start(context.Background(), opts)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "framework: start control plane: %v\n", err)
-		return 1
+	for _, o := range opts {
+		if o.Logf == nil {
+			o.Logf = func(format string, args ...any) {
+				fmt.Fprintf(os.Stderr, "framework: "+format+"\n", args...)
+			}
+		}
+		s, err := Start(context.Background(), o)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "framework: start control plane: %v\n", err)
+			stop()
+			return 1
+		}
+		servers = append(servers, s)
 	}
-	setup(s)
+	setup(servers)
 	code := m.Run()
 	if code != 0 {
-		s.DumpLogs(os.Stderr)
+		for _, s := range servers {
+			s.DumpLogs(os.Stderr)
+		}
 	}
-	if err := s.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "framework: stop control plane: %v\n", err)
-		code = 1
-	}
-	if err := CheckClean(s); err != nil {
-		fmt.Fprintf(os.Stderr, "framework: %v\n", err)
-		code = 1
-	}
-	return code
+	return max(code, stop())
 }
 
 // CheckClean fails if this process has child processes left or the server's
