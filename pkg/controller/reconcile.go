@@ -92,7 +92,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 		c.events.resolve(key, "candidate/"+lc.Name) // valid (again)
 	}
 
-	e := election{c: c, key: key, now: now, lease: lease, strategy: strat.Name(), ranked: ranked, all: cands}
+	e := election{c: c, logger: logger, key: key, now: now, lease: lease, strategy: strat.Name(), ranked: ranked, all: cands}
 	e.deadline = nextExpiry
 	e.observeLease()
 	if e.leaseLive && !e.holderIsCandidate() {
@@ -140,6 +140,7 @@ func (c *Controller) liveCandidates(key types.NamespacedName, now time.Time) ([]
 // election is one election step over a consistent snapshot.
 type election struct {
 	c        *Controller
+	logger   klog.Logger
 	key      types.NamespacedName
 	now      time.Time
 	lease    *coordinationv1.Lease
@@ -242,8 +243,8 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 	}
 	if c.obs.markUnresponsive(lc, rec.pingedAt) {
 		c.opts.Metrics.PingTimeouts.Inc()
-		klog.Background().V(2).Info("Candidate did not answer its ping; excluded until it writes again",
-			"candidate", klog.KObj(lc), "lease", klog.KRef(e.key.Namespace, e.key.Name), "pingTimeout", c.opts.PingTimeout)
+		e.logger.V(2).Info("Candidate did not answer its ping; excluded until it writes again",
+			"candidate", klog.KObj(lc), "pingTimeout", c.opts.PingTimeout)
 	}
 	return unresponsive, time.Time{}
 }
