@@ -86,7 +86,7 @@ func (env *Env) handover(t *testing.T, ns, lease string) time.Duration {
 	// next must be registered (and known to the controller) before the
 	// handover, or there is nobody to hand over to.
 	until(t, waitLong, "next registered", func() (bool, error) {
-		_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "next", metav1.GetOptions{})
+		_, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), "next")
 		return err == nil, nil
 	})
 	begin := time.Now()
@@ -98,7 +98,7 @@ func (env *Env) handover(t *testing.T, ns, lease string) time.Duration {
 		t.Errorf("first stopped at %s, next started at %s: want stop first", stop.Format(time.StampMicro), start.Format(time.StampMicro))
 	}
 	tl.checkNoOverlap(t)
-	_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "first", metav1.GetOptions{})
+	_, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), "first")
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the departed leader's LeaseCandidate: %v, want NotFound", err)
 	}
@@ -307,11 +307,11 @@ func RestartRefreshesCandidate(t *testing.T, env *Env) {
 	ns := env.Setup(t)
 	tl := &timeline{}
 	keep := func(c *candidate.Config) { c.DeleteCandidateOnExit = ptr.To(false) }
-	lcs := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns)
+	lcs := env.access(t).LeaseCandidates(ns)
 	first := env.run(t, tl, ns, "restart", "restarter", memberOpts{binary: "1.35.0", emulation: "1.34.0", tweak: keep})
 	var uid string
 	until(t, waitLong, "registered", func() (bool, error) {
-		lc, err := lcs.Get(context.Background(), "restarter", metav1.GetOptions{})
+		lc, err := lcs.Get(context.Background(), "restarter")
 		if err != nil {
 			return false, nil
 		}
@@ -321,7 +321,7 @@ func RestartRefreshesCandidate(t *testing.T, env *Env) {
 	first.stop()
 	env.run(t, tl, ns, "restart", "restarter", memberOpts{binary: "1.36.0", emulation: "1.35.0", tweak: keep})
 	until(t, waitLong, "refreshed with the new versions", func() (bool, error) {
-		lc, err := lcs.Get(context.Background(), "restarter", metav1.GetOptions{})
+		lc, err := lcs.Get(context.Background(), "restarter")
 		if err != nil {
 			return false, err
 		}
@@ -341,7 +341,7 @@ func WrapConfig(t *testing.T, env *Env) {
 	env.waitLeader(t, ns, "guard", leader)
 	follower := env.run(t, tl, ns, "guard", "follower", memberOpts{emulation: "1.35.0"})
 	until(t, waitLong, "follower registered", func() (bool, error) {
-		_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "follower", metav1.GetOptions{})
+		_, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), "follower")
 		return err == nil, nil
 	})
 	ctx := context.Background()

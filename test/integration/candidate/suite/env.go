@@ -41,6 +41,29 @@ type Env struct {
 	Setup func(t *testing.T) string
 	// APIMode is passed to the candidates; "" means auto.
 	APIMode string
+
+	accessOnce sync.Once
+	acc        access.Interface
+	accErr     error
+}
+
+// access is the access layer of env.APIMode, detected once: the cases read
+// LeaseCandidates and the coordinated fields of Leases through it, so that
+// one assertion holds in every mode.
+func (env *Env) access(t *testing.T) access.Interface {
+	t.Helper()
+	env.accessOnce.Do(func() {
+		clients, err := access.NewClients(env.Server.Config())
+		if err != nil {
+			env.accErr = err
+			return
+		}
+		env.acc, env.accErr = access.Detect(context.Background(), clients, orDefault(env.APIMode, access.ModeAuto))
+	})
+	if env.accErr != nil {
+		t.Fatalf("access layer for API mode %q: %v", orDefault(env.APIMode, access.ModeAuto), env.accErr)
+	}
+	return env.acc
 }
 
 // Timings of the in-process candidates: short, so that failures are detected
