@@ -20,11 +20,12 @@ func TestMain(m *testing.M) {
 	})
 }
 
-func TestElectsBestCandidate(t *testing.T)       { suite.ElectsBestCandidate(t, env) }
-func TestPreemption(t *testing.T)                { suite.Preemption(t, env) }
-func TestGracefulHandover(t *testing.T)          { suite.GracefulHandover(t, env) }
-func TestBlockedRenewals(t *testing.T)           { suite.BlockedRenewals(t, env) }
-func TestPausedProcess(t *testing.T)             { suite.PausedProcess(t, env) }
-func TestRestartRefreshesCandidate(t *testing.T) { suite.RestartRefreshesCandidate(t, env) }
-func TestWrapConfig(t *testing.T)                { suite.WrapConfig(t, env) }
-func TestLatency(t *testing.T)                   { suite.Latency(t, env, 5) }
+func TestElectsBestCandidate(t *testing.T)           { suite.ElectsBestCandidate(t, env) }
+func TestPreemption(t *testing.T)                    { suite.Preemption(t, env) }
+func TestGracefulHandover(t *testing.T)              { suite.GracefulHandover(t, env) }
+func TestBlockedRenewals(t *testing.T)               { suite.BlockedRenewals(t, env) }
+func TestPausedProcess(t *testing.T)                 { suite.PausedProcess(t, env) }
+func TestRestartRefreshesCandidate(t *testing.T)     { suite.RestartRefreshesCandidate(t, env) }
+func TestWrapConfig(t *testing.T)                    { suite.WrapConfig(t, env) }
+func TestRenewalsKeepCoordinatedFields(t *testing.T) { suite.RenewalsKeepCoordinatedFields(t, env) }
+func TestLatency(t *testing.T)                       { suite.Latency(t, env, 5) }

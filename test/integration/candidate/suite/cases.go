@@ -3,6 +3,7 @@ package suite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,7 +88,7 @@ func (env *Env) handover(t *testing.T, ns, lease string) time.Duration {
 	// next must be registered (and known to the controller) before the
 	// handover, or there is nobody to hand over to.
 	until(t, waitLong, "next registered", func() (bool, error) {
-		_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "next", metav1.GetOptions{})
+		_, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), "next")
 		return err == nil, nil
 	})
 	begin := time.Now()
@@ -98,7 +100,7 @@ func (env *Env) handover(t *testing.T, ns, lease string) time.Duration {
 		t.Errorf("first stopped at %s, next started at %s: want stop first", stop.Format(time.StampMicro), start.Format(time.StampMicro))
 	}
 	tl.checkNoOverlap(t)
-	_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "first", metav1.GetOptions{})
+	_, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), "first")
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the departed leader's LeaseCandidate: %v, want NotFound", err)
 	}
@@ -307,11 +309,11 @@ func RestartRefreshesCandidate(t *testing.T, env *Env) {
 	ns := env.Setup(t)
 	tl := &timeline{}
 	keep := func(c *candidate.Config) { c.DeleteCandidateOnExit = ptr.To(false) }
-	lcs := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns)
+	lcs := env.access(t).LeaseCandidates(ns)
 	first := env.run(t, tl, ns, "restart", "restarter", memberOpts{binary: "1.35.0", emulation: "1.34.0", tweak: keep})
 	var uid string
 	until(t, waitLong, "registered", func() (bool, error) {
-		lc, err := lcs.Get(context.Background(), "restarter", metav1.GetOptions{})
+		lc, err := lcs.Get(context.Background(), "restarter")
 		if err != nil {
 			return false, nil
 		}
@@ -321,7 +323,7 @@ func RestartRefreshesCandidate(t *testing.T, env *Env) {
 	first.stop()
 	env.run(t, tl, ns, "restart", "restarter", memberOpts{binary: "1.36.0", emulation: "1.35.0", tweak: keep})
 	until(t, waitLong, "refreshed with the new versions", func() (bool, error) {
-		lc, err := lcs.Get(context.Background(), "restarter", metav1.GetOptions{})
+		lc, err := lcs.Get(context.Background(), "restarter")
 		if err != nil {
 			return false, err
 		}
@@ -341,7 +343,7 @@ func WrapConfig(t *testing.T, env *Env) {
 	env.waitLeader(t, ns, "guard", leader)
 	follower := env.run(t, tl, ns, "guard", "follower", memberOpts{emulation: "1.35.0"})
 	until(t, waitLong, "follower registered", func() (bool, error) {
-		_, err := env.Server.Client().CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), "follower", metav1.GetOptions{})
+		_, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), "follower")
 		return err == nil, nil
 	})
 	ctx := context.Background()
@@ -388,4 +390,67 @@ func median(ds []time.Duration) time.Duration {
 		return s[len(s)/2].Round(time.Millisecond)
 	}
 	return ((s[len(s)/2-1] + s[len(s)/2]) / 2).Round(time.Millisecond)
+}
+
+// RenewalsKeepCoordinatedFields: a holder's renewals never drop the
+// coordinated election fields from the Lease. Every version the server
+// stores, read from a raw watch rather than through the access layer, keeps
+// the strategy while first a worse and then a better candidate lead and
+// renew; the preferred holder the controller sets during the preemption is
+// on the Lease until the handover clears it, and no renewal drops it.
+func RenewalsKeepCoordinatedFields(t *testing.T, env *Env) {
+	ns := env.Setup(t)
+	const lease, renewals = "renewals", 3
+	stored := storedFields(env.access(t).Mode())
+	rec := env.recordLease(t, ns, lease)
+
+	tl := &timeline{}
+	worse := env.run(t, tl, ns, lease, "worse", memberOpts{emulation: "1.36.0"})
+	env.waitLeader(t, ns, lease, worse)
+	until(t, waitLong, "worse renews the Lease", func() (bool, error) {
+		return rec.renewals("worse") >= renewals, nil
+	})
+	better := env.run(t, tl, ns, lease, "better", memberOpts{emulation: "1.35.0"})
+	env.waitLeader(t, ns, lease, better)
+	until(t, waitLong, "better renews the Lease", func() (bool, error) {
+		return rec.renewals("better") >= renewals, nil
+	})
+	tl.checkNoOverlap(t)
+
+	versions := rec.snapshot()
+	want := string(coordinationv1.OldestEmulationVersion)
+	preferredAt, handoverAt := -1, -1
+	for i, v := range versions {
+		strategy, preferred := stored(v)
+		desc := fmt.Sprintf("version %d (resourceVersion %s, holder %q, transitions %d)",
+			i, v.ResourceVersion, holderOf(v), ptr.Deref(v.Spec.LeaseTransitions, 0))
+		if strategy != want {
+			t.Errorf("%s: stored strategy %q, want %q", desc, strategy, want)
+		}
+		if i > 0 && isRenewal(versions[i-1], v) {
+			if _, before := stored(versions[i-1]); preferred != before {
+				t.Errorf("%s: a renewal by %s changed the stored preferred holder from %q to %q", desc, holderOf(v), before, preferred)
+			}
+		}
+		switch {
+		case preferredAt < 0 && holderOf(v) == "worse" && preferred == "better":
+			preferredAt = i
+		case preferredAt >= 0 && handoverAt < 0 && holderOf(v) == "better":
+			handoverAt = i
+		}
+		if handoverAt >= 0 && preferred != "" {
+			t.Errorf("%s: stored preferred holder %q after the handover, want none", desc, preferred)
+		}
+	}
+	if preferredAt < 0 {
+		t.Fatalf("no stored version of the Lease names better preferred holder while worse holds it; %d versions recorded", len(versions))
+	}
+	if handoverAt < 0 {
+		t.Fatalf("no stored version after the preemption names better holder; %d versions recorded", len(versions))
+	}
+	if from, to := ptr.Deref(versions[preferredAt].Spec.LeaseTransitions, 0), ptr.Deref(versions[handoverAt].Spec.LeaseTransitions, 0); to <= from {
+		t.Errorf("the handover kept leaseTransitions at %d (was %d): not a new term", to, from)
+	}
+	t.Logf("%s (%s mode): %d stored versions of the Lease, %d renewals by worse and %d by better all kept strategy %q; preferred holder set at version %d, cleared by the handover at version %d",
+		env.Controller, env.access(t).Mode(), len(versions), rec.renewals("worse"), rec.renewals("better"), want, preferredAt, handoverAt)
 }

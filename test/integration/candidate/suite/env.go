@@ -22,7 +22,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -41,6 +45,29 @@ type Env struct {
 	Setup func(t *testing.T) string
 	// APIMode is passed to the candidates; "" means auto.
 	APIMode string
+
+	accessOnce sync.Once
+	acc        access.Interface
+	accErr     error
+}
+
+// access is the access layer of env.APIMode, detected once: the cases read
+// LeaseCandidates and the coordinated fields of Leases through it, so that
+// one assertion holds in every mode.
+func (env *Env) access(t *testing.T) access.Interface {
+	t.Helper()
+	env.accessOnce.Do(func() {
+		clients, err := access.NewClients(env.Server.Config())
+		if err != nil {
+			env.accErr = err
+			return
+		}
+		env.acc, env.accErr = access.Detect(context.Background(), clients, orDefault(env.APIMode, access.ModeAuto))
+	})
+	if env.accErr != nil {
+		t.Fatalf("access layer for API mode %q: %v", orDefault(env.APIMode, access.ModeAuto), env.accErr)
+	}
+	return env.acc
 }
 
 // Timings of the in-process candidates: short, so that failures are detected
@@ -348,4 +375,112 @@ func field(line, key string) string {
 		}
 	}
 	return ""
+}
+
+// ---- the Lease as stored ----
+
+// coordinatedFields reads a Lease's strategy and preferred holder as the
+// server stores them in one API mode, bypassing the access layer's mapping,
+// so that a case can check what actually reached the server.
+type coordinatedFields func(*coordinationv1.Lease) (strategy, preferred string)
+
+// storedFields returns the reader of the coordinated fields for mode. The
+// annotation keys are spelled out rather than taken from pkg/access: they
+// are the portable mode's wire format, which the test pins down.
+func storedFields(mode access.Mode) coordinatedFields {
+	if mode == access.ModePortable {
+		return func(l *coordinationv1.Lease) (string, string) {
+			return l.Annotations["cle.dev/strategy"], l.Annotations["cle.dev/preferred-holder"]
+		}
+	}
+	return func(l *coordinationv1.Lease) (string, string) {
+		return string(ptr.Deref(l.Spec.Strategy, "")), ptr.Deref(l.Spec.PreferredHolder, "")
+	}
+}
+
+// leaseRecorder keeps every version of one Lease, in the order the server
+// stored them, as seen by a watch of the plain typed client.
+type leaseRecorder struct {
+	mu       sync.Mutex
+	versions []*coordinationv1.Lease
+}
+
+// recordLease starts recording the Lease ns/name; call it before anything
+// writes the Lease, so that no version is missed. Recording ends with the
+// test.
+func (env *Env) recordLease(t *testing.T, ns, name string) *leaseRecorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	leases := env.Server.Client().CoordinationV1().Leases(ns)
+	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	list, err := leases.List(ctx, metav1.ListOptions{FieldSelector: selector})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if len(list.Items) > 0 {
+		cancel()
+		t.Fatalf("Lease %s/%s exists before the recording starts", ns, name)
+	}
+	// A retry watcher resumes from the last version seen if the server
+	// closes the watch, so the recording has no gaps.
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return leases.Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	rec := &leaseRecorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if lease, ok := ev.Object.(*coordinationv1.Lease); ok {
+					rec.mu.Lock()
+					rec.versions = append(rec.versions, lease)
+					rec.mu.Unlock()
+				}
+			case watch.Error:
+				t.Errorf("watch of Lease %s/%s: %v", ns, name, apierrors.FromObject(ev.Object))
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		w.Stop()
+		<-done
+	})
+	return rec
+}
+
+func (r *leaseRecorder) snapshot() []*coordinationv1.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.versions)
+}
+
+// isRenewal reports whether cur is a renewal of prev: the same holder in
+// the same term, with a new renewTime.
+func isRenewal(prev, cur *coordinationv1.Lease) bool {
+	return holderOf(prev) != "" && holderOf(cur) == holderOf(prev) &&
+		ptr.Deref(cur.Spec.LeaseTransitions, 0) == ptr.Deref(prev.Spec.LeaseTransitions, 0) &&
+		!cur.Spec.RenewTime.Equal(prev.Spec.RenewTime)
+}
+
+// renewals counts the recorded renewals by holder.
+func (r *leaseRecorder) renewals(holder string) int {
+	versions := r.snapshot()
+	n := 0
+	for i := 1; i < len(versions); i++ {
+		if holderOf(versions[i]) == holder && isRenewal(versions[i-1], versions[i]) {
+			n++
+		}
+	}
+	return n
 }
