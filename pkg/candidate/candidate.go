@@ -7,10 +7,29 @@
 // Its central promise is that two processes never act as leader at once:
 // IsLeader turns false before anybody else can be elected (the renew deadline
 // is shorter than the lease duration others wait for, and it is checked on the
-// clock at every call, so a process that wakes from a long pause is not leader
-// any more), leader work is stopped and waited for before the Lease is handed
-// over or released, and WrapConfig gives clients that refuse writes whenever
-// this process is not leader.
+// clock at every call, so a process that wakes from a long pause or a suspend
+// is not leader any more), leader work is stopped and waited for before the
+// Lease is handed over or released, WrapConfig gives clients that refuse
+// writes whenever this process is not leader and cancel those in flight when
+// leadership ends, and every term has its own fencing token (Token, TokenFrom)
+// for resources that can check it.
+//
+// The promise rests on two assumptions:
+//
+//   - Identity is unique among the candidates of a Lease. A second process
+//     started with the same Identity is detected when it renews the Lease: a
+//     leader that sees its Lease renewed by somebody else steps down and logs
+//     an error, and a candidate does not take a Lease renewed under its name
+//     until that Lease has stayed unchanged for a lease duration. Either way a
+//     duplicated Identity is a misconfiguration to fix, not a supported mode.
+//   - Whoever elects the next leader waits for the Lease to expire as this
+//     process measures it. cle-controller judges expiry by its own
+//     observation of renewals, so clock skew does not matter. The controller
+//     built into kube-apiserver instead compares renewTime plus the lease
+//     duration with its own clock: with it, a candidate whose clock is behind
+//     the API server's by more than LeaseDuration - RenewDeadline (5s with the
+//     defaults) may be replaced while IsLeader is still true. Keep clocks
+//     synchronised well within that margin, or use cle-controller.
 //
 // It works with cle-controller and with the controller built into
 // kube-apiserver, in every API mode of package access, without knowing which.
