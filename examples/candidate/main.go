@@ -10,16 +10,24 @@
 //	started-leading identity=<id> token=<n>
 //	stopped-leading identity=<id>
 //	new-leader identity=<id> leader=<holder>
-//	write identity=<id> token=<n> seq=<n> result=ok|refused|error
+//	write identity=<id> token=<n> seq=<n> result=ok|refused|fenced|error
+//
+// A write is "refused" by the write-guarded client when this process is not
+// leader, and "fenced" when the ConfigMap already carries a newer term's
+// token: the writes are conditional (resourceVersion) and check the token, so
+// a deposed leader's write that got past the guard still cannot overwrite a
+// successor's.
 //
 // SIGINT or SIGTERM stops leader work, deletes the LeaseCandidate and
-// releases the Lease before it exits.
+// releases the Lease before it exits; a second one exits at once.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -32,6 +40,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -55,6 +64,7 @@ type options struct {
 	writeConfigMap   string
 	writeInterval    time.Duration
 	stopDelay        time.Duration
+	healthAddr       string
 }
 
 func main() {
@@ -63,7 +73,7 @@ func main() {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default $KUBECONFIG, else in-cluster)")
 	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the Lease and the LeaseCandidate")
 	fs.StringVar(&o.lease, "lease", "example", "name of the Lease to lead")
-	fs.StringVar(&o.identity, "identity", "", "name of this candidate (default: the host name)")
+	fs.StringVar(&o.identity, "identity", "", "name of this candidate, unique among the candidates of the Lease (default: the host name and a random suffix)")
 	fs.StringVar(&o.binaryVersion, "binary-version", "1.36.0", "binary version of this candidate")
 	fs.StringVar(&o.emulationVersion, "emulation-version", "", "emulation version (default: the binary version)")
 	fs.StringVar(&o.strategy, "strategy", "OldestEmulationVersion", "election strategy this candidate asks for")
@@ -75,6 +85,7 @@ func main() {
 	fs.StringVar(&o.writeConfigMap, "write-configmap", "", "if set, the leader writes this ConfigMap every --write-interval through a write-guarded client")
 	fs.DurationVar(&o.writeInterval, "write-interval", 100*time.Millisecond, "interval of the leader's ConfigMap writes")
 	fs.DurationVar(&o.stopDelay, "stop-delay", 0, "how long leader work keeps going (and writing) after it was told to stop, as slow or careless work does; the guarded client must refuse those writes")
+	fs.StringVar(&o.healthAddr, "health-addr", "", "if set, serve the leader-election health check at http://<addr>/healthz")
 	klogFlags := goflagSet()
 	fs.AddGoFlagSet(klogFlags)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -89,10 +100,18 @@ func main() {
 			fmt.Fprintf(os.Stderr, "candidate: --identity not set and no host name: %v\n", err)
 			os.Exit(2)
 		}
-		o.identity = host
+		// Two instances on one host must not share an identity; the suffix
+		// keeps them apart (a Kubernetes name allows no "_").
+		o.identity = strings.ToLower(host) + "-" + utilrand.String(5)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first signal the default handling comes back, so a
+		// second one ends the process at once, even if shutdown hangs.
+		<-ctx.Done()
+		stop()
+	}()
 	if err := run(ctx, o); err != nil {
 		klog.FromContext(ctx).Error(err, "candidate failed")
 		klog.Flush()
@@ -129,7 +148,7 @@ func run(ctx context.Context, o options) error {
 		CandidateRenewInterval: o.candidateRenew,
 		Callbacks: candidate.Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				token, _ := c.Token()
+				token, _ := candidate.TokenFrom(ctx)
 				out.print("started-leading token=%d", token)
 				logger.Info("Leading", "token", token)
 				if o.writeConfigMap != "" {
@@ -157,7 +176,33 @@ func run(ctx context.Context, o options) error {
 		}
 		writer = guarded
 	}
+	if o.healthAddr != "" {
+		if err := serveHealth(ctx, o.healthAddr, c.HealthCheck(20*time.Second)); err != nil {
+			return err
+		}
+	}
 	return c.Run(ctx)
+}
+
+// serveHealth serves check at /healthz on addr until ctx is done.
+func serveHealth(ctx context.Context, addr string, check *candidate.HealthCheck) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := check.Check(r); err != nil {
+			http.Error(w, check.Name()+" failed: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	klog.FromContext(ctx).Info("Serving the health check", "address", ln.Addr().String())
+	return nil
 }
 
 // writer is the write-guarded client of the leader work.
@@ -175,9 +220,13 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 	for seq := 1; ; seq++ {
 		result := "ok"
 		if err := writeConfigMap(context.WithoutCancel(ctx), o, token, seq); err != nil {
-			result = "error"
-			if errors.Is(err, candidate.ErrNotLeader) {
+			switch {
+			case errors.Is(err, candidate.ErrNotLeader):
 				result = "refused"
+			case errors.Is(err, errFenced):
+				result = "fenced"
+			default:
+				result = "error"
 			}
 			klog.FromContext(ctx).V(2).Info("Write failed", "err", err)
 		}
@@ -198,22 +247,40 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 	}
 }
 
+// errFenced is the error of a write skipped because the ConfigMap carries a
+// newer term's token.
+var errFenced = errors.New("the ConfigMap carries a newer term's token")
+
+// writeConfigMap writes the ConfigMap as the leader of the term of token. It
+// is a fenced write: read, check that no newer term has written, and update
+// conditionally on the version read, so that a write of an older term can
+// never land after one of a newer term.
 func writeConfigMap(ctx context.Context, o options, token int32, seq int) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.writeConfigMap},
-		Data: map[string]string{
-			"writer": o.identity,
-			"token":  strconv.Itoa(int(token)),
-			"seq":    strconv.Itoa(seq),
-		},
+	data := map[string]string{
+		"writer": o.identity,
+		"token":  strconv.Itoa(int(token)),
+		"seq":    strconv.Itoa(seq),
 	}
 	cms := writer.CoreV1().ConfigMaps(o.namespace)
-	_, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
+	cm, err := cms.Get(ctx, o.writeConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		_, err = cms.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.writeConfigMap},
+			Data:       data,
+		}, metav1.CreateOptions{})
+		return err
 	}
+	if err != nil {
+		return err
+	}
+	if theirs, err := strconv.Atoi(cm.Data["token"]); err == nil && theirs > int(token) {
+		return fmt.Errorf("%w: %d, ours is %d", errFenced, theirs, token)
+	}
+	cm = cm.DeepCopy()
+	cm.Data = data
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on cm's resourceVersion
 	return err
 }
 
