@@ -14,7 +14,7 @@
 //
 // A write is "refused" by the write-guarded client when this process is not
 // leader, and "fenced" when the ConfigMap already carries a newer term's
-// token: the writes are conditional (resourceVersion) and check the token, so
+// token: the writes are conditional on a version whose token was checked, so
 // a deposed leader's write that got past the guard still cannot overwrite a
 // successor's.
 //
@@ -217,9 +217,10 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 	defer ticker.Stop()
 	done := ctx.Done()
 	var stopAt <-chan time.Time // set once ctx is done
+	w := &fencedWriter{o: o, token: token}
 	for seq := 1; ; seq++ {
 		result := "ok"
-		if err := writeConfigMap(context.WithoutCancel(ctx), o, token, seq); err != nil {
+		if err := w.write(context.WithoutCancel(ctx), seq); err != nil {
 			switch {
 			case errors.Is(err, candidate.ErrNotLeader):
 				result = "refused"
@@ -251,37 +252,60 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 // newer term's token.
 var errFenced = errors.New("the ConfigMap carries a newer term's token")
 
-// writeConfigMap writes the ConfigMap as the leader of the term of token. It
-// is a fenced write: read, check that no newer term has written, and update
-// conditionally on the version read, so that a write of an older term can
-// never land after one of a newer term.
-func writeConfigMap(ctx context.Context, o options, token int32, seq int) error {
+// fencedWriter writes the ConfigMap as the leader of one term. Its writes are
+// fenced: each is an update conditional on a version of the ConfigMap known
+// to carry no newer term's token (one this term wrote, or read and checked),
+// so a write of an older term can never land after one of a newer term, even
+// if it got past the guarded client. The write goes first, the read only
+// after a conflict, so while not leader it is the guard that refuses.
+type fencedWriter struct {
+	o     options
+	token int32
+	// known is the resourceVersion of the version known to be safe to
+	// overwrite ("" until read).
+	known string
+}
+
+func (w *fencedWriter) write(ctx context.Context, seq int) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	data := map[string]string{
-		"writer": o.identity,
-		"token":  strconv.Itoa(int(token)),
-		"seq":    strconv.Itoa(seq),
+	cms := writer.CoreV1().ConfigMaps(w.o.namespace)
+	if w.known == "" {
+		cm, err := cms.Get(ctx, w.o.writeConfigMap, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			created, err := cms.Create(ctx, w.configMap("", seq), metav1.CreateOptions{})
+			if err == nil {
+				w.known = created.ResourceVersion
+			}
+			return err
+		case err != nil:
+			return err
+		}
+		if theirs, err := strconv.Atoi(cm.Data["token"]); err == nil && theirs > int(w.token) {
+			return fmt.Errorf("%w: %d, ours is %d", errFenced, theirs, w.token)
+		}
+		w.known = cm.ResourceVersion
 	}
-	cms := writer.CoreV1().ConfigMaps(o.namespace)
-	cm, err := cms.Get(ctx, o.writeConfigMap, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.writeConfigMap},
-			Data:       data,
-		}, metav1.CreateOptions{})
-		return err
+	updated, err := cms.Update(ctx, w.configMap(w.known, seq), metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		w.known = updated.ResourceVersion
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		w.known = "" // somebody else wrote: read and check again next time
 	}
-	if err != nil {
-		return err
-	}
-	if theirs, err := strconv.Atoi(cm.Data["token"]); err == nil && theirs > int(token) {
-		return fmt.Errorf("%w: %d, ours is %d", errFenced, theirs, token)
-	}
-	cm = cm.DeepCopy()
-	cm.Data = data
-	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{}) // conditional on cm's resourceVersion
 	return err
+}
+
+func (w *fencedWriter) configMap(resourceVersion string, seq int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.o.namespace, Name: w.o.writeConfigMap, ResourceVersion: resourceVersion},
+		Data: map[string]string{
+			"writer": w.o.identity,
+			"token":  strconv.Itoa(int(w.token)),
+			"seq":    strconv.Itoa(seq),
+		},
+	}
 }
 
 // printer writes the event lines on stdout, one at a time.
