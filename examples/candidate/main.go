@@ -10,16 +10,24 @@
 //	started-leading identity=<id> token=<n>
 //	stopped-leading identity=<id>
 //	new-leader identity=<id> leader=<holder>
-//	write identity=<id> token=<n> seq=<n> result=ok|refused|error
+//	write identity=<id> token=<n> seq=<n> result=ok|refused|fenced|error
+//
+// A write is "refused" by the write-guarded client when this process is not
+// leader, and "fenced" when the ConfigMap already carries a newer term's
+// token: the writes are conditional on a version whose token was checked, so
+// a deposed leader's write that got past the guard still cannot overwrite a
+// successor's.
 //
 // SIGINT or SIGTERM stops leader work, deletes the LeaseCandidate and
-// releases the Lease before it exits.
+// releases the Lease before it exits; a second one exits at once.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -32,6 +40,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -55,6 +64,7 @@ type options struct {
 	writeConfigMap   string
 	writeInterval    time.Duration
 	stopDelay        time.Duration
+	healthAddr       string
 }
 
 func main() {
@@ -63,7 +73,7 @@ func main() {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster (default $KUBECONFIG, else in-cluster)")
 	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the Lease and the LeaseCandidate")
 	fs.StringVar(&o.lease, "lease", "example", "name of the Lease to lead")
-	fs.StringVar(&o.identity, "identity", "", "name of this candidate (default: the host name)")
+	fs.StringVar(&o.identity, "identity", "", "name of this candidate, unique among the candidates of the Lease (default: the host name and a random suffix)")
 	fs.StringVar(&o.binaryVersion, "binary-version", "1.36.0", "binary version of this candidate")
 	fs.StringVar(&o.emulationVersion, "emulation-version", "", "emulation version (default: the binary version)")
 	fs.StringVar(&o.strategy, "strategy", "OldestEmulationVersion", "election strategy this candidate asks for")
@@ -75,6 +85,7 @@ func main() {
 	fs.StringVar(&o.writeConfigMap, "write-configmap", "", "if set, the leader writes this ConfigMap every --write-interval through a write-guarded client")
 	fs.DurationVar(&o.writeInterval, "write-interval", 100*time.Millisecond, "interval of the leader's ConfigMap writes")
 	fs.DurationVar(&o.stopDelay, "stop-delay", 0, "how long leader work keeps going (and writing) after it was told to stop, as slow or careless work does; the guarded client must refuse those writes")
+	fs.StringVar(&o.healthAddr, "health-addr", "", "if set, serve the leader-election health check at http://<addr>/healthz")
 	klogFlags := goflagSet()
 	fs.AddGoFlagSet(klogFlags)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -89,10 +100,18 @@ func main() {
 			fmt.Fprintf(os.Stderr, "candidate: --identity not set and no host name: %v\n", err)
 			os.Exit(2)
 		}
-		o.identity = host
+		// Two instances on one host must not share an identity; the suffix
+		// keeps them apart (a Kubernetes name allows no "_").
+		o.identity = strings.ToLower(host) + "-" + utilrand.String(5)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first signal the default handling comes back, so a
+		// second one ends the process at once, even if shutdown hangs.
+		<-ctx.Done()
+		stop()
+	}()
 	if err := run(ctx, o); err != nil {
 		klog.FromContext(ctx).Error(err, "candidate failed")
 		klog.Flush()
@@ -129,7 +148,7 @@ func run(ctx context.Context, o options) error {
 		CandidateRenewInterval: o.candidateRenew,
 		Callbacks: candidate.Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				token, _ := c.Token()
+				token, _ := candidate.TokenFrom(ctx)
 				out.print("started-leading token=%d", token)
 				logger.Info("Leading", "token", token)
 				if o.writeConfigMap != "" {
@@ -157,7 +176,33 @@ func run(ctx context.Context, o options) error {
 		}
 		writer = guarded
 	}
+	if o.healthAddr != "" {
+		if err := serveHealth(ctx, o.healthAddr, c.HealthCheck(20*time.Second)); err != nil {
+			return err
+		}
+	}
 	return c.Run(ctx)
+}
+
+// serveHealth serves check at /healthz on addr until ctx is done.
+func serveHealth(ctx context.Context, addr string, check *candidate.HealthCheck) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := check.Check(r); err != nil {
+			http.Error(w, check.Name()+" failed: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	klog.FromContext(ctx).Info("Serving the health check", "address", ln.Addr().String())
+	return nil
 }
 
 // writer is the write-guarded client of the leader work.
@@ -172,12 +217,17 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 	defer ticker.Stop()
 	done := ctx.Done()
 	var stopAt <-chan time.Time // set once ctx is done
+	w := &fencedWriter{o: o, token: token}
 	for seq := 1; ; seq++ {
 		result := "ok"
-		if err := writeConfigMap(context.WithoutCancel(ctx), o, token, seq); err != nil {
-			result = "error"
-			if errors.Is(err, candidate.ErrNotLeader) {
+		if err := w.write(context.WithoutCancel(ctx), seq); err != nil {
+			switch {
+			case errors.Is(err, candidate.ErrNotLeader):
 				result = "refused"
+			case errors.Is(err, errFenced):
+				result = "fenced"
+			default:
+				result = "error"
 			}
 			klog.FromContext(ctx).V(2).Info("Write failed", "err", err)
 		}
@@ -198,23 +248,64 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 	}
 }
 
-func writeConfigMap(ctx context.Context, o options, token int32, seq int) error {
+// errFenced is the error of a write skipped because the ConfigMap carries a
+// newer term's token.
+var errFenced = errors.New("the ConfigMap carries a newer term's token")
+
+// fencedWriter writes the ConfigMap as the leader of one term. Its writes are
+// fenced: each is an update conditional on a version of the ConfigMap known
+// to carry no newer term's token (one this term wrote, or read and checked),
+// so a write of an older term can never land after one of a newer term, even
+// if it got past the guarded client. The write goes first, the read only
+// after a conflict, so while not leader it is the guard that refuses.
+type fencedWriter struct {
+	o     options
+	token int32
+	// known is the resourceVersion of the version known to be safe to
+	// overwrite ("" until read).
+	known string
+}
+
+func (w *fencedWriter) write(ctx context.Context, seq int) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.writeConfigMap},
+	cms := writer.CoreV1().ConfigMaps(w.o.namespace)
+	if w.known == "" {
+		cm, err := cms.Get(ctx, w.o.writeConfigMap, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			created, err := cms.Create(ctx, w.configMap("", seq), metav1.CreateOptions{})
+			if err == nil {
+				w.known = created.ResourceVersion
+			}
+			return err
+		case err != nil:
+			return err
+		}
+		if theirs, err := strconv.Atoi(cm.Data["token"]); err == nil && theirs > int(w.token) {
+			return fmt.Errorf("%w: %d, ours is %d", errFenced, theirs, w.token)
+		}
+		w.known = cm.ResourceVersion
+	}
+	updated, err := cms.Update(ctx, w.configMap(w.known, seq), metav1.UpdateOptions{})
+	switch {
+	case err == nil:
+		w.known = updated.ResourceVersion
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		w.known = "" // somebody else wrote: read and check again next time
+	}
+	return err
+}
+
+func (w *fencedWriter) configMap(resourceVersion string, seq int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.o.namespace, Name: w.o.writeConfigMap, ResourceVersion: resourceVersion},
 		Data: map[string]string{
-			"writer": o.identity,
-			"token":  strconv.Itoa(int(token)),
+			"writer": w.o.identity,
+			"token":  strconv.Itoa(int(w.token)),
 			"seq":    strconv.Itoa(seq),
 		},
 	}
-	cms := writer.CoreV1().ConfigMaps(o.namespace)
-	_, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-	}
-	return err
 }
 
 // printer writes the event lines on stdout, one at a time.

@@ -7,10 +7,29 @@
 // Its central promise is that two processes never act as leader at once:
 // IsLeader turns false before anybody else can be elected (the renew deadline
 // is shorter than the lease duration others wait for, and it is checked on the
-// clock at every call, so a process that wakes from a long pause is not leader
-// any more), leader work is stopped and waited for before the Lease is handed
-// over or released, and WrapConfig gives clients that refuse writes whenever
-// this process is not leader.
+// clock at every call, so a process that wakes from a long pause or a suspend
+// is not leader any more), leader work is stopped and waited for before the
+// Lease is handed over or released, WrapConfig gives clients that refuse
+// writes whenever this process is not leader and cancel those in flight when
+// leadership ends, and every term has its own fencing token (Token, TokenFrom)
+// for resources that can check it.
+//
+// The promise rests on two assumptions:
+//
+//   - Identity is unique among the candidates of a Lease. A second process
+//     started with the same Identity is detected when it renews the Lease: a
+//     leader that sees its Lease renewed by somebody else steps down and logs
+//     an error, and a candidate does not take a Lease renewed under its name
+//     until that Lease has stayed unchanged for a lease duration. Either way a
+//     duplicated Identity is a misconfiguration to fix, not a supported mode.
+//   - Whoever elects the next leader waits for the Lease to expire as this
+//     process measures it. cle-controller judges expiry by its own
+//     observation of renewals, so clock skew does not matter. The controller
+//     built into kube-apiserver instead compares renewTime plus the lease
+//     duration with its own clock: with it, a candidate whose clock is behind
+//     the API server's by more than LeaseDuration - RenewDeadline (5s with the
+//     defaults) may be replaced while IsLeader is still true. Keep clocks
+//     synchronised well within that margin, or use cle-controller.
 //
 // It works with cle-controller and with the controller built into
 // kube-apiserver, in every API mode of package access, without knowing which.
@@ -43,6 +62,8 @@ var ErrAlreadyRunning = errors.New("candidate is already running or has run")
 type Candidate struct {
 	cfg     Config
 	started atomic.Bool
+	// running is true while Run runs.
+	running atomic.Bool
 
 	mu sync.Mutex
 	// leading is true from a successful renewal of a Lease naming this
@@ -53,6 +74,10 @@ type Candidate struct {
 	renewedAt time.Time
 	// term is the Lease's leaseTransitions while leading.
 	term int32
+	// termCtx is cancelled when the term ends (endTerm), cancelling the
+	// guarded requests still in flight; nil while not leading.
+	termCtx context.Context
+	endTerm context.CancelFunc
 	// holder is the Lease's holder as last observed.
 	holder string
 	// stoppingSince is when the library began stopping leader work that has
@@ -83,7 +108,22 @@ func (c *Candidate) IsLeader() bool {
 }
 
 func (c *Candidate) isLeaderLocked() bool {
-	return c.leading && c.cfg.Clock.Since(c.renewedAt) < c.cfg.RenewDeadline
+	return c.leading && c.sinceLocked(c.renewedAt) < c.cfg.RenewDeadline
+}
+
+// since is the time elapsed since t, the longer of the monotonic and the
+// wall-clock readings: the monotonic clock does not advance while the machine
+// is suspended, but the rest of the world does, so a process that wakes from
+// a suspend must see the whole gap.
+func (c *Candidate) since(t time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sinceLocked(t)
+}
+
+func (c *Candidate) sinceLocked(t time.Time) time.Duration {
+	clk := c.cfg.Clock
+	return max(clk.Since(t), clk.Now().Round(0).Sub(t.Round(0)))
 }
 
 // Leader is the holder of the Lease as last observed ("" when the Lease has
@@ -97,9 +137,12 @@ func (c *Candidate) Leader() string {
 }
 
 // Token returns the fencing token of the term this process leads: the
-// Lease's leaseTransitions when it became leader. Every change of holder
-// increases it, so a resource guarded by the Lease can reject writes carrying
-// an older token. It returns 0, false when this process is not leader.
+// Lease's leaseTransitions as this process's first renewal of the term wrote
+// it. That renewal increases leaseTransitions in the same conditional write,
+// so each term has its own token whoever named the holder, and a resource
+// guarded by the Lease can reject writes carrying an older token. It returns
+// 0, false when this process is not leader. Leader work should prefer
+// TokenFrom on its context, which keeps the token of its own term.
 func (c *Candidate) Token() (int32, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -118,6 +161,8 @@ func (c *Candidate) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
+	c.running.Store(true)
+	defer c.running.Store(false)
 	logger := klog.LoggerWithValues(klog.FromContext(ctx),
 		"lease", klog.KRef(c.cfg.Namespace, c.cfg.LeaseName), "identity", c.cfg.Identity)
 	ctx = klog.NewContext(ctx, logger)
@@ -161,9 +206,9 @@ func (c *Candidate) Run(ctx context.Context) error {
 
 	// Shutdown: leader work is stopped and IsLeader is false. The
 	// candidate goes first so that the controller cannot elect this process
-	// again once the Lease is released.
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.RenewDeadline)
-	defer cancel()
+	// again once the Lease is released. Each step has its own timeouts, so a
+	// slow delete cannot use up the release's time.
+	shutdownCtx := context.WithoutCancel(ctx)
 	if boolOr(c.cfg.DeleteCandidateOnExit, true) {
 		reg.delete(shutdownCtx)
 	}
@@ -210,6 +255,24 @@ func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, error) {
 		return nil, fmt.Errorf("API mode %q: %w", c.cfg.APIMode, err)
 	}
 	return acc, nil
+}
+
+// tokenKey is the context key of the fencing token in leader work's context.
+type tokenKey struct{}
+
+func withToken(ctx context.Context, token int32) context.Context {
+	return context.WithValue(ctx, tokenKey{}, token)
+}
+
+// TokenFrom returns the fencing token of the term that OnStartedLeading's
+// context belongs to. Unlike Token, it keeps answering after the term has
+// ended, so leader work can stamp its writes with its own term's token even
+// if it gets to run only after the term lapsed (such writes are then refused
+// by a fenced resource, as they should be). It returns 0, false for any other
+// context.
+func TokenFrom(ctx context.Context) (int32, bool) {
+	token, ok := ctx.Value(tokenKey{}).(int32)
+	return token, ok
 }
 
 // oneObject narrows an informer to the object called name.

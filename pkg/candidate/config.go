@@ -54,8 +54,13 @@ type Config struct {
 	LeaseName string
 	// Identity names this process: it is the LeaseCandidate's name and the
 	// Lease holderIdentity while it leads. It must be unique among the
-	// candidates of the Lease and stable across restarts of the same
-	// instance, so that a restart refreshes its LeaseCandidate.
+	// candidates of the Lease (a host name alone is not, when two instances
+	// can run on one host: add a random suffix), and is best stable across
+	// restarts of the same instance, so that a restart refreshes its
+	// LeaseCandidate. A restarted process finding the Lease still renewed
+	// under its name by its predecessor takes it only after the Lease has
+	// stayed unchanged for a lease duration, or once a controller names it
+	// again.
 	Identity string
 	// BinaryVersion and EmulationVersion are this process's versions,
 	// strict semantic versions such as "1.36.0"; emulation defaults to
@@ -105,7 +110,8 @@ type Callbacks struct {
 	// OnStartedLeading runs while this process leads. Its context is
 	// cancelled when leadership ends, and the library waits for it to return
 	// before the Lease can go to anybody else (handover or release), so it
-	// must return promptly once ctx is done. Required.
+	// must return promptly once ctx is done. TokenFrom(ctx) is the term's
+	// fencing token. Required.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading is called after OnStartedLeading has returned, each
 	// time leadership ends. Optional.

@@ -1,11 +1,17 @@
 package candidate
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 )
 
 // ErrNotLeader is the error of a write refused by a client from WrapConfig
@@ -14,13 +20,28 @@ import (
 var ErrNotLeader = errors.New("not the leader")
 
 // WrapConfig returns a copy of cfg whose clients refuse mutating requests
-// with ErrNotLeader while this process is not leader. Reads (GET, which
-// includes LIST and WATCH, HEAD and OPTIONS) always pass. Leadership is
-// checked when each request is sent, including the renew deadline, so a
-// process that wakes from a pause cannot write before it notices. The check
-// is not a lock: a request sent just before the deadline can still arrive
-// after it, which is why the deadline is shorter than the lease duration.
+// with ErrNotLeader while this process is not leader. It returns nil for a
+// nil cfg.
+//
+// Requests that change nothing pass whatever the leadership: reads (GET,
+// which includes LIST and WATCH, HEAD and OPTIONS), server-side dry runs
+// (dryRun=All), and the create-only review APIs of the groups
+// authentication.k8s.io and authorization.k8s.io (TokenReview,
+// SubjectAccessReview and the like), which only ask a question.
+//
+// Leadership is checked when each request is sent, including the renew
+// deadline, so a process that wakes from a pause cannot write before it
+// notices. A write that is let through is bounded too: it is cancelled when
+// the leadership it was sent under ends (at the renew deadline as it stood
+// when the request was sent, or earlier when the library steps down), until
+// its response body is closed. This is not a lock: the API server may still
+// apply a write whose cancellation it has not seen, which is why the renew
+// deadline is shorter than the lease duration, and why a resource that must
+// never see a deposed leader's write should also check the fencing token.
 func (c *Candidate) WrapConfig(cfg *rest.Config) *rest.Config {
+	if cfg == nil {
+		return nil
+	}
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &guard{c: c, next: rt}
@@ -34,20 +55,103 @@ type guard struct {
 }
 
 func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	if changesNothing(req) {
 		return g.next.RoundTrip(req)
 	}
-	if !g.c.IsLeader() {
+	ctx, release, ok := g.c.leaderRequestContext(req.Context())
+	if !ok {
 		// A RoundTripper owns the body, even when it fails.
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
 		return nil, fmt.Errorf("%w: %s refused %s %s", ErrNotLeader, g.c.cfg.Identity, req.Method, req.URL.Path)
 	}
-	return g.next.RoundTrip(req)
+	resp, err := g.next.RoundTrip(req.WithContext(ctx))
+	if err != nil || resp == nil || resp.Body == nil {
+		release()
+		return resp, err
+	}
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
+	return resp, nil
+}
+
+// changesNothing tells the requests that cannot change the cluster's state.
+func changesNothing(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	if req.URL != nil {
+		if req.URL.Query().Get("dryRun") == "All" {
+			return true
+		}
+		if req.Method == http.MethodPost {
+			for _, group := range []string{"/apis/authentication.k8s.io/", "/apis/authorization.k8s.io/"} {
+				if strings.HasPrefix(req.URL.Path, group) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // WrappedRoundTripper lets client-go's transport debugging see through the
 // guard.
 func (g *guard) WrappedRoundTripper() http.RoundTripper { return g.next }
+
+// leaderRequestContext returns a context for one guarded request, cancelled
+// when the leadership it is sent under ends, and the function that releases
+// it; ok is false when this process is not leader.
+func (c *Candidate) leaderRequestContext(parent context.Context) (ctx context.Context, release func(), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.isLeaderLocked() || c.termCtx == nil {
+		return nil, nil, false
+	}
+	remaining := c.cfg.RenewDeadline - c.sinceLocked(c.renewedAt)
+	ctx, cancel := context.WithCancelCause(parent)
+	ended := fmt.Errorf("%w: leadership of %s ended while the request was in flight", ErrNotLeader, c.cfg.Identity)
+	stopAfter := context.AfterFunc(c.termCtx, func() { cancel(ended) })
+	stopTimer := c.afterFunc(remaining, func() { cancel(ended) })
+	return ctx, sync.OnceFunc(func() {
+		stopAfter()
+		stopTimer()
+		cancel(context.Canceled)
+	}), true
+}
+
+// afterFunc calls f after d on the library's clock, and returns the function
+// that stops that.
+func (c *Candidate) afterFunc(d time.Duration, f func()) (stop func()) {
+	if clk, ok := c.cfg.Clock.(clock.WithDelayedExecution); ok {
+		t := clk.AfterFunc(d, f)
+		return func() { t.Stop() }
+	}
+	t := c.cfg.Clock.NewTimer(d)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-t.C():
+			f()
+		case <-done:
+		}
+	}()
+	return func() {
+		t.Stop()
+		close(done)
+	}
+}
+
+// releasingBody releases a guarded request's context once the caller is done
+// with the response.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}

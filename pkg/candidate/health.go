@@ -30,6 +30,9 @@ func (h *HealthCheck) Name() string { return "leader-election" }
 // Check returns nil when the Candidate is healthy.
 func (h *HealthCheck) Check(*http.Request) error {
 	c := h.c
+	if !c.running.Load() {
+		return fmt.Errorf("candidate %s is not running", c.cfg.Identity)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.cfg.Clock.Now()
@@ -39,7 +42,7 @@ func (h *HealthCheck) Check(*http.Request) error {
 		}
 	}
 	if c.leading {
-		if d := now.Sub(c.renewedAt.Add(c.cfg.RenewDeadline)); d > h.tolerance {
+		if d := c.sinceLocked(c.renewedAt) - c.cfg.RenewDeadline; d > h.tolerance {
 			return fmt.Errorf("%s still counts itself leader %s past its renew deadline: the renewal loop is stuck", c.cfg.Identity, d.Round(time.Millisecond))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -56,6 +58,12 @@ type harness struct {
 	failLeaseUpdates atomic.Bool
 	// conflictOnce makes the next Lease update by the library conflict.
 	conflictOnce atomic.Bool
+	// leaseConflicts makes that many next Lease updates by the library
+	// conflict.
+	leaseConflicts atomic.Int32
+	// candidateConflictOnce makes the next LeaseCandidate update by the
+	// library conflict.
+	candidateConflictOnce atomic.Bool
 
 	mu      sync.Mutex
 	journal []string // what happened, in order: callbacks and library writes
@@ -63,6 +71,8 @@ type harness struct {
 	c      *Candidate
 	cancel context.CancelFunc
 	done   chan error
+	// logs holds what the library logged.
+	logs ktesting.Buffer
 }
 
 // bubble runs f in a synctest bubble with a fresh harness.
@@ -113,7 +123,10 @@ func (h *harness) update(a clienttesting.UpdateAction, gvr schema.GroupVersionRe
 	if gvr == leasesGVR && h.failLeaseUpdates.Load() {
 		return true, nil, apierrors.NewInternalError(fmt.Errorf("injected failure"))
 	}
-	if gvr == leasesGVR && h.conflictOnce.CompareAndSwap(true, false) {
+	if gvr == leasesGVR && (h.conflictOnce.CompareAndSwap(true, false) || h.leaseConflicts.Add(-1) >= 0) {
+		return true, nil, apierrors.NewConflict(gvr.GroupResource(), m.GetName(), fmt.Errorf("injected conflict"))
+	}
+	if gvr == candidatesGVR && h.candidateConflictOnce.CompareAndSwap(true, false) {
 		return true, nil, apierrors.NewConflict(gvr.GroupResource(), m.GetName(), fmt.Errorf("injected conflict"))
 	}
 	cur, err := h.client.Tracker().Get(gvr, a.GetNamespace(), m.GetName())
@@ -181,12 +194,53 @@ func (h *harness) start(tweaks ...func(*Config)) *Candidate {
 	if err != nil {
 		h.t.Fatalf("New: %v", err)
 	}
-	_, ctx := ktesting.NewTestContext(h.t)
-	ctx, h.cancel = context.WithCancel(ctx)
-	h.c, h.done = c, make(chan error, 1)
+	logger := ktesting.NewLogger(h.t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	h.logs = logger.GetSink().(ktesting.Underlier).GetBuffer()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	h.c, h.cancel, h.done = c, cancel, make(chan error, 1)
 	go func() { h.done <- c.Run(ctx) }()
 	synctest.Wait()
 	return c
+}
+
+// startAnother runs one more Candidate next to the one of start, and returns
+// the function that stops it.
+func (h *harness) startAnother(tweaks ...func(*Config)) (*Candidate, func()) {
+	h.t.Helper()
+	c, err := New(h.config(tweaks...))
+	if err != nil {
+		h.t.Fatalf("New: %v", err)
+	}
+	_, ctx := ktesting.NewTestContext(h.t)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	synctest.Wait()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+	}
+	h.t.Cleanup(stop)
+	return c, stop
+}
+
+// logged returns the library's log entries of the given type (ktesting.LogError
+// or ktesting.LogInfo) whose message contains msg.
+func (h *harness) logged(typ ktesting.LogType, msg string) []string {
+	var out []string
+	for _, e := range h.logs.Data() {
+		if e.Type == typ && strings.Contains(e.Message, msg) {
+			out = append(out, e.Message)
+		}
+	}
+	return out
 }
 
 // stop cancels Run and waits for it to return.
@@ -288,6 +342,30 @@ func (h *harness) elect(holder string) {
 	lease.Spec.HolderIdentity = ptr.To(holder)
 	lease.Spec.PreferredHolder = nil
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+	h.put(lease)
+}
+
+// name makes holder the holder as kube-apiserver's built-in controller
+// does: renewTime now, no acquireTime, and leaseTransitions left as it was
+// (unset when it creates the Lease).
+func (h *harness) name(holder string) {
+	h.t.Helper()
+	now := metav1.NewMicroTime(h.clock.Now())
+	lease := h.lease()
+	if lease == nil {
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testLease},
+			Spec: coordinationv1.LeaseSpec{
+				Strategy:             ptr.To(coordinationv1.OldestEmulationVersion),
+				LeaseDurationSeconds: ptr.To[int32](5),
+			},
+		}
+	} else {
+		lease = lease.DeepCopy()
+	}
+	lease.Spec.HolderIdentity = ptr.To(holder)
+	lease.Spec.PreferredHolder = nil
+	lease.Spec.AcquireTime, lease.Spec.RenewTime = nil, &now
 	h.put(lease)
 }
 

@@ -2,6 +2,7 @@ package candidate
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -15,9 +16,13 @@ import (
 	"github.com/cle-dev/cle/pkg/access"
 )
 
+// giveUpAttempts bounds the conflicts one hand-over or release resolves by
+// reading again before it leaves the rest to the next step (or to expiry).
+const giveUpAttempts = 3
+
 // elector follows the Lease and leads while it may. All its fields but the
-// Candidate's shared state belong to the goroutine running run (and, after
-// run returns, to the shutdown steps).
+// Candidate's shared state and own belong to the goroutine running run (and,
+// after run returns, to the shutdown steps).
 type elector struct {
 	c        *Candidate
 	leases   access.LeaseClient
@@ -27,16 +32,23 @@ type elector struct {
 	key    string
 	wake   chan struct{}
 
-	// written is the result of our last write and writtenFrom the
-	// resourceVersion it replaced: while the informer still shows that
-	// version, written is the newer truth.
-	written     *coordinationv1.Lease
-	writtenFrom string
+	// written is the result of our last write, served instead of the
+	// informer's object until the informer catches up with it.
+	written newest[*coordinationv1.Lease]
+	// own tells the Lease versions this process may take from those another
+	// process with the same identity renewed.
+	own *ownership
 
 	// lastAttempt is when the last renewal was sent; retryAt holds off a new
 	// attempt after a failure.
 	lastAttempt time.Time
 	retryAt     time.Time
+
+	// foreign identifies (renewTime and leaseTransitions) a Lease that names
+	// this identity but that this process may not take yet, and
+	// foreignSince is when it was first seen so, on the local clock.
+	foreign      string
+	foreignSince time.Time
 
 	// stopWork cancels the running OnStartedLeading; workDone is closed when
 	// it has returned.
@@ -54,31 +66,58 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 		informer: acc.NewLeaseInformer(c.cfg.Namespace, 0, oneObject(c.cfg.LeaseName)),
 		key:      c.cfg.Namespace + "/" + c.cfg.LeaseName,
 		wake:     make(chan struct{}, 1),
+		own:      &ownership{identity: c.cfg.Identity},
+	}
+	asLease := func(obj any) *coordinationv1.Lease {
+		lease, _ := obj.(*coordinationv1.Lease)
+		return lease
 	}
 	// The registration cannot fail on an informer that has not started.
-	handle, _ := e.informer.AddEventHandler(wakeOnChange(e.wake))
+	handle, _ := e.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			e.own.observe(nil, asLease(obj), initial)
+			e.wakeSoon()
+		},
+		UpdateFunc: func(old, obj any) {
+			e.own.observe(asLease(old), asLease(obj), false)
+			e.wakeSoon()
+		},
+		DeleteFunc: func(any) {
+			e.own.observe(nil, nil, false)
+			e.wakeSoon()
+		},
+	})
 	e.synced = handle.HasSyncedChecker()
 	return e
 }
 
-// current is the newest Lease known, nil if there is none.
-func (e *elector) current() *coordinationv1.Lease {
+// stored is the Lease in the informer's store.
+func (e *elector) stored() (*coordinationv1.Lease, bool) {
 	obj, exists, err := e.informer.GetStore().GetByKey(e.key)
 	if err != nil || !exists {
-		return nil
+		return nil, false
 	}
 	lease, ok := obj.(*coordinationv1.Lease)
+	return lease, ok
+}
+
+// current is the newest Lease known, nil if there is none.
+func (e *elector) current() *coordinationv1.Lease {
+	lease, ok := e.written.pick(e.stored())
 	if !ok {
 		return nil
-	}
-	if e.written != nil && lease.ResourceVersion == e.writtenFrom {
-		return e.written
 	}
 	return lease
 }
 
-func (e *elector) remember(from string, written *coordinationv1.Lease) {
-	e.written, e.writtenFrom = written, from
+// remember records a Lease this process wrote or read, newer than the
+// informer's store.
+func (e *elector) remember(lease *coordinationv1.Lease) {
+	storeRV := ""
+	if stored, ok := e.stored(); ok {
+		storeRV = stored.ResourceVersion
+	}
+	e.written.remember(storeRV, lease)
 }
 
 // run steps the election on every change of the Lease and on time, until ctx
@@ -107,8 +146,12 @@ func (e *elector) run(ctx context.Context) {
 func (e *elector) step(ctx context.Context) time.Duration {
 	cfg := &e.c.cfg
 	clk := cfg.Clock
+	logger := klog.FromContext(ctx)
 	lease := e.current()
 	e.observe(lease)
+	if n := e.own.takeForeignRenewals(); n > 0 {
+		logger.Error(nil, "Another process renews the Lease under this identity; Identity must be unique among the candidates of a Lease", "renewals", n)
+	}
 	holder, preferred := holderOf(lease), preferredOf(lease)
 	handOverTo := ""
 	if preferred != "" && preferred != cfg.Identity {
@@ -117,8 +160,9 @@ func (e *elector) step(ctx context.Context) time.Duration {
 
 	if leading, renewedAt := e.c.leaderState(); leading {
 		deadline := renewedAt.Add(cfg.RenewDeadline)
-		switch now := clk.Now(); {
-		case !now.Before(deadline):
+		now := clk.Now()
+		switch {
+		case e.c.since(renewedAt) >= cfg.RenewDeadline:
 			// Also the path after a pause: the clock jumped past the deadline.
 			e.stepDown(ctx, "no successful renewal within the renew deadline", "lastRenewal", renewedAt, "renewDeadline", cfg.RenewDeadline)
 			return cfg.RetryPeriod
@@ -127,6 +171,9 @@ func (e *elector) step(ctx context.Context) time.Duration {
 			return cfg.RetryPeriod
 		case holder != cfg.Identity:
 			e.stepDown(ctx, "the Lease names another holder", "holder", holder)
+			return cfg.RetryPeriod
+		case !e.own.mine(lease):
+			e.stepDown(ctx, "another process renewed the Lease under this identity", "renewTime", lease.Spec.RenewTime)
 			return cfg.RetryPeriod
 		case handOverTo != "":
 			e.stepDown(ctx, "the controller prefers another holder", "preferredHolder", handOverTo)
@@ -142,6 +189,7 @@ func (e *elector) step(ctx context.Context) time.Duration {
 
 	// A candidate: it leads only a Lease that names it.
 	if lease == nil || holder != cfg.Identity {
+		e.foreign = ""
 		return cfg.RetryPeriod
 	}
 	if handOverTo != "" {
@@ -150,11 +198,37 @@ func (e *elector) step(ctx context.Context) time.Duration {
 		e.giveUp(ctx, false)
 		return cfg.RetryPeriod
 	}
-	if now := clk.Now(); now.Before(e.retryAt) {
+	now := clk.Now()
+	if wait := e.untilTakeable(ctx, lease, now); wait > 0 {
+		return wait
+	}
+	if now.Before(e.retryAt) {
 		return untilNext(now, e.retryAt)
 	}
 	e.renew(ctx, lease)
 	return cfg.RetryPeriod
+}
+
+// untilTakeable is how long this process must wait before it may take a
+// Lease that names it (zero when it may now): a Lease another process renewed
+// under this identity is taken only once it has stayed unchanged for a lease
+// duration, when that process has evidently stopped.
+func (e *elector) untilTakeable(ctx context.Context, lease *coordinationv1.Lease, now time.Time) time.Duration {
+	cfg := &e.c.cfg
+	if e.own.mayTake(lease) {
+		e.foreign = ""
+		return 0
+	}
+	fingerprint := fmt.Sprintf("%s/%d", renewTimeOf(lease).Format(time.RFC3339Nano), ptr.Deref(lease.Spec.LeaseTransitions, 0))
+	if fingerprint != e.foreign {
+		e.foreign, e.foreignSince = fingerprint, now
+		klog.FromContext(ctx).V(2).Info("The Lease names this identity but was renewed by another process; waiting for it to stay unchanged for a lease duration",
+			"renewTime", lease.Spec.RenewTime, "leaseDuration", cfg.LeaseDuration)
+	}
+	if elapsed := e.c.since(e.foreignSince); elapsed < cfg.LeaseDuration {
+		return cfg.LeaseDuration - elapsed
+	}
+	return 0
 }
 
 // renew writes the Lease with a fresh renewTime, conditional on the version
@@ -167,67 +241,107 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 	sent := cfg.Clock.Now()
 	e.lastAttempt = sent
 	timeout := cfg.RenewDeadline
-	if leading, renewedAt := e.c.leaderState(); leading {
-		timeout = renewedAt.Add(cfg.RenewDeadline).Sub(sent)
+	leading, renewedAt := e.c.leaderState()
+	if leading {
+		timeout = cfg.RenewDeadline - e.c.since(renewedAt)
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	base := lease.ResourceVersion
-	updated, err := e.leases.Update(reqCtx, e.renewed(lease, sent))
+	updated, err := e.update(reqCtx, e.renewed(lease, sent, leading))
 	if apierrors.IsConflict(err) {
 		var fresh *coordinationv1.Lease
 		fresh, err = e.leases.Get(reqCtx, cfg.LeaseName)
 		if err == nil {
-			e.remember(base, fresh)
+			e.remember(fresh)
 			if holderOf(fresh) != cfg.Identity || (preferredOf(fresh) != "" && preferredOf(fresh) != cfg.Identity) {
 				e.wakeSoon()
 				return // the next step acts on what changed
 			}
-			updated, err = e.leases.Update(reqCtx, e.renewed(fresh, sent))
-			base = fresh.ResourceVersion
+			if leading && !e.own.mine(fresh) {
+				logger.Error(nil, "Another process renewed the Lease under this identity; Identity must be unique among the candidates of a Lease",
+					"renewTime", fresh.Spec.RenewTime)
+				e.stepDown(ctx, "another process renewed the Lease under this identity")
+				return
+			}
+			if !leading && !e.own.mayTake(fresh) {
+				e.wakeSoon()
+				return // the next step decides whether to wait
+			}
+			updated, err = e.update(reqCtx, e.renewed(fresh, sent, leading))
 		}
 	}
 	if err != nil {
 		e.retryAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
-		logger.V(2).Info("Renewing the Lease failed", "err", err)
+		if ctx.Err() == nil {
+			logger.Error(err, "Renewing the Lease failed; retrying", "retryPeriod", cfg.RetryPeriod, "leading", leading)
+		}
 		return
 	}
-	e.remember(base, updated)
+	e.remember(updated)
 	e.retryAt = time.Time{}
 	if e.c.renewed(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)) {
 		e.startWork(ctx)
 	}
 }
 
-// renewed is lease as this process's renewal at now writes it.
-func (e *elector) renewed(lease *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+// update sends one renewal, recording its renewTime as possibly written by
+// this process unless the server certainly refused it.
+func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	renew := renewTimeOf(lease)
+	e.own.wrote(renew)
+	updated, err := e.leases.Update(ctx, lease)
+	if apierrors.IsConflict(err) {
+		e.own.refused(renew)
+	}
+	return updated, err
+}
+
+// renewed is lease as this process's renewal at now writes it. The first
+// renewal of a term (leading false) starts a new term: it increases
+// leaseTransitions in the same conditional write, so the term's fencing token
+// is its own whoever named this process, and whether or not the controller
+// increased it.
+func (e *elector) renewed(lease *coordinationv1.Lease, now time.Time, leading bool) *coordinationv1.Lease {
 	cfg := &e.c.cfg
 	clone := lease.DeepCopy()
 	clone.Spec.HolderIdentity = ptr.To(cfg.Identity)
-	clone.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
-	clone.Spec.LeaseDurationSeconds = ptr.To(int32(cfg.LeaseDuration / time.Second))
-	if clone.Spec.AcquireTime == nil {
-		clone.Spec.AcquireTime = clone.Spec.RenewTime
+	if !leading {
+		clone.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		if clone.Spec.AcquireTime == nil && clone.Spec.RenewTime != nil {
+			// The term was acquired when the controller named the holder.
+			clone.Spec.AcquireTime = clone.Spec.RenewTime.DeepCopy()
+		}
 	}
+	renew := atMicro(now)
+	if a := clone.Spec.AcquireTime; a != nil && renew.Equal(atMicro(a.Time)) {
+		// acquireTime equal to renewTime marks a Lease nobody has renewed
+		// since it was named (see freshlyNamed); a renewal must not look so.
+		renew = renew.Add(time.Microsecond)
+	}
+	clone.Spec.RenewTime = ptr.To(metav1.NewMicroTime(renew))
+	clone.Spec.LeaseDurationSeconds = ptr.To(int32(cfg.LeaseDuration / time.Second))
 	return clone
 }
 
-// startWork runs OnStartedLeading for the term that just began.
+// startWork runs OnStartedLeading for the term that just began, with the
+// term's fencing token in its context.
 func (e *elector) startWork(ctx context.Context) {
-	token, _ := e.c.Token()
+	token := e.c.termToken()
 	klog.FromContext(ctx).Info("Started leading", "token", token)
-	workCtx, cancel := context.WithCancel(ctx)
-	e.stopWork, e.workDone = cancel, make(chan struct{})
+	workCtx, cancel := context.WithCancel(withToken(ctx, token))
+	done := make(chan struct{})
+	e.stopWork, e.workDone = cancel, done
+	work := e.c.cfg.Callbacks.OnStartedLeading
 	go func() {
-		defer close(e.workDone)
-		e.c.cfg.Callbacks.OnStartedLeading(workCtx)
+		defer close(done)
+		work(workCtx)
 	}()
 }
 
-// stepDown ends leadership: IsLeader turns false first, then leader work is
-// cancelled and waited for, then OnStoppedLeading runs. Only then may the
-// caller let the Lease go.
+// stepDown ends leadership: IsLeader turns false and guarded requests in
+// flight are cancelled first, then leader work is cancelled and waited for,
+// then OnStoppedLeading runs. Only then may the caller let the Lease go.
 func (e *elector) stepDown(ctx context.Context, reason string, kv ...any) {
 	if !e.c.stopLeading() {
 		return
@@ -248,13 +362,20 @@ func (e *elector) stepDown(ctx context.Context, reason string, kv ...any) {
 
 // giveUp lets the Lease go when it names this process and nothing of this
 // process leads any more: to the preferred holder if there is one, otherwise
-// (only when release is set) to nobody. Each is one conditional update that
-// starts a new term (leaseTransitions + 1).
+// (only when release is set, on shutdown) to nobody. Each is one conditional
+// update that starts a new term (leaseTransitions + 1). Every request has its
+// own timeout of the renew deadline, so a hung API call cannot block the
+// election loop or the shutdown.
 func (e *elector) giveUp(ctx context.Context, release bool) {
 	cfg := &e.c.cfg
 	logger := klog.FromContext(ctx)
+	// What happens to the Lease if this attempt fails.
+	otherwise := "retrying"
+	if release {
+		otherwise = "the Lease will expire instead"
+	}
 	lease := e.current()
-	for attempt := 0; attempt < 3 && lease != nil; attempt++ {
+	for attempt := 0; lease != nil; attempt++ {
 		if holderOf(lease) != cfg.Identity {
 			return
 		}
@@ -265,7 +386,11 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		if to == "" && !release {
 			return
 		}
-		now := metav1.NewMicroTime(cfg.Clock.Now())
+		if attempt == giveUpAttempts {
+			logger.Error(nil, "Letting the Lease go conflicted with other writes every time; giving up for now: "+otherwise, "to", to, "attempts", attempt)
+			return
+		}
+		now := metav1.NewMicroTime(atMicro(cfg.Clock.Now()))
 		clone := lease.DeepCopy()
 		// An empty holder rather than none: kube-apiserver's controller
 		// dereferences holderIdentity.
@@ -274,9 +399,11 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		clone.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 		clone.Spec.AcquireTime = &now
 		clone.Spec.RenewTime = &now
-		updated, err := e.leases.Update(ctx, clone)
+		updated, err := e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
+			return e.leases.Update(ctx, clone)
+		})
 		if err == nil {
-			e.remember(lease.ResourceVersion, updated)
+			e.remember(updated)
 			if to == "" {
 				logger.Info("Released the Lease")
 			} else {
@@ -285,19 +412,27 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 			return
 		}
 		if !isConflictOrGone(err) {
-			logger.Error(err, "Letting the Lease go failed; it will expire instead", "to", to)
+			logger.Error(err, "Letting the Lease go failed; "+otherwise, "to", to)
 			e.retryAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
 			return
 		}
-		from := lease.ResourceVersion
-		if lease, err = e.leases.Get(ctx, cfg.LeaseName); err != nil {
+		if lease, err = e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
+			return e.leases.Get(ctx, cfg.LeaseName)
+		}); err != nil {
 			if !apierrors.IsNotFound(err) {
-				logger.Error(err, "Reading the Lease to let it go failed")
+				logger.Error(err, "Reading the Lease to let it go failed; "+otherwise)
 			}
 			return
 		}
-		e.remember(from, lease)
+		e.remember(lease)
 	}
+}
+
+// withTimeout runs one API call with the renew deadline as its timeout.
+func (e *elector) withTimeout(ctx context.Context, call func(context.Context) (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.c.cfg.RenewDeadline)
+	defer cancel()
+	return call(ctx)
 }
 
 // release lets the Lease go on shutdown, if it still names this process.
@@ -349,22 +484,31 @@ func (c *Candidate) leaderState() (bool, time.Time) {
 
 // renewed records a successful renewal sent at sent, and reports whether it
 // starts a term: the process was not leading and the renewal is still within
-// the renew deadline.
+// the renew deadline. term is the Lease's leaseTransitions as the renewal
+// wrote it.
 func (c *Candidate) renewed(sent time.Time, term int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sent.After(c.renewedAt) {
 		c.renewedAt = sent
 	}
-	if c.leading || c.cfg.Clock.Since(sent) >= c.cfg.RenewDeadline {
+	if c.leading || c.sinceLocked(sent) >= c.cfg.RenewDeadline {
 		return false
 	}
 	c.leading, c.term = true, term
+	c.termCtx, c.endTerm = context.WithCancel(context.Background())
 	return true
 }
 
-// stopLeading turns IsLeader false and reports whether the process was
-// leading.
+// termToken is the token of the term being led (or just ended).
+func (c *Candidate) termToken() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.term
+}
+
+// stopLeading turns IsLeader false, cancels the guarded requests in flight,
+// and reports whether the process was leading.
 func (c *Candidate) stopLeading() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -372,6 +516,10 @@ func (c *Candidate) stopLeading() bool {
 		return false
 	}
 	c.leading, c.term = false, 0
+	if c.endTerm != nil {
+		c.endTerm()
+		c.termCtx, c.endTerm = nil, nil
+	}
 	c.stoppingSince = c.cfg.Clock.Now()
 	return true
 }

@@ -25,8 +25,9 @@ type registrar struct {
 	key    string
 	wake   chan struct{}
 
-	written     *coordinationv1beta1.LeaseCandidate
-	writtenFrom string
+	// written is the result of our last write, served instead of the
+	// informer's object until the informer catches up with it.
+	written newest[*coordinationv1beta1.LeaseCandidate]
 	// renewedAt is when this process last wrote its candidate, on its own
 	// clock; zero until the first write of this run, so a restart always
 	// refreshes the object.
@@ -49,17 +50,21 @@ func newRegistrar(c *Candidate, acc access.Interface) *registrar {
 	return r
 }
 
-func (r *registrar) current() *coordinationv1beta1.LeaseCandidate {
+// stored is this process's LeaseCandidate in the informer's store.
+func (r *registrar) stored() (*coordinationv1beta1.LeaseCandidate, bool) {
 	obj, exists, err := r.informer.GetStore().GetByKey(r.key)
 	if err != nil || !exists {
-		return nil
+		return nil, false
 	}
 	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
+	return lc, ok
+}
+
+// current is the newest LeaseCandidate known, nil if there is none.
+func (r *registrar) current() *coordinationv1beta1.LeaseCandidate {
+	lc, ok := r.written.pick(r.stored())
 	if !ok {
 		return nil
-	}
-	if r.written != nil && lc.ResourceVersion == r.writtenFrom {
-		return r.written
 	}
 	return lc
 }
@@ -81,7 +86,8 @@ func (r *registrar) run(ctx context.Context) {
 }
 
 // step brings the LeaseCandidate to what it should be now and returns when
-// to look again.
+// to look again. Each write has the renew deadline as its timeout, so a hung
+// API call cannot keep pings unanswered for long.
 func (r *registrar) step(ctx context.Context) time.Duration {
 	cfg := &r.c.cfg
 	logger := klog.FromContext(ctx)
@@ -89,7 +95,13 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 	if now.Before(r.retryAt) {
 		return untilNext(now, r.retryAt)
 	}
+	storeRV := ""
+	if stored, ok := r.stored(); ok {
+		storeRV = stored.ResourceVersion
+	}
 	lc := r.current()
+	reqCtx, cancel := context.WithTimeout(ctx, cfg.RenewDeadline)
+	defer cancel()
 	var (
 		written *coordinationv1beta1.LeaseCandidate
 		err     error
@@ -101,13 +113,12 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 			logger.Info("LeaseCandidate was deleted; creating it again")
 		}
 		what = "create"
-		written, err = r.client.Create(ctx, &coordinationv1beta1.LeaseCandidate{
+		written, err = r.client.Create(reqCtx, &coordinationv1beta1.LeaseCandidate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Identity},
 			Spec:       r.spec(coordinationv1beta1.LeaseCandidateSpec{}, now),
 		})
 		if apierrors.IsAlreadyExists(err) {
 			// The informer has not caught up yet; its event wakes us.
-			r.retryAt = now.Add(cfg.RetryPeriod)
 			return cfg.RetryPeriod
 		}
 	case r.pinged(lc):
@@ -118,31 +129,34 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 			// than its ping even if our clock is behind its.
 			renew = ping
 		}
-		written, err = r.update(ctx, lc, renew)
+		written, err = r.update(reqCtx, lc, renew)
 	case r.outdated(lc):
 		what = "update"
-		written, err = r.update(ctx, lc, now)
+		written, err = r.update(reqCtx, lc, now)
 	case r.renewedAt.IsZero() || !now.Before(r.renewedAt.Add(cfg.CandidateRenewInterval)):
 		what = "renew"
-		written, err = r.update(ctx, lc, now)
+		written, err = r.update(reqCtx, lc, now)
 	default:
 		return untilNext(now, r.renewedAt.Add(cfg.CandidateRenewInterval))
 	}
 	if err != nil {
-		if isConflictOrGone(err) {
-			// The object changed under us; the informer brings the change.
+		switch {
+		case isConflictOrGone(err):
+			// The object changed under us; the informer brings the change
+			// and wakes us, at once, so that a ping that caused the conflict
+			// is answered without delay. The timer retries otherwise.
 			logger.V(4).Info("LeaseCandidate changed during write; waiting for the new version", "op", what, "err", err)
-		} else {
-			logger.Error(err, "Writing the LeaseCandidate failed; retrying", "op", what)
+			return cfg.RetryPeriod
+		case ctx.Err() != nil:
+			// Shutting down: the write was cut short on purpose.
+			logger.V(4).Info("Writing the LeaseCandidate stopped by shutdown", "op", what, "err", err)
+		default:
+			logger.Error(err, "Writing the LeaseCandidate failed; retrying", "op", what, "retryPeriod", cfg.RetryPeriod)
 		}
 		r.retryAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
 		return cfg.RetryPeriod
 	}
-	from := ""
-	if lc != nil {
-		from = lc.ResourceVersion
-	}
-	r.written, r.writtenFrom = written, from
+	r.written.remember(storeRV, written)
 	r.renewedAt, r.retryAt, r.created = now, time.Time{}, true
 	logger.V(4).Info("Wrote LeaseCandidate", "op", what)
 	return cfg.CandidateRenewInterval
@@ -181,13 +195,16 @@ func (r *registrar) outdated(lc *coordinationv1beta1.LeaseCandidate) bool {
 }
 
 // delete removes the LeaseCandidate, conditional on its UID so that a
-// successor's object of the same name is never deleted.
+// successor's object of the same name is never deleted. It has the renew
+// deadline as its own timeout.
 func (r *registrar) delete(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	lc := r.current()
 	if lc == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, r.c.cfg.RenewDeadline)
+	defer cancel()
 	err := r.client.Delete(ctx, lc.Name, &metav1.Preconditions{UID: ptr.To(lc.UID)})
 	switch {
 	case err == nil:

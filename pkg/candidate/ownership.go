@@ -1,0 +1,145 @@
+package candidate
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+// ownership tells whether a Lease naming this identity may be taken by this
+// process. The name alone does not say it: two processes started with the
+// same Identity would both renew the Lease and both lead. A Lease naming this
+// identity may be taken when
+//   - its renewTime is one this process wrote (its own term, possibly lapsed),
+//   - or it was named to this identity and nobody has renewed it since: a
+//     controller's naming sets acquireTime equal to renewTime (cle-controller),
+//     or the informer saw the holder change to this identity (the controller
+//     in kube-apiserver) and no renewal by another process followed,
+//   - or (decided by the elector) it has not changed for a lease duration on
+//     this process's clock, so whoever renewed it has stopped.
+//
+// The informer's event handler feeds it every change in order, which the
+// elector, reading only the newest state, could miss. It is shared between
+// that handler and the elector's loop, hence the lock.
+type ownership struct {
+	identity string
+
+	mu sync.Mutex
+	// sent holds the renewTimes of this process's recent renewals, but for
+	// those the server certainly refused: one that timed out may have been
+	// written, and the informer may deliver a renewal late.
+	sent []time.Time
+	// named is set when the Lease was seen named to this identity and not
+	// renewed since; namedRenew is the renewTime of that naming.
+	named      bool
+	namedRenew time.Time
+	// foreignRenewals counts renewals by another process under this
+	// identity, for the elector to report.
+	foreignRenewals int
+}
+
+// maxSent bounds the renewals remembered: several renew deadlines' worth at
+// the usual timings.
+const maxSent = 32
+
+// wrote records the renewTime of a renewal about to be sent.
+func (o *ownership) wrote(renew time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.sent) == maxSent {
+		o.sent = o.sent[1:]
+	}
+	o.sent = append(o.sent, renew)
+}
+
+// refused forgets a renewal the server certainly did not make.
+func (o *ownership) refused(renew time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sent = slices.DeleteFunc(o.sent, renew.Equal)
+}
+
+// mine reports whether this process wrote the Lease's renewTime.
+func (o *ownership) mine(lease *coordinationv1.Lease) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.mineLocked(renewTimeOf(lease))
+}
+
+func (o *ownership) mineLocked(renew time.Time) bool {
+	return !renew.IsZero() && slices.ContainsFunc(o.sent, renew.Equal)
+}
+
+// mayTake reports whether a Lease naming this identity may be taken now
+// without waiting for it to stay unchanged (see the type's doc).
+func (o *ownership) mayTake(lease *coordinationv1.Lease) bool {
+	if freshlyNamed(lease) {
+		return true
+	}
+	renew := renewTimeOf(lease)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.mineLocked(renew) || (o.named && o.namedRenew.Equal(renew))
+}
+
+// observe follows one change of the Lease as the informer delivers it; old
+// is nil for an addition, initial is true for the informer's initial list.
+func (o *ownership) observe(old, lease *coordinationv1.Lease, initial bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if holderOf(lease) != o.identity {
+		o.named = false
+		return
+	}
+	renew := renewTimeOf(lease)
+	switch {
+	case o.mineLocked(renew):
+	case freshlyNamed(lease),
+		old == nil && !initial, // created naming this identity
+		old != nil && holderOf(old) != o.identity:
+		o.named, o.namedRenew = true, renew
+	case old != nil && !renewTimeOf(old).Equal(renew):
+		// Renewed, but not by this process.
+		o.named = false
+		o.foreignRenewals++
+	}
+}
+
+// takeForeignRenewals returns and resets the count of renewals by another
+// process.
+func (o *ownership) takeForeignRenewals() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := o.foreignRenewals
+	o.foreignRenewals = 0
+	return n
+}
+
+// freshlyNamed reports a Lease that has not been renewed since a controller
+// named its holder: cle-controller names a holder with acquireTime equal to
+// renewTime, which this library never writes in a renewal; a Lease with no
+// renewTime has never been renewed at all.
+func freshlyNamed(lease *coordinationv1.Lease) bool {
+	if lease == nil {
+		return false
+	}
+	s := lease.Spec
+	return s.RenewTime == nil || (s.AcquireTime != nil && s.AcquireTime.Time.Equal(s.RenewTime.Time))
+}
+
+// renewTimeOf is the Lease's renewTime at the precision the API stores
+// (microseconds), zero when unset.
+func renewTimeOf(lease *coordinationv1.Lease) time.Time {
+	if lease == nil || lease.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return atMicro(lease.Spec.RenewTime.Time)
+}
+
+// atMicro is t as the API stores a MicroTime: truncated to microseconds,
+// without a monotonic clock reading.
+func atMicro(t time.Time) time.Time {
+	return t.Round(0).Truncate(time.Microsecond)
+}

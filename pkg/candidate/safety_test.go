@@ -1,0 +1,536 @@
+package candidate
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
+)
+
+// tokens records the token of every term as OnStartedLeading sees it.
+type tokens struct {
+	mu   sync.Mutex
+	seen []int32
+}
+
+func (tk *tokens) record(c **Candidate) func(*Config) {
+	return func(cfg *Config) {
+		cfg.Callbacks.OnStartedLeading = func(ctx context.Context) {
+			token, ok := (*c).Token()
+			if !ok {
+				token = -1
+			}
+			tk.mu.Lock()
+			tk.seen = append(tk.seen, token)
+			tk.mu.Unlock()
+			<-ctx.Done()
+		}
+	}
+}
+
+func (tk *tokens) get() []int32 {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	return append([]int32(nil), tk.seen...)
+}
+
+func wantIncreasing(t *testing.T, got []int32, terms int) {
+	t.Helper()
+	if len(got) != terms {
+		t.Fatalf("%d terms started (tokens %v), want %d", len(got), got, terms)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Errorf("tokens of successive terms %v: want each larger than the one before", got)
+		}
+	}
+}
+
+// Finding 1: every term has its own token, even when the Lease keeps naming
+// this process across a lapse, or when the controller does not increase
+// leaseTransitions (kube-apiserver's built-in controller).
+func TestEachTermHasItsOwnToken(t *testing.T) {
+	t.Run("same holder after a lapse", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			var c *Candidate
+			tk := &tokens{}
+			c = h.start(tk.record(&c))
+			h.elect(me)
+			h.failLeaseUpdates.Store(true)
+			h.step(DefaultRenewDeadline)
+			if c.IsLeader() {
+				t.Fatal("still leader at the renew deadline")
+			}
+			h.failLeaseUpdates.Store(false)
+			h.step(DefaultRetryPeriod)
+			if !c.IsLeader() {
+				t.Fatal("not leading again")
+			}
+			wantIncreasing(t, tk.get(), 2)
+			if token, _ := c.Token(); token != ptr.Deref(h.lease().Spec.LeaseTransitions, -1) {
+				t.Errorf("Token() = %d, Lease leaseTransitions = %d", token, ptr.Deref(h.lease().Spec.LeaseTransitions, -1))
+			}
+		})
+	})
+	t.Run("controller that does not count transitions", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			var c *Candidate
+			tk := &tokens{}
+			c = h.start(tk.record(&c))
+			h.name(me) // creates the Lease without leaseTransitions
+			if !c.IsLeader() {
+				t.Fatal("not leading")
+			}
+			h.step(DefaultRetryPeriod)
+			h.name("other")
+			h.step(DefaultRetryPeriod)
+			h.name(me)
+			if !c.IsLeader() {
+				t.Fatal("not leading again")
+			}
+			wantIncreasing(t, tk.get(), 2)
+			if tk.get()[0] < 1 {
+				t.Errorf("first term's token %d: the first renewal must count the term", tk.get()[0])
+			}
+		})
+	})
+}
+
+// TokenFrom gives leader work its own term's token, even once the term is over.
+func TestTokenFromLeaderContext(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		got := make(chan context.Context, 1)
+		c := h.start(func(cfg *Config) {
+			cfg.Callbacks.OnStartedLeading = func(ctx context.Context) {
+				got <- ctx
+				<-ctx.Done()
+			}
+		})
+		h.elect(me)
+		ctx := <-got
+		token, ok := TokenFrom(ctx)
+		want, _ := c.Token()
+		if !ok || token != want || token != ptr.Deref(h.lease().Spec.LeaseTransitions, -1) {
+			t.Errorf("TokenFrom(leader ctx) = %d, %v; want %d (the Lease's leaseTransitions)", token, ok, want)
+		}
+		h.elect("other")
+		if again, ok := TokenFrom(ctx); !ok || again != token {
+			t.Errorf("TokenFrom after the term ended = %d, %v; want %d", again, ok, token)
+		}
+		if _, ok := TokenFrom(context.Background()); ok {
+			t.Error("TokenFrom(Background) reports a token")
+		}
+	})
+}
+
+// Finding 2: a ping is answered at once even right after a write of the
+// LeaseCandidate conflicted.
+func TestPingAnsweredAtOnceAfterConflict(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		h.start()
+		h.candidateConflictOnce.Store(true)
+		h.step(DefaultCandidateRenewInterval) // the periodic renewal conflicts
+		if h.candidateConflictOnce.Load() {
+			t.Fatal("no renewal happened")
+		}
+		lc := h.candidate(me).DeepCopy()
+		ping := metav1.NewMicroTime(h.clock.Now())
+		lc.Spec.PingTime = &ping
+		h.put(lc) // no clock step
+		if got := h.candidate(me).Spec.RenewTime; got == nil || got.Before(&ping) {
+			t.Errorf("ping at %v not answered at once: renewTime %v", ping, got)
+		}
+	})
+}
+
+// Finding 3: two processes started with the same Identity never lead at
+// once; the second takes over only once the first has stopped renewing for a
+// lease duration.
+func TestDuplicateIdentityLeadsOnce(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		keep := func(c *Config) {
+			c.ReleaseOnCancel = ptr.To(false)
+			c.DeleteCandidateOnExit = ptr.To(false)
+		}
+		a := h.start(keep)
+		b, stopB := h.startAnother(keep)
+		h.step(time.Millisecond)
+		h.elect(me)
+		for range 20 {
+			h.step(DefaultRetryPeriod / 4)
+			if a.IsLeader() && b.IsLeader() {
+				t.Fatalf("both processes of identity %s lead at %v", me, h.clock.Now())
+			}
+		}
+		if !a.IsLeader() && !b.IsLeader() {
+			t.Fatal("neither process leads")
+		}
+		if n := strings.Count(strings.Join(h.entries(), "\n"), "started leading"); n != 1 {
+			t.Errorf("%d terms started, want 1: %v", n, h.entries())
+		}
+		// The leader stops without releasing; the other takes over once the
+		// Lease has stayed unchanged for a lease duration.
+		leader, other, stopLeader := a, b, h.stop
+		if b.IsLeader() {
+			leader, other, stopLeader = b, a, stopB
+		}
+		stopLeader()
+		if leader.IsLeader() {
+			t.Fatal("stopped process still leader")
+		}
+		h.step(DefaultLeaseDuration - DefaultRetryPeriod)
+		if other.IsLeader() {
+			t.Fatal("took over before the Lease stayed unchanged for a lease duration")
+		}
+		h.step(2 * DefaultRetryPeriod)
+		if !other.IsLeader() {
+			t.Error("did not take over the abandoned Lease after a lease duration")
+		}
+	})
+}
+
+// suspendClock is a fake clock whose monotonic reading (Since) does not see
+// a system suspend, while its wall clock (Now) does.
+type suspendClock struct {
+	*testingclock.FakeClock
+	suspended atomic.Int64
+}
+
+func (s *suspendClock) Now() time.Time {
+	return s.FakeClock.Now().Add(time.Duration(s.suspended.Load()))
+}
+
+// Since is monotonic: it ignores the suspend (valid for instants taken
+// before it).
+func (s *suspendClock) Since(t time.Time) time.Duration { return s.FakeClock.Now().Sub(t) }
+
+// Finding 5: a suspend longer than the renew deadline ends leadership at
+// once, although the monotonic clock did not advance.
+func TestSuspendEndsLeadership(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		clk := &suspendClock{FakeClock: h.clock}
+		c := h.start(func(cfg *Config) { cfg.Clock = clk })
+		h.elect(me)
+		if !c.IsLeader() {
+			t.Fatal("not leader")
+		}
+		clk.suspended.Store(int64(DefaultRenewDeadline + time.Second))
+		if c.IsLeader() {
+			t.Error("IsLeader after a suspend longer than the renew deadline")
+		}
+		if _, ok := c.Token(); ok {
+			t.Error("Token valid after a suspend longer than the renew deadline")
+		}
+	})
+}
+
+// blocker is a RoundTripper whose requests hang until their context is done
+// or until it is closed.
+type blocker struct {
+	release   chan struct{}
+	cancelled atomic.Int32
+	started   atomic.Int32
+}
+
+func (b *blocker) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.started.Add(1)
+	select {
+	case <-req.Context().Done():
+		b.cancelled.Add(1)
+		return nil, context.Cause(req.Context())
+	case <-b.release:
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+	}
+}
+
+// Finding 6: a guarded write in flight is cancelled when the leadership it
+// was sent under ends.
+func TestGuardedWriteInFlightIsBounded(t *testing.T) {
+	for name, end := range map[string]func(h *harness){
+		"renew deadline": func(h *harness) {
+			h.failLeaseUpdates.Store(true)
+			h.step(DefaultRenewDeadline)
+		},
+		"handover": func(h *harness) { h.prefer("better") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			bubble(t, func(t *testing.T, h *harness) {
+				c := h.start()
+				h.elect(me)
+				inner := &blocker{release: make(chan struct{})}
+				defer close(inner.release)
+				rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: inner}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				errs := make(chan error, 1)
+				go func() {
+					req, _ := http.NewRequest(http.MethodPut, "https://example.invalid/api/v1/namespaces/ns/configmaps/x", strings.NewReader("{}"))
+					_, err := rt.RoundTrip(req)
+					errs <- err
+				}()
+				synctest.Wait()
+				if inner.started.Load() != 1 {
+					t.Fatal("the guarded write was not sent while leader")
+				}
+				end(h)
+				if c.IsLeader() {
+					t.Fatal("still leader")
+				}
+				synctest.Wait()
+				if inner.cancelled.Load() != 1 {
+					t.Fatal("the write in flight was not cancelled when leadership ended")
+				}
+				if err := <-errs; !errors.Is(err, ErrNotLeader) {
+					t.Errorf("cancelled write = %v, want ErrNotLeader", err)
+				}
+			})
+		})
+	}
+}
+
+// hangingAccess is the native access layer whose writes hang, until their
+// context is done, while a hang function says so.
+type hangingAccess struct {
+	access.Interface
+	hangLease     func(*coordinationv1.Lease) bool
+	hangCandidate atomic.Bool
+	hangDelete    atomic.Bool
+	// returned receives the error of every hung call when it returns.
+	returned chan error
+}
+
+func (a *hangingAccess) Leases(ns string) access.LeaseClient {
+	return hangingLeases{a.Interface.Leases(ns), a}
+}
+
+func (a *hangingAccess) LeaseCandidates(ns string) access.CandidateClient {
+	return hangingCandidates{a.Interface.LeaseCandidates(ns), a}
+}
+
+func (a *hangingAccess) hang(ctx context.Context) error {
+	<-ctx.Done()
+	a.returned <- ctx.Err()
+	return ctx.Err()
+}
+
+type hangingLeases struct {
+	access.LeaseClient
+	a *hangingAccess
+}
+
+func (l hangingLeases) Update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	if l.a.hangLease != nil && l.a.hangLease(lease) {
+		return nil, l.a.hang(ctx)
+	}
+	return l.LeaseClient.Update(ctx, lease)
+}
+
+type hangingCandidates struct {
+	access.CandidateClient
+	a *hangingAccess
+}
+
+func (c hangingCandidates) Update(ctx context.Context, lc *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
+	if c.a.hangCandidate.Load() {
+		return nil, c.a.hang(ctx)
+	}
+	return c.CandidateClient.Update(ctx, lc)
+}
+
+func (c hangingCandidates) Delete(ctx context.Context, name string, pre *metav1.Preconditions) error {
+	if c.a.hangDelete.Load() {
+		return c.a.hang(ctx)
+	}
+	return c.CandidateClient.Delete(ctx, name, pre)
+}
+
+func (h *harness) hanging(hangLease func(*coordinationv1.Lease) bool) *hangingAccess {
+	return &hangingAccess{Interface: access.NewNative(h.client), hangLease: hangLease, returned: make(chan error, 100)}
+}
+
+// awaitReturn waits, in the bubble's time, for a hung call to give up.
+func awaitReturn(t *testing.T, a *hangingAccess, what string) {
+	t.Helper()
+	select {
+	case err := <-a.returned:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s returned %v, want its own timeout", what, err)
+		}
+	case <-time.After(time.Minute):
+		t.Errorf("%s still hangs after a minute: it has no timeout", what)
+	}
+}
+
+// Finding 7: the writes outside the renewal have timeouts.
+func TestWritesOutsideRenewalHaveTimeouts(t *testing.T) {
+	t.Run("handover", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			var hang atomic.Bool
+			hang.Store(true)
+			acc := h.hanging(func(l *coordinationv1.Lease) bool { return hang.Load() && holder(l) == "better" })
+			h.start(func(c *Config) { c.Access = acc })
+			h.elect(me)
+			h.prefer("better")
+			awaitReturn(t, acc, "the handover's update")
+			hang.Store(false)
+		})
+	})
+	t.Run("LeaseCandidate renewal", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			acc := h.hanging(nil)
+			h.start(func(c *Config) { c.Access = acc })
+			acc.hangCandidate.Store(true)
+			h.step(DefaultCandidateRenewInterval)
+			awaitReturn(t, acc, "the LeaseCandidate renewal")
+			acc.hangCandidate.Store(false)
+		})
+	})
+}
+
+// Finding 8: a slow delete of the LeaseCandidate does not use up the time
+// of the release.
+func TestShutdownStepsHaveTheirOwnTimeouts(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		acc := h.hanging(nil)
+		h.start(func(c *Config) { c.Access = acc })
+		h.elect(me)
+		acc.hangDelete.Store(true)
+		h.stop()
+		if got := holder(h.lease()); got != "" {
+			t.Errorf("after shutdown with a hung delete the Lease names %q, want it released", got)
+		}
+	})
+}
+
+// Finding 9: with an informer lagging several writes behind, the elector
+// never acts on a Lease older than its own last write.
+func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c, err := New(h.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.elect(me)
+		e := newElector(c, access.NewNative(h.client)) // its informer never runs: it lags
+		if err := e.informer.GetStore().Add(h.lease()); err != nil {
+			t.Fatal(err)
+		}
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		e.renew(ctx, e.current())
+		h.clock.Step(DefaultRetryPeriod)
+		e.renew(ctx, e.current())
+		if got, want := e.current().ResourceVersion, h.lease().ResourceVersion; got != want {
+			t.Errorf("current() is at resourceVersion %s, the server (written by this elector) at %s", got, want)
+		}
+		e.stepDown(ctx, "test over")
+	})
+}
+
+// Nit: failed renewals are errors, and a hand-over that keeps conflicting
+// says that it gave up (and not that the Lease will expire).
+func TestFailuresAreLoggedAsErrors(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		h.start()
+		h.elect(me)
+		h.failLeaseUpdates.Store(true)
+		h.step(DefaultRetryPeriod)
+		if len(h.logged(ktesting.LogError, "Renewing the Lease failed")) == 0 {
+			t.Error("a failed renewal was not logged as an error")
+		}
+		h.failLeaseUpdates.Store(false)
+		h.leaseConflicts.Store(10)
+		h.prefer("better")
+		got := h.logged(ktesting.LogError, "Letting the Lease go")
+		if len(got) == 0 {
+			t.Error("a hand-over given up after conflicts was not logged")
+		}
+		for _, msg := range got {
+			if strings.Contains(msg, "expire") {
+				t.Errorf("hand-over while running logged %q; the Lease is retried, not left to expire", msg)
+			}
+		}
+		h.leaseConflicts.Store(0)
+	})
+}
+
+// Nit: writes of the LeaseCandidate cut short by shutdown are not errors.
+func TestShutdownCancelledWritesAreNotErrors(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		acc := h.hanging(nil)
+		h.start(func(c *Config) { c.Access = acc })
+		acc.hangCandidate.Store(true)
+		h.step(DefaultCandidateRenewInterval)
+		h.stop()
+		if got := h.logged(ktesting.LogError, "LeaseCandidate"); len(got) > 0 {
+			t.Errorf("shutdown logged errors: %q", got)
+		}
+	})
+}
+
+// Nit: the health check fails when Run is not running.
+func TestHealthCheckFailsWhenNotRunning(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c, err := New(h.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := c.HealthCheck(time.Second)
+		if err := check.Check(nil); err == nil {
+			t.Error("healthy before Run")
+		}
+	})
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		check := c.HealthCheck(time.Second)
+		if err := check.Check(nil); err != nil {
+			t.Errorf("unhealthy while running: %v", err)
+		}
+		h.stop()
+		if err := check.Check(nil); err == nil {
+			t.Error("healthy after Run returned")
+		}
+	})
+}
+
+// Nit: requests that change nothing pass the guard while not leader.
+func TestGuardPassesRequestsThatChangeNothing(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		inner := &recorder{}
+		rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: inner}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []string{
+			"https://example.invalid/api/v1/namespaces/ns/configmaps?dryRun=All",
+			"https://example.invalid/apis/authorization.k8s.io/v1/subjectaccessreviews",
+			"https://example.invalid/apis/authentication.k8s.io/v1/tokenreviews",
+		} {
+			req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader("{}"))
+			if _, err := rt.RoundTrip(req); err != nil {
+				t.Errorf("POST %s while not leader: %v", u, err)
+			}
+		}
+		if c.WrapConfig(nil) != nil {
+			t.Error("WrapConfig(nil) != nil")
+		}
+	})
+}
