@@ -24,17 +24,11 @@ const giveUpAttempts = 3
 // Candidate's shared state and own belong to the goroutine running run (and,
 // after run returns, to the shutdown steps).
 type elector struct {
-	c        *Candidate
-	leases   access.LeaseClient
-	informer cache.SharedIndexInformer
-	// synced is done once the informer has delivered its initial list.
-	synced cache.DoneChecker
-	key    string
-	wake   chan struct{}
+	c      *Candidate
+	leases access.LeaseClient
+	watched[*coordinationv1.Lease]
+	wake chan struct{}
 
-	// written is the result of our last write, served instead of the
-	// informer's object until the informer catches up with it.
-	written newest[*coordinationv1.Lease]
 	// own tells the Lease versions this process may take from those another
 	// process with the same identity renewed.
 	own *ownership
@@ -61,12 +55,14 @@ type elector struct {
 
 func newElector(c *Candidate, acc access.Interface) *elector {
 	e := &elector{
-		c:        c,
-		leases:   acc.Leases(c.cfg.Namespace),
-		informer: acc.NewLeaseInformer(c.cfg.Namespace, 0, oneObject(c.cfg.LeaseName)),
-		key:      c.cfg.Namespace + "/" + c.cfg.LeaseName,
-		wake:     make(chan struct{}, 1),
-		own:      &ownership{identity: c.cfg.Identity},
+		c:      c,
+		leases: acc.Leases(c.cfg.Namespace),
+		watched: watched[*coordinationv1.Lease]{
+			informer: acc.NewLeaseInformer(c.cfg.Namespace, 0, oneObject(c.cfg.LeaseName)),
+			key:      c.cfg.Namespace + "/" + c.cfg.LeaseName,
+		},
+		wake: make(chan struct{}, 1),
+		own:  &ownership{identity: c.cfg.Identity},
 	}
 	asLease := func(obj any) *coordinationv1.Lease {
 		lease, _ := obj.(*coordinationv1.Lease)
@@ -89,25 +85,6 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 	})
 	e.synced = handle.HasSyncedChecker()
 	return e
-}
-
-// stored is the Lease in the informer's store.
-func (e *elector) stored() (*coordinationv1.Lease, bool) {
-	obj, exists, err := e.informer.GetStore().GetByKey(e.key)
-	if err != nil || !exists {
-		return nil, false
-	}
-	lease, ok := obj.(*coordinationv1.Lease)
-	return lease, ok
-}
-
-// current is the newest Lease known, nil if there is none.
-func (e *elector) current() *coordinationv1.Lease {
-	lease, ok := e.written.pick(e.stored())
-	if !ok {
-		return nil
-	}
-	return lease
 }
 
 // remember records a Lease this process wrote or read, newer than the

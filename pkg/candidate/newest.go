@@ -2,7 +2,41 @@ package candidate
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
+
+// watched is one object this process both watches and writes (its Lease or
+// its LeaseCandidate): the informer's copy, bridged with its own last write.
+type watched[T metav1.Object] struct {
+	informer cache.SharedIndexInformer
+	// synced is done once the informer has delivered its initial list.
+	synced cache.DoneChecker
+	key    string
+	// written is the result of our last write, served instead of the
+	// informer's object until the informer catches up with it.
+	written newest[T]
+}
+
+// stored is the object in the informer's store.
+func (w *watched[T]) stored() (T, bool) {
+	var zero T
+	obj, exists, err := w.informer.GetStore().GetByKey(w.key)
+	if err != nil || !exists {
+		return zero, false
+	}
+	t, ok := obj.(T)
+	return t, ok
+}
+
+// current is the newest object known, the zero T (nil) if there is none.
+func (w *watched[T]) current() T {
+	t, ok := w.written.pick(w.stored())
+	if !ok {
+		var zero T
+		return zero
+	}
+	return t
+}
 
 // newest bridges the lag between this process's writes and its informer: it
 // keeps the object of the last write until the informer's store shows that

@@ -7,7 +7,6 @@ import (
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -17,17 +16,11 @@ import (
 // registrar keeps this process's LeaseCandidate registered, current and
 // renewed, and answers pings. Its fields belong to the goroutine running run.
 type registrar struct {
-	c        *Candidate
-	client   access.CandidateClient
-	informer cache.SharedIndexInformer
-	// synced is done once the informer has delivered its initial list.
-	synced cache.DoneChecker
-	key    string
-	wake   chan struct{}
+	c      *Candidate
+	client access.CandidateClient
+	watched[*coordinationv1beta1.LeaseCandidate]
+	wake chan struct{}
 
-	// written is the result of our last write, served instead of the
-	// informer's object until the informer catches up with it.
-	written newest[*coordinationv1beta1.LeaseCandidate]
 	// renewedAt is when this process last wrote its candidate, on its own
 	// clock; zero until the first write of this run, so a restart always
 	// refreshes the object.
@@ -38,35 +31,18 @@ type registrar struct {
 
 func newRegistrar(c *Candidate, acc access.Interface) *registrar {
 	r := &registrar{
-		c:        c,
-		client:   acc.LeaseCandidates(c.cfg.Namespace),
-		informer: acc.NewCandidateInformer(c.cfg.Namespace, 0, oneObject(c.cfg.Identity)),
-		key:      c.cfg.Namespace + "/" + c.cfg.Identity,
-		wake:     make(chan struct{}, 1),
+		c:      c,
+		client: acc.LeaseCandidates(c.cfg.Namespace),
+		watched: watched[*coordinationv1beta1.LeaseCandidate]{
+			informer: acc.NewCandidateInformer(c.cfg.Namespace, 0, oneObject(c.cfg.Identity)),
+			key:      c.cfg.Namespace + "/" + c.cfg.Identity,
+		},
+		wake: make(chan struct{}, 1),
 	}
 	// The registration cannot fail on an informer that has not started.
 	handle, _ := r.informer.AddEventHandler(wakeOnChange(r.wake))
 	r.synced = handle.HasSyncedChecker()
 	return r
-}
-
-// stored is this process's LeaseCandidate in the informer's store.
-func (r *registrar) stored() (*coordinationv1beta1.LeaseCandidate, bool) {
-	obj, exists, err := r.informer.GetStore().GetByKey(r.key)
-	if err != nil || !exists {
-		return nil, false
-	}
-	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
-	return lc, ok
-}
-
-// current is the newest LeaseCandidate known, nil if there is none.
-func (r *registrar) current() *coordinationv1beta1.LeaseCandidate {
-	lc, ok := r.written.pick(r.stored())
-	if !ok {
-		return nil
-	}
-	return lc
 }
 
 func (r *registrar) run(ctx context.Context) {

@@ -484,3 +484,39 @@ func (r *leaseRecorder) renewals(holder string) int {
 	}
 	return n
 }
+
+// Main runs a test package of the cases on one server started with opts.
+// With startController, cle-controller (in env.APIMode) serves each test's
+// namespace; without, the controller built into kube-apiserver does.
+func Main(m *testing.M, opts framework.Options, env *Env, startController bool) {
+	framework.Main(m, opts, func(s *framework.Server) {
+		env.Server = s
+		env.Setup = func(t *testing.T) string {
+			ns := s.CreateNamespace(t)
+			if startController {
+				s.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: env.APIMode})
+			}
+			return ns
+		}
+	})
+}
+
+// Run runs every case in env, each as a subtest named after it.
+func Run(t *testing.T, env *Env) {
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T, *Env)
+	}{
+		{"ElectsBestCandidate", ElectsBestCandidate},
+		{"Preemption", func(t *testing.T, env *Env) { Preemption(t, env) }},
+		{"GracefulHandover", func(t *testing.T, env *Env) { GracefulHandover(t, env) }},
+		{"BlockedRenewals", BlockedRenewals},
+		{"PausedProcess", PausedProcess},
+		{"RestartRefreshesCandidate", RestartRefreshesCandidate},
+		{"WrapConfig", WrapConfig},
+		{"RenewalsKeepCoordinatedFields", RenewalsKeepCoordinatedFields},
+		{"Latency", func(t *testing.T, env *Env) { Latency(t, env, 5) }},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.run(t, env) })
+	}
+}
