@@ -52,10 +52,23 @@ const (
 	PreferredHolderAnnotation = "cle.dev/preferred-holder"
 )
 
+// Default names of the election controller's own leader-election Lease, in
+// kube-system. In native mode it is the Lease of the controller built into
+// kube-apiserver: contending for the same Lease makes exactly one coordinated
+// election controller act at a time. In portable mode there is no built-in
+// controller to exclude, and cle-controller uses a Lease of its own.
+const (
+	NativeControllerLock   = "leader-election-controller"
+	PortableControllerLock = "cle-controller"
+)
+
 // Interface gives mode-independent access to LeaseCandidates and Leases.
 type Interface interface {
 	// Mode is the API mode in use.
 	Mode() Mode
+	// ControllerLockName is the default name of the Lease (in kube-system) on
+	// which election controllers are themselves leader-elected in this mode.
+	ControllerLockName() string
 	// LeaseCandidates accesses the LeaseCandidates of one namespace.
 	LeaseCandidates(namespace string) CandidateClient
 	// Leases accesses the Leases of one namespace.

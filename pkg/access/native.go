@@ -25,6 +25,8 @@ func NewNative(client kubernetes.Interface) Interface {
 
 func (n *native) Mode() Mode { return ModeNative }
 
+func (n *native) ControllerLockName() string { return NativeControllerLock }
+
 func (n *native) LeaseCandidates(namespace string) CandidateClient {
 	return nativeCandidates{n.client.CoordinationV1beta1().LeaseCandidates(namespace)}
 }

@@ -45,6 +45,8 @@ func NewPortable(clients Clients) (Interface, error) {
 
 func (p *portable) Mode() Mode { return ModePortable }
 
+func (p *portable) ControllerLockName() string { return PortableControllerLock }
+
 func (p *portable) LeaseCandidates(namespace string) CandidateClient {
 	return portableCandidates{p.dyn.Resource(CandidateResource).Namespace(namespace)}
 }

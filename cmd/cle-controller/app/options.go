@@ -43,28 +43,17 @@ type Options struct {
 	Logs                     *logsapi.LoggingConfiguration
 }
 
-// The controller's own leader election Lease by default. In native mode it
-// is the Lease on which kube-apiserver's built-in election controller is
-// leader-elected: cle-controller contends for the same Lease, so that exactly
-// one coordinated election controller acts at a time. In portable mode there
-// is no built-in controller to share with, and cle-controller uses a Lease of
-// its own.
-const (
-	defaultLockNamespace = "kube-system"
-	builtinLockName      = "leader-election-controller"
-	ownLockName          = "cle-controller"
-)
+// defaultLockNamespace holds the controller's own leader-election Lease,
+// whose default name the access layer gives for the API mode.
+const defaultLockNamespace = "kube-system"
 
-// lockName is the name of the controller's own Lease in mode: the one given
-// by flag, or the mode's default.
-func (o *Options) lockName(mode access.Mode) string {
+// lockName is the name of the controller's own Lease: the one given by flag,
+// or the API mode's default.
+func (o *Options) lockName(acc access.Interface) string {
 	if o.LeaderElectResourceName != "" {
 		return o.LeaderElectResourceName
 	}
-	if mode == access.ModeNative {
-		return builtinLockName
-	}
-	return ownLockName
+	return acc.ControllerLockName()
 }
 
 // NewOptions returns the defaults.
@@ -106,7 +95,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Lease duration of the controller's own leader election.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the active replica keeps trying to renew before it stops acting.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Interval between attempts to acquire or renew the controller's own Lease.")
-	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the controller's own Lease. Empty: "+builtinLockName+" in native mode (the built-in controller's Lease, so only one coordinated election controller acts), "+ownLockName+" in portable mode.")
+	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the controller's own Lease. Empty: "+access.NativeControllerLock+" in native mode (the built-in controller's Lease, so only one coordinated election controller acts), "+access.PortableControllerLock+" in portable mode.")
 	fs.StringVar(&o.LeaderElectResourceNS, "leader-elect-resource-namespace", o.LeaderElectResourceNS, "Namespace of the controller's own Lease.")
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "Identity in the controller's own Lease. Empty: hostname and a random suffix.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving Prometheus metrics on /metrics; 0 disables it.")

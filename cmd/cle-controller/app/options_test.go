@@ -4,7 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cle-dev/cle/pkg/access"
 )
@@ -38,23 +42,28 @@ func TestValidateAPIMode(t *testing.T) {
 // controller's in native mode, its own in portable mode, the flag's when
 // given.
 func TestLockName(t *testing.T) {
+	native := access.NewNative(fake.NewClientset())
+	portable, err := access.NewPortable(access.Clients{Kube: fake.NewClientset(), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args []string
-		mode access.Mode
+		acc  access.Interface
 		want string
 	}{
-		{nil, access.ModeNative, "leader-election-controller"},
-		{nil, access.ModePortable, "cle-controller"},
-		{[]string{"--leader-elect-resource-name=mine"}, access.ModeNative, "mine"},
-		{[]string{"--leader-elect-resource-name=mine"}, access.ModePortable, "mine"},
+		{nil, native, "leader-election-controller"},
+		{nil, portable, "cle-controller"},
+		{[]string{"--leader-elect-resource-name=mine"}, native, "mine"},
+		{[]string{"--leader-elect-resource-name=mine"}, portable, "mine"},
 	}
 	for _, tc := range tests {
 		o := parse(t, tc.args...)
 		if err := o.Validate(); err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		if got := o.lockName(tc.mode); got != tc.want {
-			t.Errorf("%v in %s mode: lock %q, want %q", tc.args, tc.mode, got, tc.want)
+		if got := o.lockName(tc.acc); got != tc.want {
+			t.Errorf("%v in %s mode: lock %q, want %q", tc.args, tc.acc.Mode(), got, tc.want)
 		}
 		if o.LeaderElectResourceNS != "kube-system" {
 			t.Errorf("lock namespace %q, want kube-system", o.LeaderElectResourceNS)

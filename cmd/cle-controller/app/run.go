@@ -173,7 +173,7 @@ func Run(ctx context.Context, o *Options) error {
 		id = host + "_" + string(uuid.NewUUID())
 	}
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: o.lockName(acc.Mode())},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: o.lockName(acc)},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
