@@ -123,20 +123,16 @@ func testTwoReplicas(t *testing.T, m apiMode) {
 	e.answerPings("old")
 	e.waitLease("replicated", 30*time.Second, "holder old", holderIs("old"))
 
+	leader.waitMetric(t, "leading", "cle_elections_total", "result", "created")
+	leader.waitMetric(t, "leading", "cle_election_duration_seconds")
 	fams := leader.scrape(t)
-	if n := promtest.Value(fams, "cle_elections_total", "result", "created"); n < 1 {
-		t.Errorf("leader %s: cle_elections_total{result=created} = %v, want >= 1", leader.id, n)
-	}
-	if n := promtest.Value(fams, "cle_election_duration_seconds"); n < 1 {
-		t.Errorf("leader %s: cle_election_duration_seconds has %v samples, want >= 1", leader.id, n)
-	}
 	// Which state each candidate is in depends on how long ago it was seen
 	// renewing; that the leader tracks both does not.
 	if n := promtest.Value(fams, "cle_candidates"); n != 2 {
 		t.Errorf("leader %s: cle_candidates summed over states = %v, want 2", leader.id, n)
 	}
 	if n := promtest.Value(fams, "workqueue_adds_total", "name", "cle_election"); n < 1 {
-		t.Errorf("leader %s: workqueue_adds_total{name=cle_leases} = %v, want >= 1", leader.id, n)
+		t.Errorf("leader %s: workqueue_adds_total{name=cle_election} = %v, want >= 1", leader.id, n)
 	}
 	for _, r := range replicas {
 		if n := promtest.Value(r.scrape(t), "cle_api_mode_info", "mode", m.name); n != 1 {
@@ -164,7 +160,19 @@ func testTwoReplicas(t *testing.T, m apiMode) {
 	e.createCandidate("after-failover", cand{name: "c", binary: "1.36.0", emulation: "1.36.0"})
 	e.answerPings("c")
 	e.waitLease("after-failover", 30*time.Second, "holder c", holderIs("c"))
-	if n := promtest.Value(standby.scrape(t), "cle_elections_total", "result", "created"); n < 1 {
-		t.Errorf("%s after failover: cle_elections_total{result=created} = %v, want >= 1", standby.id, n)
+	// The counter follows the write it counts: poll for it.
+	standby.waitMetric(t, "after failover", "cle_elections_total", "result", "created")
+}
+
+// waitMetric scrapes the replica until the sum of the series of name with
+// the given labels is at least 1.
+func (r *replica) waitMetric(t *testing.T, when, name string, labels ...string) {
+	t.Helper()
+	var n float64
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		n = promtest.Value(r.scrape(t), name, labels...)
+		return n >= 1, nil
+	}); err != nil {
+		t.Errorf("%s %s: %s%v = %v, want >= 1", r.id, when, name, labels, n)
 	}
 }
