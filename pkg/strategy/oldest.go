@@ -36,6 +36,12 @@ func (OldestEmulationVersion) Compare(a, b *coordinationv1beta1.LeaseCandidate) 
 	return compareBy(versionKey, a, b)
 }
 
+// CompareMerit orders by lowest emulationVersion, then lowest binaryVersion: candidates at the same versions
+// are equal on merit, whatever their age or name.
+func (OldestEmulationVersion) CompareMerit(a, b *coordinationv1beta1.LeaseCandidate) int {
+	return compareMeritBy(versionKey, a, b)
+}
+
 // Rank returns the valid candidates in Compare order and the invalid ones by name.
 func (OldestEmulationVersion) Rank(cands []*coordinationv1beta1.LeaseCandidate) ([]*coordinationv1beta1.LeaseCandidate, []InvalidCandidate) {
 	return rank(cands, versionKey)

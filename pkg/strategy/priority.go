@@ -42,6 +42,12 @@ func (Priority) Compare(a, b *coordinationv1beta1.LeaseCandidate) int {
 	return compareBy(priorityKey, a, b)
 }
 
+// CompareMerit orders by highest priority, then as OldestEmulationVersion.CompareMerit does: candidates of
+// equal priority at the same versions are equal on merit.
+func (Priority) CompareMerit(a, b *coordinationv1beta1.LeaseCandidate) int {
+	return compareMeritBy(priorityKey, a, b)
+}
+
 // Rank returns the valid candidates in Compare order and the invalid ones by name.
 func (Priority) Rank(cands []*coordinationv1beta1.LeaseCandidate) ([]*coordinationv1beta1.LeaseCandidate, []InvalidCandidate) {
 	return rank(cands, priorityKey)

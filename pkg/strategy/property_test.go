@@ -116,6 +116,7 @@ func TestPropertyOrderIndependence(t *testing.T) {
 			wantResolution := ResolveStrategy(cands)
 			checkRankResult(s, cands, ranked, invalid, fail)
 			checkTotalOrder(s, cands, fail)
+			checkMeritRefinedByCompare(s, cands, fail)
 
 			buf := make([]*coordinationv1beta1.LeaseCandidate, len(cands))
 			for _, p := range perms[len(cands)] {
@@ -187,6 +188,33 @@ func checkTotalOrder(s Strategy, cands []*coordinationv1beta1.LeaseCandidate, fa
 			for _, c := range cands {
 				if ab < 0 && sign(s.Compare(b, c)) < 0 && sign(s.Compare(a, c)) >= 0 {
 					fail("not transitive: %s < %s < %s but not %s < %s", name(a), name(b), name(c), name(a), name(c))
+				}
+			}
+		}
+	}
+}
+
+// checkMeritRefinedByCompare checks that CompareMerit is a preorder that Compare refines: antisymmetric and
+// transitive, never contradicted by Compare, and zero for the same candidate.
+func checkMeritRefinedByCompare(s Strategy, cands []*coordinationv1beta1.LeaseCandidate, fail func(string, ...any)) {
+	for _, a := range cands {
+		for _, b := range cands {
+			ab := sign(s.CompareMerit(a, b))
+			if ba := sign(s.CompareMerit(b, a)); ab != -ba {
+				fail("CompareMerit(%s, %s) = %d but CompareMerit(%s, %s) = %d", name(a), name(b), ab, name(b), name(a), ba)
+			}
+			if a == b && ab != 0 {
+				fail("CompareMerit(%s, %s) = %d, want 0", name(a), name(b), ab)
+			}
+			if ab != 0 && sign(s.Compare(a, b)) != ab {
+				fail("CompareMerit(%s, %s) = %d but Compare = %d", name(a), name(b), ab, sign(s.Compare(a, b)))
+			}
+			if Preempts(s, a, b) != (ab < 0) {
+				fail("Preempts(%s, %s) = %v with CompareMerit %d", name(a), name(b), Preempts(s, a, b), ab)
+			}
+			for _, c := range cands {
+				if ab <= 0 && sign(s.CompareMerit(b, c)) <= 0 && sign(s.CompareMerit(a, c)) > 0 {
+					fail("merit not transitive: %s <= %s <= %s but %s > %s", name(a), name(b), name(c), name(a), name(c))
 				}
 			}
 		}

@@ -34,7 +34,17 @@ type sortKey struct {
 	namespace string
 }
 
+// compare is the strategy's total order: merit first, then the tie-break.
 func (a *sortKey) compare(b *sortKey) int {
+	if c := a.compareMerit(b); c != 0 {
+		return c
+	}
+	return a.compareTieBreak(b)
+}
+
+// compareMerit orders by what makes one candidate a better leader than
+// another: validity, priority, then versions.
+func (a *sortKey) compareMerit(b *sortKey) int {
 	if c := cmp.Compare(a.class, b.class); c != 0 {
 		return c
 	}
@@ -44,9 +54,12 @@ func (a *sortKey) compare(b *sortKey) int {
 	if c := a.emulation.compare(&b.emulation); c != 0 {
 		return c
 	}
-	if c := a.binary.compare(&b.binary); c != 0 {
-		return c
-	}
+	return a.binary.compare(&b.binary)
+}
+
+// compareTieBreak orders candidates of equal merit, only so that the order is
+// total: the older candidate first, then by name and namespace.
+func (a *sortKey) compareTieBreak(b *sortKey) int {
 	if c := a.created.Compare(b.created); c != 0 {
 		return c
 	}
@@ -64,6 +77,12 @@ func compareBy(key keyFunc, a, b *coordinationv1beta1.LeaseCandidate) int {
 	ka, _ := key(nil, a)
 	kb, _ := key(nil, b)
 	return ka.compare(&kb)
+}
+
+func compareMeritBy(key keyFunc, a, b *coordinationv1beta1.LeaseCandidate) int {
+	ka, _ := key(nil, a)
+	kb, _ := key(nil, b)
+	return ka.compareMerit(&kb)
 }
 
 func validateBy(key keyFunc, c *coordinationv1beta1.LeaseCandidate) error {

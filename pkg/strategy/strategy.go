@@ -29,8 +29,14 @@ type Strategy interface {
 	// Validate reports why a candidate cannot take part under this strategy (nil if it can).
 	Validate(c *coordinationv1beta1.LeaseCandidate) error
 	// Compare is a total order over valid candidates: <0 if a is better than b (should lead first), >0 if
-	// worse, 0 only when a and b are the same candidate (same namespace/name).
+	// worse, 0 only when a and b are the same candidate (same namespace/name). It is CompareMerit, with ties
+	// broken by something that has nothing to do with merit (creation time, name) so that a vacant Lease
+	// always gets the same winner.
 	Compare(a, b *coordinationv1beta1.LeaseCandidate) int
+	// CompareMerit orders by merit alone: <0 if a is a better leader than b, >0 if worse, 0 if neither is
+	// (only the tie-break of Compare separates them). A holder is asked to hand over only to a candidate
+	// better on merit, so that equal candidates keep whoever holds.
+	CompareMerit(a, b *coordinationv1beta1.LeaseCandidate) int
 	// Rank returns the valid candidates best first, and the invalid ones with their reasons (sorted by name).
 	// It must not modify the input slice or the objects, and skips nil entries.
 	Rank(cands []*coordinationv1beta1.LeaseCandidate) (ranked []*coordinationv1beta1.LeaseCandidate, invalid []InvalidCandidate)
@@ -51,6 +57,13 @@ func Best(s Strategy, cands []*coordinationv1beta1.LeaseCandidate) (*coordinatio
 		return nil, invalid
 	}
 	return ranked[0], invalid
+}
+
+// Preempts reports whether best should take over from holder under s: whether it is better on merit. A
+// candidate that wins only the tie-break does not preempt, so leadership does not move (and the leader's
+// work is not interrupted) between equals.
+func Preempts(s Strategy, best, holder *coordinationv1beta1.LeaseCandidate) bool {
+	return s.CompareMerit(best, holder) < 0
 }
 
 // Registry maps strategy names to strategies. It is an explicit value rather than a package-level table so
