@@ -37,6 +37,10 @@ const byLeaseIndex = "cle.dev/by-lease"
 type Informers struct {
 	Leases     []cache.SharedIndexInformer
 	Candidates []cache.SharedIndexInformer
+	// Namespaces[i] is the namespace Leases[i] and Candidates[i] watch (""
+	// for all). When it does not match them, every informer is searched for
+	// every key.
+	Namespaces []string
 }
 
 // NewInformers creates the informers for namespaces (all namespaces if
@@ -50,6 +54,7 @@ func NewInformers(acc access.Interface, namespaces []string, resync time.Duratio
 		inf.Leases = append(inf.Leases, acc.NewLeaseInformer(ns, resync, nil))
 		inf.Candidates = append(inf.Candidates, acc.NewCandidateInformer(ns, resync, nil))
 	}
+	inf.Namespaces = namespaces
 	return inf
 }
 
@@ -78,6 +83,13 @@ type Controller struct {
 	// election latency metric. Only workers touch it, one key at a time.
 	neededMu    sync.Mutex
 	neededSince map[types.NamespacedName]time.Time
+
+	// leaseStores and candidateStores are the informers' stores by
+	// namespace ("" holds the store of all namespaces).
+	leaseStores, candidateStores map[string][]cache.Indexer
+	// states is the source of the cle_candidates metric while this
+	// controller runs.
+	states *func() map[string]int
 
 	registrations []registration
 }
@@ -118,7 +130,10 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		neededSince: map[types.NamespacedName]time.Time{},
 	}
 	states := c.candidateStates
-	opts.Metrics.candidates.source.Store(&states)
+	c.states = &states
+	opts.Metrics.candidates.source.Store(c.states)
+	c.leaseStores = storesByNamespace(informers.Leases, informers.Namespaces)
+	c.candidateStores = storesByNamespace(informers.Candidates, informers.Namespaces)
 
 	for _, inf := range informers.Candidates {
 		if err := inf.AddIndexers(cache.Indexers{byLeaseIndex: indexByLease}); err != nil {
@@ -164,13 +179,19 @@ func candidateKeyOf(lc *coordinationv1beta1.LeaseCandidate) types.NamespacedName
 	return types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
 }
 
+// The event handlers record what was observed and when (see
+// observations.go) and enqueue the Leases concerned; reconcile decides.
+
 func (c *Controller) onCandidateAdd(obj any, inInitialList bool) {
 	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
 	if !ok {
 		return
 	}
-	c.obs.observeCandidate(lc, c.opts.Clock.Now(), inInitialList)
-	c.queue.Add(leaseKeyOf(lc))
+	now := c.opts.Clock.Now()
+	c.obs.observeCandidate(lc, now, inInitialList)
+	key := leaseKeyOf(lc)
+	c.obs.candidateJoined(key, c.leaseOf(key), now)
+	c.queue.Add(key)
 	c.gcQueue.AddAfter(candidateKeyOf(lc), c.opts.CandidateTTL)
 }
 
@@ -179,13 +200,16 @@ func (c *Controller) onCandidateUpdate(oldObj, newObj any) {
 	if !ok {
 		return
 	}
-	if c.obs.observeCandidate(lc, c.opts.Clock.Now(), false) {
+	now := c.opts.Clock.Now()
+	if c.obs.observeCandidate(lc, now, false) {
 		c.gcQueue.AddAfter(candidateKeyOf(lc), c.opts.CandidateTTL)
 	}
-	c.queue.Add(leaseKeyOf(lc))
+	key := leaseKeyOf(lc)
 	if old, ok := oldObj.(*coordinationv1beta1.LeaseCandidate); ok && old.Spec.LeaseName != lc.Spec.LeaseName {
-		c.queue.Add(leaseKeyOf(old))
+		c.obs.candidateJoined(key, c.leaseOf(key), now)
+		c.candidateLeft(leaseKeyOf(old))
 	}
+	c.queue.Add(key)
 }
 
 func (c *Controller) onCandidateDelete(obj any) {
@@ -197,12 +221,21 @@ func (c *Controller) onCandidateDelete(obj any) {
 		return
 	}
 	c.obs.forgetCandidate(candidateKeyOf(lc))
-	c.queue.Add(leaseKeyOf(lc))
+	c.candidateLeft(leaseKeyOf(lc))
+}
+
+// candidateLeft follows a candidate leaving the Lease key, and enqueues it.
+func (c *Controller) candidateLeft(key types.NamespacedName) {
+	if !c.hasCandidates(key) {
+		c.obs.candidatesLeft(key, c.leaseOf(key) != nil)
+	}
+	c.queue.Add(key)
 }
 
 // onLease records the holder of Leases that candidates reference and enqueues
-// them. Every other Lease (node heartbeats, ordinary leader election) is
-// dropped here, at the cost of one index lookup.
+// them, unless the change is a renewal of a Lease whose election is settled.
+// Every other Lease (node heartbeats, ordinary leader election) is dropped
+// here, at the cost of one index lookup.
 func (c *Controller) onLease(obj any) {
 	lease, ok := obj.(*coordinationv1.Lease)
 	if !ok {
@@ -212,8 +245,9 @@ func (c *Controller) onLease(obj any) {
 	if !c.hasCandidates(key) {
 		return
 	}
-	c.obs.observeLease(lease, c.opts.Clock.Now())
-	c.queue.Add(key)
+	if c.obs.observeLease(lease, c.opts.Clock.Now()) {
+		c.queue.Add(key)
+	}
 }
 
 func (c *Controller) onLeaseDelete(obj any) {
@@ -225,26 +259,51 @@ func (c *Controller) onLeaseDelete(obj any) {
 		return
 	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
-	c.obs.forgetLease(key)
-	if c.hasCandidates(key) {
+	referenced := c.hasCandidates(key)
+	c.obs.leaseDeleted(key, referenced)
+	if referenced {
 		c.queue.Add(key)
 	}
 }
 
 func (c *Controller) hasCandidates(key types.NamespacedName) bool {
-	for _, inf := range c.informers.Candidates {
-		if objs, err := inf.GetIndexer().ByIndex(byLeaseIndex, key.String()); err == nil && len(objs) > 0 {
+	for _, store := range c.storesFor(c.candidateStores, key.Namespace) {
+		if keys, err := store.IndexKeys(byLeaseIndex, key.String()); err == nil && len(keys) > 0 {
 			return true
 		}
 	}
 	return false
 }
 
+// storesByNamespace maps each namespace to the store of its informer. Without
+// a namespace per informer, the "" entry lists every store.
+func storesByNamespace(informers []cache.SharedIndexInformer, namespaces []string) map[string][]cache.Indexer {
+	out := map[string][]cache.Indexer{}
+	if len(namespaces) != len(informers) {
+		for _, inf := range informers {
+			out[""] = append(out[""], inf.GetIndexer())
+		}
+		return out
+	}
+	for i, inf := range informers {
+		out[namespaces[i]] = append(out[namespaces[i]], inf.GetIndexer())
+	}
+	return out
+}
+
+// storesFor returns the stores that may hold objects of namespace ns.
+func (c *Controller) storesFor(stores map[string][]cache.Indexer, ns string) []cache.Indexer {
+	if all, ok := stores[""]; ok {
+		return all
+	}
+	return stores[ns]
+}
+
 // candidatesOf returns the candidates of a Lease from the caches.
 func (c *Controller) candidatesOf(key types.NamespacedName) []*coordinationv1beta1.LeaseCandidate {
 	var out []*coordinationv1beta1.LeaseCandidate
-	for _, inf := range c.informers.Candidates {
-		objs, err := inf.GetIndexer().ByIndex(byLeaseIndex, key.String())
+	for _, store := range c.storesFor(c.candidateStores, key.Namespace) {
+		objs, err := store.ByIndex(byLeaseIndex, key.String())
 		if err != nil {
 			continue
 		}
@@ -259,8 +318,8 @@ func (c *Controller) candidatesOf(key types.NamespacedName) []*coordinationv1bet
 
 // leaseOf returns the Lease from the caches, or nil.
 func (c *Controller) leaseOf(key types.NamespacedName) *coordinationv1.Lease {
-	for _, inf := range c.informers.Leases {
-		obj, exists, err := inf.GetIndexer().GetByKey(key.String())
+	for _, store := range c.storesFor(c.leaseStores, key.Namespace) {
+		obj, exists, err := store.GetByKey(key.String())
 		if err == nil && exists {
 			if lease, ok := obj.(*coordinationv1.Lease); ok {
 				return lease
@@ -296,6 +355,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		for _, r := range c.registrations {
 			_ = r.informer.RemoveEventHandler(r.handle)
 		}
+		// A controller that stopped has no candidates to report.
+		c.opts.Metrics.candidates.source.CompareAndSwap(c.states, nil)
 	}()
 
 	var wg sync.WaitGroup
@@ -347,8 +408,17 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "lease", klog.KRef(key.Namespace, key.Name))
 	requeue, err := c.reconcile(klog.NewContext(ctx, logger), key)
 	if err != nil {
-		logger.Error(err, "Election step failed; retrying")
+		if isConflictOrGone(err) {
+			// Another writer got there first: expected, and resolved by the
+			// next step on the newer object.
+			logger.V(2).Info("Election step raced with another write; retrying", "err", err)
+		} else {
+			logger.Error(err, "Election step failed; retrying")
+		}
 		c.queue.AddRateLimited(key)
+		if requeue > 0 {
+			c.queue.AddAfter(key, requeue)
+		}
 		return true
 	}
 	c.queue.Forget(key)
@@ -359,8 +429,8 @@ func (c *Controller) processNext(ctx context.Context) bool {
 }
 
 func (c *Controller) cachedCandidate(key types.NamespacedName) *coordinationv1beta1.LeaseCandidate {
-	for _, inf := range c.informers.Candidates {
-		obj, exists, err := inf.GetIndexer().GetByKey(key.String())
+	for _, store := range c.storesFor(c.candidateStores, key.Namespace) {
+		obj, exists, err := store.GetByKey(key.String())
 		if err == nil && exists {
 			if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
 				return lc

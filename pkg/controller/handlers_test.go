@@ -87,8 +87,8 @@ func TestLeaseEventsWithoutCandidatesAreDropped(t *testing.T) {
 	if got := drain(h); len(got) != 1 {
 		t.Errorf("queued %v after the Lease was deleted, want %v", got, leaseKey)
 	}
-	if _, ok := h.c.obs.leases[leaseKey]; ok {
-		t.Error("the deleted Lease's record is kept")
+	if rec, ok := h.c.obs.leases[leaseKey]; !ok || rec.observed || !rec.held {
+		t.Errorf("the deleted Lease's record %+v, want its history kept while a candidate references it", rec)
 	}
 }
 
@@ -111,8 +111,8 @@ func TestDeleteHandlersAcceptTombstones(t *testing.T) {
 	if got := drain(h); len(got) != 1 || got[0] != leaseKey {
 		t.Errorf("queued %v, want %v (the candidate is still in the store)", got, leaseKey)
 	}
-	if _, ok := h.c.obs.leases[leaseKey]; ok {
-		t.Error("the deleted Lease's record is kept")
+	if rec, ok := h.c.obs.leases[leaseKey]; !ok || rec.observed {
+		t.Errorf("the deleted Lease's record %+v, want its history only", rec)
 	}
 
 	// Objects of the wrong type, in or out of tombstones, are ignored.
@@ -294,7 +294,7 @@ func TestElectWithRunningInformers(t *testing.T) {
 	acc := access.NewNative(client)
 	inf := NewInformers(acc, []string{testNS}, 0)
 	clock := testingclock.NewFakeClock(t0)
-	c, err := New(acc, inf, Options{Clock: clock})
+	c, err := New(acc, inf, Options{Clock: clock, ElectionGather: NoElectionGather})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestRunElectsAndStopsCleanly(t *testing.T) {
 	acc := access.NewNative(client)
 	inf := NewInformers(acc, nil, 0)
 	rec := events.NewFakeRecorder(100)
-	c, err := New(acc, inf, Options{Clock: testingclock.NewFakeClock(t0), Recorder: rec})
+	c, err := New(acc, inf, Options{Clock: testingclock.NewFakeClock(t0), Recorder: rec, ElectionGather: NoElectionGather})
 	if err != nil {
 		t.Fatal(err)
 	}

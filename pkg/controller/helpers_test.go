@@ -161,6 +161,31 @@ type harness struct {
 	metrics *Metrics
 	reg     *prometheus.Registry
 	rv      int
+
+	// With holdHandlers set, sync updates the stores at once but queues the
+	// handler calls in held until runHandlers: the window in which a real
+	// informer has updated its store and not yet called the handlers.
+	holdHandlers bool
+	held         []func()
+}
+
+// handle calls a handler now, or holds it until runHandlers.
+func (h *harness) handle(f func()) {
+	if h.holdHandlers {
+		h.held = append(h.held, f)
+		return
+	}
+	f()
+}
+
+// runHandlers makes the handler calls held so far, in order, and stops
+// holding them.
+func (h *harness) runHandlers() {
+	held := h.held
+	h.held, h.holdHandlers = nil, false
+	for _, f := range held {
+		f()
+	}
 }
 
 // newHarness builds a controller on a fake clientset and a fake clock at t0.
@@ -184,7 +209,8 @@ func newHarness(t *testing.T, tweak ...func(*Options)) *harness {
 	}
 	acc := access.NewNative(h.client)
 	h.inf = NewInformers(acc, nil, 0)
-	opts := Options{Clock: h.clock, Recorder: h.rec, Metrics: h.metrics}
+	// Elections are immediate unless a test turns the gathering window on.
+	opts := Options{Clock: h.clock, Recorder: h.rec, Metrics: h.metrics, ElectionGather: NoElectionGather}
 	for _, f := range tweak {
 		f(&opts)
 	}
@@ -312,7 +338,7 @@ func (h *harness) addObjects(initial bool, objs ...runtime.Object) {
 			if err := h.inf.Candidates[0].GetIndexer().Add(o); err != nil {
 				h.t.Fatal(err)
 			}
-			h.c.onCandidateAdd(o, initial)
+			h.handle(func() { h.c.onCandidateAdd(o, initial) })
 		case *coordinationv1.Lease:
 			leases = append(leases, o.DeepCopy())
 		default:
@@ -323,7 +349,7 @@ func (h *harness) addObjects(initial bool, objs ...runtime.Object) {
 		if err := h.inf.Leases[0].GetIndexer().Add(l); err != nil {
 			h.t.Fatal(err)
 		}
-		h.c.onLease(l)
+		h.handle(func() { h.c.onLease(l) })
 	}
 }
 
@@ -342,16 +368,16 @@ func (h *harness) sync() {
 		switch {
 		case !exists:
 			_ = store.Add(lc)
-			h.c.onCandidateAdd(lc, false)
+			h.handle(func() { h.c.onCandidateAdd(lc, false) })
 		case old.(*coordinationv1beta1.LeaseCandidate).ResourceVersion != lc.ResourceVersion:
 			_ = store.Update(lc)
-			h.c.onCandidateUpdate(old, lc)
+			h.handle(func() { h.c.onCandidateUpdate(old, lc) })
 		}
 	}
 	for _, obj := range store.List() {
 		if _, ok := server[mustKey(obj)]; !ok {
 			_ = store.Delete(obj)
-			h.c.onCandidateDelete(obj)
+			h.handle(func() { h.c.onCandidateDelete(obj) })
 		}
 	}
 
@@ -366,16 +392,16 @@ func (h *harness) sync() {
 		switch {
 		case !exists:
 			_ = lstore.Add(l)
-			h.c.onLease(l)
+			h.handle(func() { h.c.onLease(l) })
 		case old.(*coordinationv1.Lease).ResourceVersion != l.ResourceVersion:
 			_ = lstore.Update(l)
-			h.c.onLease(l)
+			h.handle(func() { h.c.onLease(l) })
 		}
 	}
 	for _, obj := range lstore.List() {
 		if _, ok := server[mustKey(obj)]; !ok {
 			_ = lstore.Delete(obj)
-			h.c.onLeaseDelete(obj)
+			h.handle(func() { h.c.onLeaseDelete(obj) })
 		}
 	}
 }
@@ -408,6 +434,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// reconcileOnly runs one election step for the test Lease and returns its
+// outcome, without delivering its writes: the cache is still behind them.
+func (h *harness) reconcileOnly() (time.Duration, error) {
+	return h.c.reconcile(h.ctx, leaseKey)
 }
 
 // reconcile runs one election step for the test Lease, fails the test on an

@@ -14,6 +14,13 @@ import (
 // and when, never by comparing a timestamp written by another machine with
 // local time: under clock skew such a comparison expires live candidates or
 // keeps dead ones. The records below hold those observations.
+//
+// Only the informer event handlers create, change and delete records of what
+// was observed. Reconcile and the garbage collector read them, and note only
+// what the controller itself did (a ping sent, a ping gone unanswered, an
+// election settled). An object in the cache whose handler has not run yet has
+// no record (or one of an older object); readers then judge it as seen just
+// now, which is what its handler is about to record.
 
 // candidateRecord is what the controller observed of one LeaseCandidate.
 type candidateRecord struct {
@@ -28,9 +35,11 @@ type candidateRecord struct {
 	// firstSeen is when the controller first observed the candidate; with
 	// renewedAt it bounds how long the candidate has gone without renewing.
 	firstSeen time.Time
-	// pingedAt is when the controller pinged the candidate and is waiting for
-	// an answer (zero if no ping is outstanding).
+	// pingedAt is when the controller first tried to ping the candidate and
+	// is waiting for an answer (zero if no ping is outstanding); pingSent
+	// tells whether a ping write has succeeded since.
 	pingedAt time.Time
+	pingSent bool
 	// unresponsive is set when a ping went unanswered for the ping timeout;
 	// it stays set until the candidate writes a new renewTime.
 	unresponsive bool
@@ -60,13 +69,45 @@ func (r *candidateRecord) state(now time.Time, freshness, pingTimeout time.Durat
 	}
 }
 
-// leaseRecord is what the controller observed of one Lease's holder record.
+// leaseRecord is what the controller observed of one Lease that candidates
+// reference, and of the candidates joining it. It outlives the Lease object
+// while candidates reference the Lease, so that a Lease deleted and created
+// again continues its history.
 type leaseRecord struct {
+	// observed tells whether the fields below describe a Lease object in the
+	// cache; false before the first observation and after a deletion.
+	observed    bool
 	holder      string
 	renewTime   time.Time
 	transitions int32
+	// terms are the fields a renewal leaves as they are: any change of them
+	// needs a reconcile.
+	terms leaseTerms
 	// observedAt is when, on the local clock, the holder record last changed.
 	observedAt time.Time
+
+	// maxTransitions is the highest leaseTransitions seen of this Lease, kept
+	// across its deletion: the fencing token never goes backwards.
+	maxTransitions int32
+	// held is set once the Lease has been seen with a holder (or with a
+	// history of holders): from then on an election is held at once, without
+	// a gathering window.
+	held bool
+
+	// firstJoin and lastJoin are when, on the local clock, the first and the
+	// latest candidate of the Lease were seen joining it.
+	firstJoin, lastJoin time.Time
+
+	// settled is noted by reconcile when it left a live Lease as it is:
+	// while it holds, a renewal of the Lease changes nothing and needs no
+	// reconcile. Any other change of the Lease clears it.
+	settled bool
+	// written is the resourceVersion of the controller's last write of the
+	// Lease until the cache shows it, and writtenAt when it was made: a
+	// reconcile in between would judge an outdated Lease and repeat a write
+	// that can only conflict.
+	written   string
+	writtenAt time.Time
 }
 
 // observations are the controller's records, shared by the informer event
@@ -91,6 +132,8 @@ func renewTimeOf(lc *coordinationv1beta1.LeaseCandidate) time.Time {
 	return lc.Spec.RenewTime.Time
 }
 
+// ---- written by the event handlers ----
+
 // observeCandidate records a candidate seen by the informer at now.
 // inInitialList marks objects from the first list, whose last renewal was not
 // seen. It reports whether the candidate renewed (or is new).
@@ -113,7 +156,7 @@ func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, 
 	}
 	r.renewTime = renew
 	r.renewedAt = now
-	r.pingedAt = time.Time{}
+	r.pingedAt, r.pingSent = time.Time{}, false
 	r.unresponsive = false
 	return true
 }
@@ -124,72 +167,143 @@ func (o *observations) forgetCandidate(key types.NamespacedName) {
 	delete(o.candidates, key)
 }
 
-// candidate returns a copy of the record of lc, creating one (first seen now,
-// freshness unknown) if the handlers have not recorded it yet.
+// candidateJoined records that a candidate of the Lease key was seen at now,
+// and the Lease itself if it is in the cache (lease non-nil) and not recorded
+// yet: the Lease's own handler drops Leases that no candidate references.
+func (o *observations) candidateJoined(key types.NamespacedName, lease *coordinationv1.Lease, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.leaseLocked(key)
+	if r.firstJoin.IsZero() {
+		r.firstJoin = now
+	}
+	r.lastJoin = now
+	if lease != nil && !r.observed {
+		r.observe(lease, now)
+	}
+}
+
+// observeLease records the Lease as seen by the informer at now. The first
+// observation of a Lease counts as a renewal, as in client-go's elector: a
+// holder gets a full lease duration from the moment this controller first
+// sees it. It reports whether the change needs a reconcile: anything but a
+// renewal of a settled Lease does, and so does the arrival of the
+// controller's own write.
+func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) bool {
+	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.leaseLocked(key)
+	ownWrite := r.written != "" && r.written == lease.ResourceVersion
+	if ownWrite {
+		r.written, r.writtenAt = "", time.Time{}
+	}
+	renewalOnly := r.observed && r.holder == holderIdentity(lease) && r.transitions == ptr.Deref(lease.Spec.LeaseTransitions, 0) &&
+		r.terms == termsOf(lease)
+	r.observe(lease, now)
+	if renewalOnly && r.settled && !ownWrite {
+		return false
+	}
+	r.settled = false
+	return true
+}
+
+// observe records the Lease's holder record; the caller holds the lock.
+func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
+	holder, renew, transitions := holderIdentity(lease), leaseRenewTime(lease), ptr.Deref(lease.Spec.LeaseTransitions, 0)
+	if !r.shows(lease) {
+		r.observed, r.holder, r.renewTime, r.transitions, r.observedAt = true, holder, renew, transitions, now
+	}
+	r.terms = termsOf(lease)
+	r.maxTransitions = max(r.maxTransitions, transitions)
+	if holder != "" || transitions > 0 || lease.Spec.AcquireTime != nil {
+		r.held = true
+	}
+}
+
+// leaseDeleted records that the Lease is gone. Its history is kept while
+// candidates still reference it (keep); otherwise the record goes.
+func (o *observations) leaseDeleted(key types.NamespacedName, keep bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.leases[key]
+	if !ok {
+		return
+	}
+	if !keep {
+		delete(o.leases, key)
+		return
+	}
+	r.observed, r.holder, r.renewTime, r.transitions, r.observedAt = false, "", time.Time{}, 0, time.Time{}
+	r.settled, r.written, r.writtenAt = false, "", time.Time{}
+}
+
+// candidatesLeft records that the last candidate of the Lease key is gone:
+// its gathering starts anew, what was observed of the Lease object is
+// dropped (its own handler stops following a Lease nobody references), and
+// the whole record goes if the Lease does not exist either.
+func (o *observations) candidatesLeft(key types.NamespacedName, leaseExists bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.leases[key]
+	if !ok {
+		return
+	}
+	if !leaseExists {
+		delete(o.leases, key)
+		return
+	}
+	maxTransitions, held := r.maxTransitions, r.held
+	*r = leaseRecord{maxTransitions: maxTransitions, held: held}
+}
+
+func (o *observations) leaseLocked(key types.NamespacedName) *leaseRecord {
+	r, ok := o.leases[key]
+	if !ok {
+		r = &leaseRecord{}
+		o.leases[key] = r
+	}
+	return r
+}
+
+// ---- read by reconcile and the garbage collector ----
+
+// candidate returns a copy of the record of lc. A candidate whose handler has
+// not run yet is judged as its handler will record it: created, and so seen
+// renewed, now.
 func (o *observations) candidate(lc *coordinationv1beta1.LeaseCandidate, now time.Time) candidateRecord {
 	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r, ok := o.candidates[key]
-	if !ok || r.uid != lc.UID {
-		r = &candidateRecord{uid: lc.UID, renewTime: renewTimeOf(lc), firstSeen: now}
-		o.candidates[key] = r
+	if r, ok := o.candidates[key]; ok && r.uid == lc.UID {
+		return *r
 	}
-	return *r
+	return candidateRecord{uid: lc.UID, renewTime: renewTimeOf(lc), firstSeen: now, renewedAt: now}
 }
 
-// recordPing notes a ping written at now, unless the candidate renewed
-// meanwhile (its renewTime no longer matches the one the ping was based on).
-func (o *observations) recordPing(lc *coordinationv1beta1.LeaseCandidate, now time.Time) {
-	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
+// lease returns a copy of the record of the Lease key. When lease (the
+// cached object, or nil) is not what the record shows yet, its handler has
+// not run: the Lease is judged as seen now, as the handler will record it.
+func (o *observations) lease(key types.NamespacedName, lease *coordinationv1.Lease, now time.Time) leaseRecord {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if r, ok := o.candidates[key]; ok && r.uid == lc.UID && r.renewTime.Equal(renewTimeOf(lc)) {
-		r.pingedAt = now
+	var r leaseRecord
+	if rec, ok := o.leases[key]; ok {
+		r = *rec
 	}
+	if r.firstJoin.IsZero() {
+		r.firstJoin, r.lastJoin = now, now
+	}
+	if lease != nil && !r.shows(lease) {
+		r.observe(lease, now)
+	}
+	return r
 }
 
-// markUnresponsive records that the ping of the candidate went unanswered,
-// unless it renewed meanwhile. It reports whether the mark was made.
-func (o *observations) markUnresponsive(lc *coordinationv1beta1.LeaseCandidate, pingedAt time.Time) bool {
-	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	r, ok := o.candidates[key]
-	if !ok || r.uid != lc.UID || !r.pingedAt.Equal(pingedAt) {
-		return false
-	}
-	r.pingedAt = time.Time{}
-	r.unresponsive = true
-	return true
-}
-
-// observeLease records the holder record of a Lease seen at now. The first
-// observation of a Lease counts as a renewal, as in client-go's elector: a
-// holder gets a full lease duration from the moment this controller first sees
-// it.
-func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) leaseRecord {
-	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
-	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
-	var renew time.Time
-	if lease.Spec.RenewTime != nil {
-		renew = lease.Spec.RenewTime.Time
-	}
-	transitions := ptr.Deref(lease.Spec.LeaseTransitions, 0)
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	r, ok := o.leases[key]
-	if !ok || r.holder != holder || !r.renewTime.Equal(renew) || r.transitions != transitions {
-		r = &leaseRecord{holder: holder, renewTime: renew, transitions: transitions, observedAt: now}
-		o.leases[key] = r
-	}
-	return *r
-}
-
-func (o *observations) forgetLease(key types.NamespacedName) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.leases, key)
+// shows reports whether the record's holder record is that of lease.
+func (r *leaseRecord) shows(lease *coordinationv1.Lease) bool {
+	return r.observed && r.holder == holderIdentity(lease) && r.renewTime.Equal(leaseRenewTime(lease)) &&
+		r.transitions == ptr.Deref(lease.Spec.LeaseTransitions, 0)
 }
 
 // snapshot copies every candidate record, for metrics.
@@ -201,4 +315,83 @@ func (o *observations) snapshot() []candidateRecord {
 		out = append(out, *r)
 	}
 	return out
+}
+
+// ---- what the controller itself did ----
+
+// notePing records an attempt to ping lc at now, and whether the write
+// succeeded, unless the candidate renewed meanwhile (its renewTime no longer
+// matches the one the ping was based on). The ping timeout runs from the
+// first attempt, so a candidate that cannot be pinged is given up on in time.
+func (o *observations) notePing(lc *coordinationv1beta1.LeaseCandidate, now time.Time, sent bool) {
+	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r, ok := o.candidates[key]; ok && r.uid == lc.UID && r.renewTime.Equal(renewTimeOf(lc)) {
+		if r.pingedAt.IsZero() {
+			r.pingedAt = now
+		}
+		r.pingSent = r.pingSent || sent
+	}
+}
+
+// noteUnanswered records that the ping of the candidate went unanswered,
+// unless it renewed meanwhile. It reports whether the mark was made.
+func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pingedAt time.Time) bool {
+	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.candidates[key]
+	if !ok || r.uid != lc.UID || !r.pingedAt.Equal(pingedAt) {
+		return false
+	}
+	r.pingedAt, r.pingSent = time.Time{}, false
+	r.unresponsive = true
+	return true
+}
+
+// noteSettled records that reconcile left the Lease, as the record shows it,
+// as it is.
+func (o *observations) noteSettled(key types.NamespacedName, lease *coordinationv1.Lease) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r, ok := o.leases[key]; ok && r.shows(lease) && r.terms == termsOf(lease) {
+		r.settled = true
+	}
+}
+
+// noteWritten records the controller's write of the Lease at now.
+func (o *observations) noteWritten(key types.NamespacedName, written *coordinationv1.Lease, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.leaseLocked(key)
+	r.written, r.writtenAt = written.ResourceVersion, now
+	r.settled = false
+	r.maxTransitions = max(r.maxTransitions, ptr.Deref(written.Spec.LeaseTransitions, 0))
+	r.held = r.held || holderIdentity(written) != ""
+}
+
+func holderIdentity(lease *coordinationv1.Lease) string {
+	return ptr.Deref(lease.Spec.HolderIdentity, "")
+}
+
+// leaseTerms are the fields of a Lease that its holder's renewals keep.
+type leaseTerms struct {
+	preferred, strategy string
+	durationSeconds     int32
+}
+
+func termsOf(lease *coordinationv1.Lease) leaseTerms {
+	return leaseTerms{
+		preferred:       ptr.Deref(lease.Spec.PreferredHolder, ""),
+		strategy:        string(ptr.Deref(lease.Spec.Strategy, "")),
+		durationSeconds: ptr.Deref(lease.Spec.LeaseDurationSeconds, 0),
+	}
+}
+
+func leaseRenewTime(lease *coordinationv1.Lease) time.Time {
+	if lease.Spec.RenewTime == nil {
+		return time.Time{}
+	}
+	return lease.Spec.RenewTime.Time
 }

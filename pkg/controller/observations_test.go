@@ -25,14 +25,14 @@ func TestObserveCandidate(t *testing.T) {
 		t.Error("an update without a new renewTime counts as a renewal")
 	}
 
-	o.recordPing(lc, t0.Add(time.Second))
+	o.notePing(lc, t0.Add(time.Second), true)
 	if r := o.candidates[key]; !r.pingedAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("pingedAt = %v", r.pingedAt)
 	}
-	if o.markUnresponsive(lc, t0) {
+	if o.noteUnanswered(lc, t0) {
 		t.Error("marked unresponsive for another ping")
 	}
-	if !o.markUnresponsive(lc, t0.Add(time.Second)) || !o.candidates[key].unresponsive {
+	if !o.noteUnanswered(lc, t0.Add(time.Second)) || !o.candidates[key].unresponsive {
 		t.Error("not marked unresponsive")
 	}
 
@@ -46,7 +46,7 @@ func TestObserveCandidate(t *testing.T) {
 	}
 
 	// A ping based on a stale renewTime is not recorded.
-	o.recordPing(lc, t0.Add(3*time.Second))
+	o.notePing(lc, t0.Add(3*time.Second), true)
 	if r := o.candidates[key]; !r.pingedAt.IsZero() {
 		t.Errorf("ping recorded against an old renewTime: %+v", r)
 	}
@@ -59,19 +59,21 @@ func TestObserveCandidate(t *testing.T) {
 	if r := o.candidates[key]; r.uid != "other" || !r.firstSeen.Equal(t0.Add(4*time.Second)) {
 		t.Errorf("record %+v, want a new one", r)
 	}
-	if o.markUnresponsive(lc, time.Time{}) {
+	if o.noteUnanswered(lc, time.Time{}) {
 		t.Error("marked the old UID unresponsive")
 	}
 
-	if got := o.candidate(candidate("b", "1.30.0", "1.30.0"), t0); !got.firstSeen.Equal(t0) || !got.renewedAt.IsZero() {
-		t.Errorf("unseen candidate: %+v, want first seen now with unknown freshness", got)
+	// A candidate whose handler has not run is judged as just created, and
+	// reading it records nothing: only the handlers create records.
+	if got := o.candidate(candidate("b", "1.30.0", "1.30.0"), t0); !got.firstSeen.Equal(t0) || !got.renewedAt.Equal(t0) {
+		t.Errorf("unseen candidate: %+v, want seen created now", got)
 	}
-	if n := len(o.snapshot()); n != 2 {
-		t.Errorf("snapshot has %d records, want 2", n)
+	if n := len(o.snapshot()); n != 1 {
+		t.Errorf("snapshot has %d records, want 1: reading must not insert", n)
 	}
 	o.forgetCandidate(key)
-	if n := len(o.snapshot()); n != 1 {
-		t.Errorf("snapshot has %d records after forget, want 1", n)
+	if n := len(o.snapshot()); n != 0 {
+		t.Errorf("snapshot has %d records after forget, want 0", n)
 	}
 }
 
@@ -103,10 +105,15 @@ func TestCandidateRecordState(t *testing.T) {
 func TestObserveLease(t *testing.T) {
 	o := newObservations()
 	l := lease(heldBy("a"))
-	if r := o.observeLease(l, t0); !r.observedAt.Equal(t0) || r.holder != "a" {
-		t.Errorf("first observation %+v, want holder a at t0", r)
+	record := func() leaseRecord { return o.lease(leaseKey, nil, t0.Add(time.Hour)) }
+	if !o.observeLease(l, t0) {
+		t.Error("a first observation needs no reconcile")
 	}
-	if r := o.observeLease(l.DeepCopy(), t0.Add(time.Second)); !r.observedAt.Equal(t0) {
+	if r := record(); !r.observedAt.Equal(t0) || r.holder != "a" || !r.held {
+		t.Errorf("first observation %+v, want holder a at t0, held", r)
+	}
+	o.observeLease(l.DeepCopy(), t0.Add(time.Second))
+	if r := record(); !r.observedAt.Equal(t0) {
 		t.Errorf("unchanged holder record re-observed at %v", r.observedAt)
 	}
 	for i, change := range []func(*coordinationv1.Lease){
@@ -117,18 +124,68 @@ func TestObserveLease(t *testing.T) {
 	} {
 		change(l)
 		at := t0.Add(time.Duration(i+2) * time.Second)
-		if r := o.observeLease(l.DeepCopy(), at); !r.observedAt.Equal(at) {
+		o.observeLease(l.DeepCopy(), at)
+		if r := record(); !r.observedAt.Equal(at) {
 			t.Errorf("change %d observed at %v, want %v", i, r.observedAt, at)
 		}
 	}
 	// Other fields (preferredHolder, strategy) are not the holder's record.
 	l.Spec.PreferredHolder = ptr.To("z")
-	if r := o.observeLease(l, t0.Add(time.Hour)); !r.observedAt.Equal(t0.Add(5 * time.Second)) {
-		t.Errorf("a preferredHolder change renewed the Lease: %v", r.observedAt)
+	o.observeLease(l, t0.Add(time.Hour))
+	if r := record(); !r.observedAt.Equal(t0.Add(5*time.Second)) || r.maxTransitions != 9 {
+		t.Errorf("after a preferredHolder change: observed at %v, max transitions %d; want t0+5s, 9", r.observedAt, r.maxTransitions)
 	}
-	o.forgetLease(leaseKey)
+
+	// A deleted Lease that candidates still reference keeps its history.
+	o.leaseDeleted(leaseKey, true)
+	if r := record(); r.observed || !r.held || r.maxTransitions != 9 {
+		t.Errorf("after deletion: %+v, want not observed, held, max transitions 9", r)
+	}
+	o.leaseDeleted(leaseKey, false)
 	if _, ok := o.leases[leaseKey]; ok {
-		t.Error("forgotten Lease kept")
+		t.Error("a Lease nobody references is kept after its deletion")
+	}
+}
+
+// TestLeaseRenewalOfSettledLease pins which Lease changes wake the
+// controller: a renewal of a Lease whose election is settled does not; any
+// other change, and the controller's own write arriving, do.
+func TestLeaseRenewalOfSettledLease(t *testing.T) {
+	o := newObservations()
+	l := lease(heldBy("a"))
+	o.observeLease(l, t0)
+	renew := func(at time.Duration) *coordinationv1.Lease {
+		l = l.DeepCopy()
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(at)))
+		l.ResourceVersion = at.String()
+		return l
+	}
+	if !o.observeLease(renew(time.Second), t0.Add(time.Second)) {
+		t.Error("a renewal of a Lease not yet settled needs no reconcile")
+	}
+	o.noteSettled(leaseKey, l)
+	if o.observeLease(renew(2*time.Second), t0.Add(2*time.Second)) {
+		t.Error("a renewal of a settled Lease asks for a reconcile")
+	}
+	if r := o.lease(leaseKey, nil, t0.Add(3*time.Second)); !r.observedAt.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("the renewal was not recorded: observed at %v", r.observedAt)
+	}
+	preferred := renew(3 * time.Second)
+	preferred.Spec.PreferredHolder = ptr.To("b")
+	if !o.observeLease(preferred, t0.Add(3*time.Second)) {
+		t.Error("a preferredHolder change of a settled Lease needs no reconcile")
+	}
+	o.noteSettled(leaseKey, l)
+	own := renew(4 * time.Second)
+	o.noteWritten(leaseKey, own, t0.Add(4*time.Second))
+	if r := o.lease(leaseKey, l, t0.Add(4*time.Second)); r.written != own.ResourceVersion {
+		t.Errorf("pending write %q, want %q", r.written, own.ResourceVersion)
+	}
+	if !o.observeLease(own, t0.Add(4*time.Second)) {
+		t.Error("the controller's own write arriving needs no reconcile")
+	}
+	if r := o.lease(leaseKey, l, t0.Add(4*time.Second)); r.written != "" {
+		t.Errorf("pending write %q after it arrived", r.written)
 	}
 }
 

@@ -48,10 +48,10 @@ func TestOptionsValidation(t *testing.T) {
 		opts Options
 		want []string
 	}{
-		{"negative ping timeout", Options{PingTimeout: -time.Second}, []string{"ping timeout must be positive, got -1s"}},
-		{"negative freshness", Options{CandidateFreshness: -time.Second}, []string{"candidate freshness must be positive"}},
-		{"negative TTL", Options{CandidateTTL: -time.Second}, []string{"candidate TTL must be positive", "candidate TTL (-1s) must be longer than candidate freshness (15s)"}},
-		{"negative lease duration", Options{LeaseDuration: -2 * time.Second}, []string{"lease duration must be positive"}},
+		{"negative ping timeout", Options{PingTimeout: -time.Second}, []string{"ping timeout must not be negative (zero takes the default), got -1s"}},
+		{"negative freshness", Options{CandidateFreshness: -time.Second}, []string{"candidate freshness must not be negative"}},
+		{"negative TTL", Options{CandidateTTL: -time.Second}, []string{"candidate TTL must not be negative", "candidate TTL (-1s) must be longer than candidate freshness (15s)"}},
+		{"negative lease duration", Options{LeaseDuration: -2 * time.Second}, []string{"lease duration must not be negative"}},
 		{"fractional lease duration", Options{LeaseDuration: 1500 * time.Millisecond}, []string{"lease duration must be a whole number of seconds, got 1.5s"}},
 		{"TTL shorter than freshness", Options{CandidateTTL: 10 * time.Second}, []string{"candidate TTL (10s) must be longer than candidate freshness (15s)"}},
 		{"TTL equal to freshness", Options{CandidateTTL: time.Minute, CandidateFreshness: time.Minute}, []string{"must be longer than candidate freshness"}},
@@ -88,7 +88,7 @@ func TestNewErrors(t *testing.T) {
 		{"no informers", acc, Informers{}, Options{}, "informers are required"},
 		{"no candidate informers", acc, Informers{Leases: full.Leases}, Options{}, "informers are required"},
 		{"no lease informers", acc, Informers{Candidates: full.Candidates}, Options{}, "informers are required"},
-		{"invalid options", acc, full, Options{PingTimeout: -1}, "invalid controller options: ping timeout must be positive"},
+		{"invalid options", acc, full, Options{PingTimeout: -1}, "invalid controller options: ping timeout must not be negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

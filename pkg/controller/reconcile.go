@@ -3,6 +3,7 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -26,6 +28,7 @@ const (
 	ReasonStrategyConflict   = "StrategyConflict"
 	ReasonNoEligible         = "NoEligibleCandidate"
 	ReasonInvalidCandidate   = "InvalidCandidate"
+	ReasonPingFailed         = "PingFailed"
 )
 
 // liveness is what the controller knows of a candidate at one instant.
@@ -45,11 +48,21 @@ func (l liveness) String() string {
 // reconcile runs one election step for a Lease and returns when to look again
 // (0: only when something changes). Every write is conditional on the
 // resourceVersion read from the cache; a failed write returns an error and the
-// step is retried with backoff.
+// step is retried with backoff (and at the returned time, if that is sooner).
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	now := c.opts.Clock.Now()
 	lease := c.leaseOf(key)
+	rec := c.obs.lease(key, lease, now)
+	if rec.written != "" && (lease == nil || lease.ResourceVersion != rec.written) {
+		// The cache has not caught up with this controller's last write:
+		// judging the older Lease would repeat a write that can only
+		// conflict. The write's arrival wakes this Lease again.
+		if wait := rec.writtenAt.Add(ownWriteWait).Sub(now); wait > 0 {
+			logger.V(4).Info("Waiting for the cache to show the last write", "resourceVersion", rec.written)
+			return wait, nil
+		}
+	}
 
 	cands, nextExpiry := c.liveCandidates(key, now)
 	if len(cands) == 0 {
@@ -79,8 +92,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	}
 	strat, ok := c.opts.Strategies.Get(res.Strategy)
 	if !ok {
-		// Another controller owns this strategy (or no candidate has a valid
-		// binary version): no pings, no writes.
+		// Another controller owns this strategy: no pings, no writes.
 		logger.V(4).Info("Strategy not handled here; leaving the Lease alone", "strategy", res.Strategy)
 		return untilDeadline(now, nextExpiry), nil
 	}
@@ -92,24 +104,32 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 		c.events.resolve(key, "candidate/"+lc.Name) // valid (again)
 	}
 
-	e := election{c: c, logger: logger, key: key, now: now, lease: lease, strategy: strat.Name(), ranked: ranked, all: cands}
+	e := election{c: c, logger: logger, key: key, now: now, lease: lease, rec: rec, strat: strat, ranked: ranked, all: cands}
 	e.deadline = nextExpiry
-	e.observeLease()
+	e.judgeLease()
 	if e.leaseLive && !e.holderIsCandidate() {
 		// A holder outside coordinated election cannot hand over: nothing to
 		// ping or steer until it releases the Lease or the Lease expires.
+		// Its tenure is not part of any election's latency.
+		c.clearNeeded(key)
 		logger.V(4).Info("Lease held by a non-candidate; waiting for release or expiry", "holder", e.holder)
 		return untilDeadline(now, e.deadline), nil
 	}
 	e.judge()
-	if err := e.ping(ctx); err != nil {
-		return 0, err
-	}
+	pingErr := e.ping(ctx)
 	if err := e.write(ctx); err != nil {
-		return 0, err
+		return untilDeadline(now, e.deadline), errors.Join(err, pingErr)
 	}
-	return untilDeadline(now, e.deadline), nil
+	if e.leaseLive && !e.wrote {
+		c.obs.noteSettled(key, lease)
+	}
+	return untilDeadline(now, e.deadline), pingErr
 }
+
+// ownWriteWait bounds how long reconcile waits for the cache to show the
+// controller's own write of a Lease; the informer delivers it in
+// milliseconds, unless a relist skipped it.
+const ownWriteWait = 5 * time.Second
 
 // reportInvalid tells, once per change, that a candidate cannot take part.
 func (c *Controller) reportInvalid(ctx context.Context, key types.NamespacedName, lease *coordinationv1.Lease, lc *coordinationv1beta1.LeaseCandidate, under string, reason error) {
@@ -139,14 +159,15 @@ func (c *Controller) liveCandidates(key types.NamespacedName, now time.Time) ([]
 
 // election is one election step over a consistent snapshot.
 type election struct {
-	c        *Controller
-	logger   klog.Logger
-	key      types.NamespacedName
-	now      time.Time
-	lease    *coordinationv1.Lease
-	strategy coordinationv1.CoordinatedLeaseStrategy
-	ranked   []*coordinationv1beta1.LeaseCandidate // valid candidates, best first
-	all      []*coordinationv1beta1.LeaseCandidate // every unexpired candidate
+	c      *Controller
+	logger klog.Logger
+	key    types.NamespacedName
+	now    time.Time
+	lease  *coordinationv1.Lease
+	rec    leaseRecord // what was observed of the Lease
+	strat  strategy.Strategy
+	ranked []*coordinationv1beta1.LeaseCandidate // valid candidates, best first
+	all    []*coordinationv1beta1.LeaseCandidate // every unexpired candidate
 
 	holder    string // current holder ("" if none)
 	leaseLive bool   // the Lease exists, names a holder and has not expired by local observation
@@ -160,20 +181,20 @@ type election struct {
 	// contenders are the candidates that may still turn out best: those
 	// above best that were pinged or are awaited, and best.
 	contenders []string
+	wrote      bool // the Lease was written
 }
 
-// observeLease judges the Lease on the local clock: it is live while it names
+// judgeLease judges the Lease on the local clock: it is live while it names
 // a holder whose record changed within the lease duration.
-func (e *election) observeLease() {
+func (e *election) judgeLease() {
 	if e.lease == nil {
 		return
 	}
-	e.holder = ptr.Deref(e.lease.Spec.HolderIdentity, "")
+	e.holder = holderIdentity(e.lease)
 	if e.holder == "" {
 		return
 	}
-	rec := e.c.obs.observeLease(e.lease, e.now)
-	expiry := rec.observedAt.Add(e.leaseDuration())
+	expiry := e.rec.observedAt.Add(e.leaseDuration())
 	if e.now.Before(expiry) {
 		e.leaseLive = true
 		e.deadline = earliest(e.deadline, expiry)
@@ -196,11 +217,19 @@ func (e *election) holderIsCandidate() bool {
 // judge decides, on the local clock, which candidates are alive, walking the
 // ranking from the top: the first alive candidate is the best; those above it
 // that may still be alive are pinged (or awaited); unresponsive ones are
-// skipped.
+// skipped. Under a live holder only the candidates better than it on merit
+// matter: one that merely wins the tie-break does not take over, so it is not
+// even pinged.
 func (e *election) judge() {
 	c := e.c
+	holder := e.liveHolder()
 	for _, lc := range e.ranked {
-		state, deadline := e.liveness(lc)
+		if holder != nil && !strategy.Preempts(e.strat, lc, holder) {
+			e.best = holder
+			e.contenders = append(e.contenders, holder.Name)
+			return
+		}
+		state, deadline, rec := e.liveness(lc)
 		switch state {
 		case alive:
 			e.best = lc
@@ -216,6 +245,9 @@ func (e *election) judge() {
 			e.waiting = true
 			e.deadline = earliest(e.deadline, e.now.Add(c.opts.PingTimeout))
 		case pinged:
+			if !rec.pingSent {
+				e.toPing = append(e.toPing, lc) // the last attempt failed
+			}
 			e.contenders = append(e.contenders, lc.Name)
 			e.waiting = true
 			e.deadline = earliest(e.deadline, deadline)
@@ -224,13 +256,27 @@ func (e *election) judge() {
 	}
 }
 
-// liveness judges one candidate; the deadline is when that judgement lapses.
-func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, time.Time) {
-	c := e.c
-	if e.leaseLive && lc.Name == e.holder {
-		return alive, time.Time{} // its Lease renewals prove it alive
+// liveHolder returns the holder's candidate while the Lease is live and the
+// holder is a valid candidate, or nil.
+func (e *election) liveHolder() *coordinationv1beta1.LeaseCandidate {
+	if !e.leaseLive {
+		return nil
 	}
+	for _, lc := range e.ranked {
+		if lc.Name == e.holder {
+			return lc
+		}
+	}
+	return nil
+}
+
+// liveness judges one candidate; the deadline is when that judgement lapses.
+func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, time.Time, candidateRecord) {
+	c := e.c
 	rec := c.obs.candidate(lc, e.now)
+	if e.leaseLive && lc.Name == e.holder {
+		return alive, time.Time{}, rec // its Lease renewals prove it alive
+	}
 	if lc.Name == e.holder && !e.leaseExpiredAt.IsZero() && rec.renewedAt.Before(e.leaseExpiredAt) && !rec.unresponsive {
 		// A holder that let its Lease expire is suspect whatever its
 		// candidate's freshness says: only a renewal after the expiry (or
@@ -239,14 +285,14 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 	}
 	state, deadline := rec.state(e.now, c.opts.CandidateFreshness, c.opts.PingTimeout)
 	if state != pinged || e.now.Before(deadline) {
-		return state, deadline
+		return state, deadline, rec
 	}
-	if c.obs.markUnresponsive(lc, rec.pingedAt) {
+	if c.obs.noteUnanswered(lc, rec.pingedAt) {
 		c.opts.Metrics.PingTimeouts.Inc()
 		e.logger.V(2).Info("Candidate did not answer its ping; excluded until it writes again",
-			"candidate", klog.KObj(lc), "pingTimeout", c.opts.PingTimeout)
+			"candidate", klog.KObj(lc), "pingTimeout", c.opts.PingTimeout, "pingDelivered", rec.pingSent)
 	}
-	return unresponsive, time.Time{}
+	return unresponsive, time.Time{}, rec
 }
 
 func (e *election) leaseDuration() time.Duration {
@@ -257,27 +303,49 @@ func (e *election) leaseDuration() time.Duration {
 }
 
 // ping asks the candidates whose liveness matters to renew. The ping time is
-// after the candidate's own renewTime even if its clock runs ahead of ours:
-// client-go's candidates only answer a ping later than their last renewal.
+// just after the candidate's own renewTime: client-go's candidates answer a
+// ping later than their last renewal, on their own clock, so a ping at this
+// controller's time would make one whose clock runs behind rewrite its
+// candidate again and again until its clock caught up. Liveness never reads
+// the ping time: only a new renewTime counts as the answer.
+//
+// A ping that fails is tried again (rate-limited) until the ping timeout,
+// which runs from the first attempt; after it the candidate is treated as
+// unresponsive, so that a candidate nobody can write to (an admission policy,
+// an object that no longer validates) cannot block the election. The errors
+// are returned once the election step is done.
 func (e *election) ping(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	var errs []error
 	for _, lc := range e.toPing {
-		// The API keeps microseconds: compare and write at that precision,
-		// or a ping within a microsecond of the renewal reads as equal to it.
 		ping := e.now.Truncate(time.Microsecond)
-		if lc.Spec.RenewTime != nil && !ping.After(lc.Spec.RenewTime.Time) {
+		if lc.Spec.RenewTime != nil {
+			// The API keeps microseconds: one after the renewal is after it.
 			ping = lc.Spec.RenewTime.Truncate(time.Microsecond).Add(time.Microsecond)
 		}
 		clone := lc.DeepCopy()
 		clone.Spec.PingTime = ptr.To(metav1.NewMicroTime(ping))
-		if _, err := e.c.access.LeaseCandidates(lc.Namespace).Update(ctx, clone); err != nil {
-			return fmt.Errorf("ping candidate %s/%s: %w", lc.Namespace, lc.Name, err)
+		_, err := e.c.access.LeaseCandidates(lc.Namespace).Update(ctx, clone)
+		switch {
+		case err == nil:
+			e.c.obs.notePing(lc, e.now, true)
+			e.c.opts.Metrics.Pings.Inc()
+			e.c.events.resolve(e.key, "ping/"+lc.Name)
+			logger.V(2).Info("Pinged candidate", "candidate", klog.KObj(lc), "reason", "ranked above every candidate known to be alive")
+		case isConflictOrGone(err):
+			// It changed (or went) meanwhile: the informer brings the new
+			// version, and with it the next step.
+			logger.V(4).Info("Candidate changed before its ping; waiting for the new version", "candidate", klog.KObj(lc), "err", err)
+		default:
+			e.c.obs.notePing(lc, e.now, false)
+			if e.c.events.emitFor(e.key, "ping/"+lc.Name, e.lease, corev1.EventTypeWarning, ReasonPingFailed, "Ping",
+				"Cannot ping candidate %s (%v); it is treated as unresponsive if it does not renew within %s", lc.Name, err, e.c.opts.PingTimeout) {
+				logger.Info("Pinging a candidate failed; retrying until the ping timeout", "candidate", klog.KObj(lc), "err", err, "pingTimeout", e.c.opts.PingTimeout)
+			}
+			errs = append(errs, fmt.Errorf("ping candidate %s/%s: %w", lc.Namespace, lc.Name, err))
 		}
-		e.c.obs.recordPing(lc, e.now)
-		e.c.opts.Metrics.Pings.Inc()
-		logger.V(2).Info("Pinged candidate", "candidate", klog.KObj(lc), "reason", "ranked above every candidate known to be alive")
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // write applies the outcome to the Lease.
@@ -301,27 +369,58 @@ func (e *election) write(ctx context.Context) error {
 		}
 		return nil
 	}
+	if until := e.gatheringUntil(); !until.IsZero() {
+		e.deadline = earliest(e.deadline, until)
+		e.logger.V(2).Info("Gathering candidates before the first election", "candidates", len(e.all),
+			"until", until, "best", e.best.Name)
+		return nil
+	}
 	return e.elect(ctx)
 }
+
+// gatheringUntil returns when the gathering window before the first election
+// of a Lease closes, or zero when it is closed. Candidates that start
+// together register milliseconds apart; electing the first one to register
+// would make a worse candidate lead until the better one is steered to. So a
+// Lease that has never had a holder waits for the window, measured from the
+// first candidate seen, and closed early once no candidate has joined for a
+// fraction of it. A Lease with a history of holders is elected at once.
+func (e *election) gatheringUntil() time.Time {
+	gather := e.c.opts.ElectionGather
+	if gather <= 0 || e.rec.held {
+		return time.Time{}
+	}
+	until := e.rec.firstJoin.Add(gather)
+	if quiet := e.rec.lastJoin.Add(gather / gatherQuietFraction); quiet.Before(until) {
+		until = quiet
+	}
+	if !e.now.Before(until) {
+		return time.Time{}
+	}
+	return until
+}
+
+// gatherQuietFraction: the gathering window closes once no candidate has
+// joined for 1/gatherQuietFraction of it.
+const gatherQuietFraction = 5
 
 // neededAt is when the election became needed: when the Lease expired by
 // local observation, or now.
 func (e *election) neededAt() time.Time {
-	if e.lease != nil && e.holder != "" {
-		rec := e.c.obs.observeLease(e.lease, e.now)
-		if t := rec.observedAt.Add(e.leaseDuration()); t.Before(e.now) {
-			return t
-		}
+	if !e.leaseExpiredAt.IsZero() {
+		return e.leaseExpiredAt
 	}
 	return e.now
 }
 
 // elect creates the Lease naming the best candidate, or names it the holder of
-// the vacant or expired Lease.
+// the vacant or expired Lease. Either way leaseTransitions, the fencing token,
+// goes above every value this Lease has had, even across its deletion.
 func (e *election) elect(ctx context.Context) error {
 	c := e.c
 	logger := klog.FromContext(ctx)
 	now := metav1.NewMicroTime(e.now)
+	name := e.strat.Name()
 	leases := c.access.Leases(e.key.Namespace)
 	var (
 		written *coordinationv1.Lease
@@ -330,15 +429,19 @@ func (e *election) elect(ctx context.Context) error {
 	)
 	if e.lease == nil {
 		result = resultCreated
+		transitions := int32(0)
+		if e.rec.held {
+			transitions = e.rec.maxTransitions + 1
+		}
 		written, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.key.Namespace, Name: e.key.Name},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptr.To(e.best.Name),
-				Strategy:             ptr.To(e.strategy),
+				Strategy:             ptr.To(name),
 				LeaseDurationSeconds: ptr.To(int32(c.opts.LeaseDuration / time.Second)),
 				AcquireTime:          &now,
 				RenewTime:            &now,
-				LeaseTransitions:     ptr.To[int32](0),
+				LeaseTransitions:     ptr.To(transitions),
 			},
 		})
 	} else {
@@ -346,36 +449,41 @@ func (e *election) elect(ctx context.Context) error {
 		clone := e.lease.DeepCopy()
 		clone.Spec.HolderIdentity = ptr.To(e.best.Name)
 		clone.Spec.PreferredHolder = nil
-		clone.Spec.Strategy = ptr.To(e.strategy)
+		clone.Spec.Strategy = ptr.To(name)
 		clone.Spec.AcquireTime = &now
 		clone.Spec.RenewTime = &now
 		if ptr.Deref(clone.Spec.LeaseDurationSeconds, 0) <= 0 {
 			clone.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration / time.Second))
 		}
-		// leaseTransitions is the fencing token: every new term gets a new one.
-		clone.Spec.LeaseTransitions = ptr.To(ptr.Deref(clone.Spec.LeaseTransitions, 0) + 1)
+		clone.Spec.LeaseTransitions = ptr.To(max(ptr.Deref(clone.Spec.LeaseTransitions, 0), e.rec.maxTransitions) + 1)
 		written, err = leases.Update(ctx, clone)
 	}
 	if err != nil {
-		c.opts.Metrics.Elections.WithLabelValues(resultError).Inc()
+		if !apierrors.IsConflict(err) {
+			c.opts.Metrics.Elections.WithLabelValues(resultError).Inc()
+		}
 		return fmt.Errorf("elect %s: %w", e.best.Name, err)
 	}
-	c.obs.observeLease(written, e.now)
+	e.wrote = true
+	c.obs.noteWritten(e.key, written, e.now)
 	c.opts.Metrics.Elections.WithLabelValues(result).Inc()
-	c.opts.Metrics.LeaderChanges.Inc()
+	if e.best.Name != e.holder {
+		c.opts.Metrics.LeaderChanges.Inc()
+	}
 	if since, ok := c.takeNeeded(e.key); ok {
 		c.opts.Metrics.ElectionLatency.Observe(c.opts.Clock.Since(since).Seconds())
 	}
 	c.events.emitChange(written, corev1.EventTypeNormal, ReasonLeaderElected, "Elect",
-		"Elected %s under %s (term %d): %s", e.best.Name, e.strategy, ptr.Deref(written.Spec.LeaseTransitions, 0), e.describeCandidates())
-	logger.V(2).Info("Elected leader", "holder", e.best.Name, "previousHolder", e.holder, "strategy", e.strategy,
+		"Elected %s under %s (term %d): %s", e.best.Name, name, ptr.Deref(written.Spec.LeaseTransitions, 0), e.describeCandidates())
+	logger.V(2).Info("Elected leader", "holder", e.best.Name, "previousHolder", e.holder, "strategy", name,
 		"term", ptr.Deref(written.Spec.LeaseTransitions, 0), "created", result == resultCreated)
 	return nil
 }
 
-// steer keeps preferredHolder right on a Lease whose live holder is a
-// candidate: set to the best candidate when that is better than the holder,
-// cleared when the holder is the best (or the preferred one is gone).
+// steer keeps a live Lease whose holder is a candidate right: preferredHolder
+// names the best candidate when that is better than the holder on merit, and
+// is cleared when none is (or the preferred one is gone); the strategy is the
+// one the candidates ask for now.
 func (e *election) steer(ctx context.Context) error {
 	current := ptr.Deref(e.lease.Spec.PreferredHolder, "")
 	want := ""
@@ -383,15 +491,18 @@ func (e *election) steer(ctx context.Context) error {
 	case e.waiting:
 		// A better candidate may still answer: keep a preferredHolder that
 		// may still turn out right, but clear one that cannot (a deleted,
-		// invalid or unresponsive candidate, or one ranked below the best
-		// known alive), or the holder hands over to it meanwhile.
-		if current == "" || slices.Contains(e.contenders, current) {
-			return nil
+		// invalid or unresponsive candidate, one no better than the holder,
+		// or one ranked below the best known alive), or the holder hands
+		// over to it meanwhile.
+		if slices.Contains(e.contenders, current) {
+			want = current
 		}
 	case e.best != nil && e.best.Name != e.holder:
 		want = e.best.Name
 	}
-	if current == want {
+	name := e.strat.Name()
+	staleStrategy := ptr.Deref(e.lease.Spec.Strategy, "") != name
+	if current == want && !staleStrategy {
 		return nil
 	}
 	clone := e.lease.DeepCopy()
@@ -399,18 +510,27 @@ func (e *election) steer(ctx context.Context) error {
 	if want != "" {
 		clone.Spec.PreferredHolder = ptr.To(want)
 	}
-	if _, err := e.c.access.Leases(e.key.Namespace).Update(ctx, clone); err != nil {
-		return fmt.Errorf("set preferredHolder to %q: %w", want, err)
+	clone.Spec.Strategy = ptr.To(name)
+	written, err := e.c.access.Leases(e.key.Namespace).Update(ctx, clone)
+	if err != nil {
+		return fmt.Errorf("set preferredHolder to %q and strategy to %q: %w", want, name, err)
 	}
+	e.wrote = true
+	e.c.obs.noteWritten(e.key, written, e.now)
 	logger := klog.FromContext(ctx)
-	if want == "" {
-		logger.V(2).Info("Cleared preferredHolder", "holder", e.holder, "was", current)
-		return nil
+	if staleStrategy {
+		logger.V(2).Info("Updated the Lease's strategy to the candidates'", "strategy", name, "was", ptr.Deref(e.lease.Spec.Strategy, ""))
 	}
-	e.c.opts.Metrics.Preemptions.Inc()
-	e.c.events.emitChange(e.lease, corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
-		"%s is better than holder %s under %s; asked the holder to hand over", want, e.holder, e.strategy)
-	logger.V(2).Info("Set preferredHolder", "preferredHolder", want, "holder", e.holder, "was", current)
+	switch {
+	case current == want:
+	case want == "":
+		logger.V(2).Info("Cleared preferredHolder", "holder", e.holder, "was", current)
+	default:
+		e.c.opts.Metrics.Preemptions.Inc()
+		e.c.events.emitChange(e.lease, corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
+			"%s is better than holder %s under %s; asked the holder to hand over", want, e.holder, name)
+		logger.V(2).Info("Set preferredHolder", "preferredHolder", want, "holder", e.holder, "was", current)
+	}
 	return nil
 }
 
@@ -477,4 +597,10 @@ func (c *Controller) clearNeeded(key types.NamespacedName) { _, _ = c.takeNeeded
 // reads the same on every reconcile.
 func byName(a, b *coordinationv1beta1.LeaseCandidate) int {
 	return strings.Compare(a.Name, b.Name)
+}
+
+// isConflictOrGone tells the writes that failed because the object changed
+// (or went) under them: the informer brings what changed.
+func isConflictOrGone(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
 }

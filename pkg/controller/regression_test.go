@@ -217,23 +217,38 @@ func TestRegression3_EqualVersionTiesAreStable(t *testing.T) {
 		})
 	}
 
-	t.Run("tie-loser holds: preferredHolder set to the tie-winner once", func(t *testing.T) {
+	// Equal candidates keep whoever holds: a candidate that only wins the
+	// tie-break is neither pinged nor preferred, and a preferredHolder that
+	// names one (as an older controller would set it) is cleared once.
+	t.Run("tie-loser holds: it keeps the Lease", func(t *testing.T) {
 		for _, order := range permutations([]string{"x", "y", "z"}) {
-			h := newHarness(t)
-			for _, name := range order {
-				h.create(candidate(name, "1.30.0", "1.30.0"))
-			}
-			h.list(lease(heldBy("z")))
-			h.reconcile()
-			if got := h.expectOneLeaseWrite("update"); preferredOf(got) != "x" {
-				t.Fatalf("order %v: preferredHolder = %q, want x", order, preferredOf(got))
-			}
-			h.clearWrites()
-			for range 3 {
-				h.step(time.Second)
+			for _, stalePreferred := range []string{"", "x"} {
+				h := newHarness(t)
+				for _, name := range order {
+					h.list(candidate(name, "1.30.0", "1.30.0"))
+				}
+				opts := []leaseOpt{heldBy("z")}
+				if stalePreferred != "" {
+					opts = append(opts, preferring(stalePreferred))
+				}
+				h.list(lease(opts...))
 				h.reconcile()
+				if stalePreferred == "" {
+					h.expectNoWrites(fmt.Sprintf("order %v", order))
+				} else if got := h.expectOneLeaseWrite("update"); preferredOf(got) != "" || holderOf(got) != "z" {
+					t.Fatalf("order %v: wrote holder %q preferredHolder %q, want z and none", order, holderOf(got), preferredOf(got))
+				}
+				h.clearWrites()
+				for i := 1; i <= 3; i++ {
+					h.step(5 * time.Second)
+					h.renewLease(t0.Add(time.Duration(i) * 5 * time.Second))
+					h.reconcile()
+				}
+				h.expectNoWrites(fmt.Sprintf("order %v, stale preferredHolder %q, while z renews", order, stalePreferred))
+				if n := h.metric("cle_preemptions_total"); n != 0 {
+					t.Errorf("order %v: preemptions = %v, want 0", order, n)
+				}
 			}
-			h.expectNoWrites(fmt.Sprintf("order %v, after preferredHolder was set", order))
 		}
 	})
 }
@@ -373,17 +388,24 @@ func TestRegression5_CandidateClockSkew(t *testing.T) {
 			if ping == nil || !serialized(ping).After(renew) {
 				t.Fatalf("pingTime %v is not after the candidate's renewTime %v once stored", ping, renew)
 			}
-			if skew > 0 && !ping.Time.Equal(renew.Add(time.Microsecond)) {
+			// Whatever the skew, just after the candidate's renewTime: a
+			// client-go candidate answers a ping later than its renewTime
+			// with its own clock's time, so a ping at the controller's time
+			// would keep one whose clock is behind rewriting its candidate
+			// until its clock caught up.
+			if !ping.Time.Equal(renew.Add(time.Microsecond)) {
 				t.Errorf("pingTime = %v, want just after the candidate's renewTime %v", ping.Time, renew)
-			}
-			if skew < 0 && !ping.Time.Equal(t0) {
-				t.Errorf("pingTime = %v, want now %v", ping.Time, t0)
 			}
 			h.clearWrites()
 
-			// a answers a second later, by its own skewed clock.
+			// a answers a second later, by its own skewed clock, as
+			// client-go's candidate does: renewTime = its now. One answer
+			// settles the ping: the stored pingTime is before the answer.
 			h.step(time.Second)
 			h.renew("a", t0.Add(time.Second).Add(skew))
+			if stored := h.serverCandidate("a"); !stored.Spec.PingTime.Before(stored.Spec.RenewTime) {
+				t.Errorf("after one answer pingTime %v is not before renewTime %v: a client-go candidate would answer again", stored.Spec.PingTime, stored.Spec.RenewTime)
+			}
 			h.reconcile()
 			if got := h.expectOneLeaseWrite("create"); holderOf(got) != "a" {
 				t.Fatalf("elected %q, want a (it answered)", holderOf(got))
