@@ -60,6 +60,11 @@ const (
 	NoElectionGather time.Duration = -1
 )
 
+// Validate reports every problem with the options, as New would.
+func (o Options) Validate() error {
+	return o.complete()
+}
+
 func (o *Options) complete() error {
 	if o.Strategies == nil {
 		o.Strategies = strategy.NewDefaultRegistry()

@@ -28,6 +28,7 @@ type Options struct {
 	CandidateFreshness time.Duration
 	CandidateTTL       time.Duration
 	LeaseDuration      time.Duration
+	ElectionGather     time.Duration
 
 	LeaderElect              bool
 	LeaderElectLeaseDuration time.Duration
@@ -67,6 +68,7 @@ func NewOptions() *Options {
 		CandidateFreshness:       controller.DefaultCandidateFreshness,
 		CandidateTTL:             controller.DefaultCandidateTTL,
 		LeaseDuration:            controller.DefaultLeaseDuration,
+		ElectionGather:           controller.DefaultElectionGather,
 		LeaderElect:              true,
 		LeaderElectLeaseDuration: 15 * time.Second,
 		LeaderElectRenewDeadline: 10 * time.Second,
@@ -91,6 +93,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CandidateFreshness, "candidate-freshness", o.CandidateFreshness, "How long after a candidate was seen created or renewed it counts as alive without a ping.")
 	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "How long a candidate may go without renewing before it is ignored and deleted.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "leaseDurationSeconds of the Leases the controller creates (whole seconds).")
+	fs.DurationVar(&o.ElectionGather, "election-gather", o.ElectionGather, "Before the first election of a Lease that has never had a holder, wait this long from the first candidate seen for others starting at the same time (closed early once no candidate has joined for a fifth of it), so that the best of them leads first instead of a worse one leading until it is preempted. The price: a new Lease's very first election takes up to this long; vacant or expired Leases with a history are elected at once. 0 disables it.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one active replica of this controller before electing anything.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Lease duration of the controller's own leader election.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the active replica keeps trying to renew before it stops acting.")
@@ -138,15 +141,38 @@ func (o *Options) Validate() error {
 	if o.ShutdownGracePeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-grace-period must be positive"))
 	}
+	for flag, d := range map[string]time.Duration{
+		"--ping-timeout": o.PingTimeout, "--candidate-freshness": o.CandidateFreshness,
+		"--candidate-ttl": o.CandidateTTL, "--lease-duration": o.LeaseDuration,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%s: must be positive", flag, d))
+		}
+	}
+	if o.ElectionGather < 0 {
+		errs = append(errs, fmt.Errorf("--election-gather=%s: must not be negative (0 disables it)", o.ElectionGather))
+	}
+	if len(errs) == 0 {
+		// The combinations the controller itself checks: caught here, at
+		// start-up, rather than when this replica first leads.
+		if err := o.controllerOptions().Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
 // controllerOptions maps the flags onto the controller's options.
 func (o *Options) controllerOptions() controller.Options {
+	gather := o.ElectionGather
+	if gather == 0 {
+		gather = controller.NoElectionGather
+	}
 	return controller.Options{
 		PingTimeout:        o.PingTimeout,
 		CandidateFreshness: o.CandidateFreshness,
 		CandidateTTL:       o.CandidateTTL,
 		LeaseDuration:      o.LeaseDuration,
+		ElectionGather:     gather,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/controller"
 )
 
 func parse(t *testing.T, args ...string) *Options {
@@ -68,5 +69,37 @@ func TestLockName(t *testing.T) {
 		if o.LeaderElectResourceNS != "kube-system" {
 			t.Errorf("lock namespace %q, want kube-system", o.LeaderElectResourceNS)
 		}
+	}
+}
+
+// TestValidateDurations pins that a zero or contradictory duration is an
+// error at start-up, not a silent default or a failure when the replica first
+// leads.
+func TestValidateDurations(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // "" for valid
+	}{
+		{nil, ""},
+		{[]string{"--ping-timeout=0"}, "--ping-timeout=0s: must be positive"},
+		{[]string{"--candidate-freshness=0"}, "--candidate-freshness=0s: must be positive"},
+		{[]string{"--candidate-ttl=0"}, "--candidate-ttl=0s: must be positive"},
+		{[]string{"--lease-duration=0"}, "--lease-duration=0s: must be positive"},
+		{[]string{"--election-gather=-1s"}, "--election-gather=-1s: must not be negative"},
+		{[]string{"--election-gather=0"}, ""},
+		{[]string{"--candidate-ttl=10s", "--candidate-freshness=15s"}, "candidate TTL (10s) must be longer than candidate freshness (15s)"},
+		{[]string{"--lease-duration=1500ms"}, "lease duration must be a whole number of seconds"},
+	}
+	for _, tc := range tests {
+		err := parse(t, tc.args...).Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
+		}
+	}
+	if got := parse(t, "--election-gather=0").controllerOptions().ElectionGather; got != controller.NoElectionGather {
+		t.Errorf("--election-gather=0 gives %v, want the gathering window off", got)
 	}
 }

@@ -143,26 +143,28 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 
-	term := func(ctx context.Context) {
+	// term runs the election controller for one leadership term. It fails
+	// only when the controller cannot be built, which ends the process: a
+	// replica that holds the lock must elect, not just renew.
+	term := func(ctx context.Context) error {
 		informers := controller.NewInformers(acc, o.Namespaces, 0)
 		copts := o.controllerOptions()
 		copts.Recorder, copts.Metrics = recorder, metrics
 		c, err := controller.New(acc, informers, copts)
 		if err != nil {
-			logger.Error(err, "Cannot build the election controller")
-			return
+			return fmt.Errorf("build the election controller: %w", err)
 		}
 		s.current.Store(c)
 		defer s.current.Store(nil)
 		waitInformers := informers.Start(ctx)
 		c.Run(ctx, o.Workers)
 		waitInformers()
+		return nil
 	}
 
 	if !o.LeaderElect {
 		s.leading.Store(true)
-		term(ctx)
-		return nil
+		return term(ctx)
 	}
 	id := o.LeaderElectIdentity
 	if id == "" {
@@ -180,7 +182,11 @@ func Run(ctx context.Context, o *Options) error {
 	// Leadership is lost, not fatal: stop the controller cleanly and rejoin
 	// the election.
 	for ctx.Err() == nil {
-		var termDone chan struct{}
+		var (
+			termDone chan struct{}
+			termErr  error
+		)
+		electionCtx, stopElection := context.WithCancel(ctx)
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   o.LeaderElectLeaseDuration,
@@ -196,19 +202,26 @@ func Run(ctx context.Context, o *Options) error {
 					s.leading.Store(true)
 					defer s.leading.Store(false)
 					logger.Info("Leading: starting the election controller", "identity", id, "lock", klog.KRef(lock.LeaseMeta.Namespace, lock.LeaseMeta.Name))
-					term(ctx)
+					if termErr = term(ctx); termErr != nil {
+						stopElection() // release the lock and return
+					}
 				},
 				OnStoppedLeading: func() { logger.Info("Not leading", "identity", id) },
 				OnNewLeader:      func(holder string) { logger.V(2).Info("Controller leader observed", "holder", holder) },
 			},
 		})
 		if err != nil {
+			stopElection()
 			return fmt.Errorf("leader election: %w", err)
 		}
 		health.SetLeaderElection(le)
-		le.Run(ctx)
+		le.Run(electionCtx)
+		stopElection()
 		if termDone != nil {
 			<-termDone // the callback runs on its own goroutine
+		}
+		if termErr != nil {
+			return termErr
 		}
 	}
 	return nil
