@@ -107,25 +107,6 @@ func (c *Candidate) IsLeader() bool {
 	return c.isLeaderLocked()
 }
 
-func (c *Candidate) isLeaderLocked() bool {
-	return c.leading && c.sinceLocked(c.renewedAt) < c.cfg.RenewDeadline
-}
-
-// since is the time elapsed since t, the longer of the monotonic and the
-// wall-clock readings: the monotonic clock does not advance while the machine
-// is suspended, but the rest of the world does, so a process that wakes from
-// a suspend must see the whole gap.
-func (c *Candidate) since(t time.Time) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sinceLocked(t)
-}
-
-func (c *Candidate) sinceLocked(t time.Time) time.Duration {
-	clk := c.cfg.Clock
-	return max(clk.Since(t), clk.Now().Round(0).Sub(t.Round(0)))
-}
-
 // Leader is the holder of the Lease as last observed ("" when the Lease has
 // no holder or has not been seen yet). It may be another process even while
 // this one still finishes its leader work; use IsLeader to decide whether to

@@ -225,7 +225,7 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 	reqCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	updated, err := e.update(reqCtx, e.renewed(lease, sent, leading))
+	updated, err := e.update(reqCtx, e.renewalOf(lease, sent, leading))
 	if apierrors.IsConflict(err) {
 		var fresh *coordinationv1.Lease
 		fresh, err = e.leases.Get(reqCtx, cfg.LeaseName)
@@ -245,7 +245,7 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 				e.wakeSoon()
 				return // the next step decides whether to wait
 			}
-			updated, err = e.update(reqCtx, e.renewed(fresh, sent, leading))
+			updated, err = e.update(reqCtx, e.renewalOf(fresh, sent, leading))
 		}
 	}
 	if err != nil {
@@ -257,7 +257,7 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 	}
 	e.remember(updated)
 	e.retryAt = time.Time{}
-	if e.c.renewed(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)) {
+	if e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)) {
 		e.startWork(ctx)
 	}
 }
@@ -274,12 +274,12 @@ func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coo
 	return updated, err
 }
 
-// renewed is lease as this process's renewal at now writes it. The first
+// renewalOf is lease as this process's renewal at now writes it. The first
 // renewal of a term (leading false) starts a new term: it increases
 // leaseTransitions in the same conditional write, so the term's fencing token
 // is its own whoever named this process, and whether or not the controller
 // increased it.
-func (e *elector) renewed(lease *coordinationv1.Lease, now time.Time, leading bool) *coordinationv1.Lease {
+func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) *coordinationv1.Lease {
 	cfg := &e.c.cfg
 	clone := lease.DeepCopy()
 	clone.Spec.HolderIdentity = ptr.To(cfg.Identity)
@@ -449,66 +449,4 @@ func preferredOf(lease *coordinationv1.Lease) string {
 		return ""
 	}
 	return ptr.Deref(lease.Spec.PreferredHolder, "")
-}
-
-// ---- the Candidate's shared leader state ----
-
-func (c *Candidate) leaderState() (bool, time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.leading, c.renewedAt
-}
-
-// renewed records a successful renewal sent at sent, and reports whether it
-// starts a term: the process was not leading and the renewal is still within
-// the renew deadline. term is the Lease's leaseTransitions as the renewal
-// wrote it.
-func (c *Candidate) renewed(sent time.Time, term int32) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if sent.After(c.renewedAt) {
-		c.renewedAt = sent
-	}
-	if c.leading || c.sinceLocked(sent) >= c.cfg.RenewDeadline {
-		return false
-	}
-	c.leading, c.term = true, term
-	c.termCtx, c.endTerm = context.WithCancel(context.Background())
-	return true
-}
-
-// termToken is the token of the term being led (or just ended).
-func (c *Candidate) termToken() int32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.term
-}
-
-// stopLeading turns IsLeader false, cancels the guarded requests in flight,
-// and reports whether the process was leading.
-func (c *Candidate) stopLeading() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.leading {
-		return false
-	}
-	c.leading, c.term = false, 0
-	if c.endTerm != nil {
-		c.endTerm()
-		c.termCtx, c.endTerm = nil, nil
-	}
-	c.stoppingSince = c.cfg.Clock.Now()
-	return true
-}
-
-func (c *Candidate) stoppedLeading() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stoppingSince = time.Time{}
-}
-
-func (c *Candidate) setHolder(holder string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.holder = holder
 }

@@ -61,9 +61,9 @@ func wantIncreasing(t *testing.T, got []int32, terms int) {
 	}
 }
 
-// Finding 1: every term has its own token, even when the Lease keeps naming
-// this process across a lapse, or when the controller does not increase
-// leaseTransitions (kube-apiserver's built-in controller).
+// TestEachTermHasItsOwnToken: every term has its own token, even when the Lease
+// keeps naming this process across a lapse, or when the controller does not
+// increase leaseTransitions (kube-apiserver's built-in controller).
 func TestEachTermHasItsOwnToken(t *testing.T) {
 	t.Run("same holder after a lapse", func(t *testing.T) {
 		bubble(t, func(t *testing.T, h *harness) {
@@ -138,8 +138,8 @@ func TestTokenFromLeaderContext(t *testing.T) {
 	})
 }
 
-// Finding 2: a ping is answered at once even right after a write of the
-// LeaseCandidate conflicted.
+// TestPingAnsweredAtOnceAfterConflict: a ping is answered at once even right
+// after a write of the LeaseCandidate conflicted.
 func TestPingAnsweredAtOnceAfterConflict(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		h.start()
@@ -158,9 +158,9 @@ func TestPingAnsweredAtOnceAfterConflict(t *testing.T) {
 	})
 }
 
-// Finding 3: two processes started with the same Identity never lead at
-// once; the second takes over only once the first has stopped renewing for a
-// lease duration.
+// TestDuplicateIdentityLeadsOnce: two processes started with the same Identity
+// never lead at once; the second takes over only once the first has stopped
+// renewing for a lease duration.
 func TestDuplicateIdentityLeadsOnce(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		keep := func(c *Config) {
@@ -219,8 +219,8 @@ func (s *suspendClock) Now() time.Time {
 // before it).
 func (s *suspendClock) Since(t time.Time) time.Duration { return s.FakeClock.Now().Sub(t) }
 
-// Finding 5: a suspend longer than the renew deadline ends leadership at
-// once, although the monotonic clock did not advance.
+// TestSuspendEndsLeadership: a suspend longer than the renew deadline ends
+// leadership at once, although the monotonic clock did not advance.
 func TestSuspendEndsLeadership(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		clk := &suspendClock{FakeClock: h.clock}
@@ -258,8 +258,8 @@ func (b *blocker) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// Finding 6: a guarded write in flight is cancelled when the leadership it
-// was sent under ends.
+// TestGuardedWriteInFlightIsBounded: a guarded write in flight is cancelled
+// when the leadership it was sent under ends.
 func TestGuardedWriteInFlightIsBounded(t *testing.T) {
 	for name, end := range map[string]func(h *harness){
 		"renew deadline": func(h *harness) {
@@ -377,7 +377,9 @@ func awaitReturn(t *testing.T, a *hangingAccess, what string) {
 	}
 }
 
-// Finding 7: the writes outside the renewal have timeouts.
+// TestWritesOutsideRenewalHaveTimeouts: the hand-over and the LeaseCandidate
+// renewal each give up at their own timeout when the API server does not
+// answer, so a hung call cannot block the loop that made it.
 func TestWritesOutsideRenewalHaveTimeouts(t *testing.T) {
 	t.Run("handover", func(t *testing.T) {
 		bubble(t, func(t *testing.T, h *harness) {
@@ -403,8 +405,8 @@ func TestWritesOutsideRenewalHaveTimeouts(t *testing.T) {
 	})
 }
 
-// Finding 8: a slow delete of the LeaseCandidate does not use up the time
-// of the release.
+// TestShutdownStepsHaveTheirOwnTimeouts: a slow delete of the LeaseCandidate
+// does not use up the time of the release.
 func TestShutdownStepsHaveTheirOwnTimeouts(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		acc := h.hanging(nil)
@@ -418,8 +420,8 @@ func TestShutdownStepsHaveTheirOwnTimeouts(t *testing.T) {
 	})
 }
 
-// Finding 9: with an informer lagging several writes behind, the elector
-// never acts on a Lease older than its own last write.
+// TestCurrentIsNeverOlderThanOwnWrites: with an informer lagging several writes
+// behind, the elector never acts on a Lease older than its own last write.
 func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c, err := New(h.config())
@@ -444,8 +446,9 @@ func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
 	})
 }
 
-// Nit: failed renewals are errors, and a hand-over that keeps conflicting
-// says that it gave up (and not that the Lease will expire).
+// TestFailuresAreLoggedAsErrors: failed renewals are logged as errors, and a
+// hand-over that keeps conflicting says that it gave up (and not that the Lease
+// will expire).
 func TestFailuresAreLoggedAsErrors(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		h.start()
@@ -471,7 +474,8 @@ func TestFailuresAreLoggedAsErrors(t *testing.T) {
 	})
 }
 
-// Nit: writes of the LeaseCandidate cut short by shutdown are not errors.
+// TestShutdownCancelledWritesAreNotErrors: writes of the LeaseCandidate cut
+// short by shutdown are not logged as errors.
 func TestShutdownCancelledWritesAreNotErrors(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		acc := h.hanging(nil)
@@ -485,7 +489,8 @@ func TestShutdownCancelledWritesAreNotErrors(t *testing.T) {
 	})
 }
 
-// Nit: the health check fails when Run is not running.
+// TestHealthCheckFailsWhenNotRunning: the health check fails before Run and
+// after it has returned.
 func TestHealthCheckFailsWhenNotRunning(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c, err := New(h.config())
@@ -510,7 +515,8 @@ func TestHealthCheckFailsWhenNotRunning(t *testing.T) {
 	})
 }
 
-// Nit: requests that change nothing pass the guard while not leader.
+// TestGuardPassesRequestsThatChangeNothing: dry runs and the review APIs pass
+// the write guard while this process is not leader.
 func TestGuardPassesRequestsThatChangeNothing(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c := h.start()
