@@ -170,8 +170,8 @@ func (e *elector) step(ctx context.Context) time.Duration {
 		return cfg.RetryPeriod
 	}
 	if handOverTo != "" {
-		// Named holder but not leading (e.g. after a lapse): nothing runs,
-		// so the Lease can go at once.
+		// Named holder but not leading (e.g. after a lapse): nothing of
+		// this process runs, so a Lease it holds can go at once.
 		e.giveUp(ctx, false)
 		return cfg.RetryPeriod
 	}
@@ -337,12 +337,17 @@ func (e *elector) stepDown(ctx context.Context, reason string, kv ...any) {
 	logger.V(2).Info("Stopped leading")
 }
 
-// giveUp lets the Lease go when it names this process and nothing of this
+// giveUp lets the Lease go when this process holds it and nothing of this
 // process leads any more: to the preferred holder if there is one, otherwise
 // (only when release is set, on shutdown) to nobody. Each is one conditional
 // update that starts a new term (leaseTransitions + 1). Every request has its
 // own timeout of the renew deadline, so a hung API call cannot block the
 // election loop or the shutdown.
+//
+// The holder's name alone does not make the Lease this process's to let go:
+// another process started with the same Identity may hold it and still run
+// its leader work. Only a Lease whose renewTime this process wrote, or one
+// named to this identity that nobody has renewed since, is let go.
 func (e *elector) giveUp(ctx context.Context, release bool) {
 	cfg := &e.c.cfg
 	logger := klog.FromContext(ctx)
@@ -354,6 +359,11 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 	lease := e.current()
 	for attempt := 0; lease != nil; attempt++ {
 		if holderOf(lease) != cfg.Identity {
+			return
+		}
+		if !e.own.mayTake(lease) {
+			logger.V(2).Info("The Lease names this identity but another process renewed it; leaving it to that process",
+				"renewTime", lease.Spec.RenewTime, "release", release)
 			return
 		}
 		to := preferredOf(lease)

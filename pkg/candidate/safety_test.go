@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -201,6 +202,78 @@ func TestDuplicateIdentityLeadsOnce(t *testing.T) {
 		if !other.IsLeader() {
 			t.Error("did not take over the abandoned Lease after a lease duration")
 		}
+	})
+}
+
+// TestDuplicateIdentityLeavesTheLeadersLeaseAlone: a process that shares the
+// leader's Identity but does not lead never writes the leader's Lease, with
+// hand-over, release and candidate deletion at their defaults: on
+// preferredHolder the Lease goes over only once the real leader's work has
+// returned, and when the duplicate shuts down the leader keeps its Lease.
+func TestDuplicateIdentityLeavesTheLeadersLeaseAlone(t *testing.T) {
+	// Leader work that returns only once the test lets it, so that a Lease
+	// handed over while it still runs shows.
+	slowWork := func(release <-chan struct{}, h *harness) func(*Config) {
+		return func(cfg *Config) {
+			cfg.Callbacks.OnStartedLeading = func(ctx context.Context) {
+				h.log("started leading")
+				<-ctx.Done()
+				<-release
+				h.log("leader work returned")
+			}
+		}
+	}
+	// twoOfMe starts two processes with the same Identity, elects it, and
+	// returns which one leads, and the functions that stop each.
+	twoOfMe := func(t *testing.T, h *harness, tweak func(*Config)) (leader, other *Candidate, stopLeader, stopOther func()) {
+		a := h.start(tweak)
+		b, stopB := h.startAnother(tweak)
+		h.step(time.Millisecond)
+		h.elect(me)
+		h.step(DefaultRetryPeriod)
+		switch {
+		case a.IsLeader() && !b.IsLeader():
+			return a, b, h.stop, stopB
+		case b.IsLeader() && !a.IsLeader():
+			return b, a, stopB, h.stop
+		}
+		t.Fatalf("want exactly one leader; IsLeader: %v and %v", a.IsLeader(), b.IsLeader())
+		return nil, nil, nil, nil
+	}
+
+	t.Run("preferred holder", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			release := make(chan struct{})
+			twoOfMe(t, h, slowWork(release, h))
+			h.prefer("better")
+			h.step(DefaultRetryPeriod)
+			if got := holder(h.lease()); got != me {
+				t.Errorf("the Lease names %q while the leader's work still runs; want it kept until that work returns", got)
+			}
+			close(release)
+			synctest.Wait()
+			if got := holder(h.lease()); got != "better" {
+				t.Errorf("after the leader's work returned the Lease names %q, want the preferred holder", got)
+			}
+		})
+	})
+	t.Run("shutdown of the duplicate", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			release := make(chan struct{})
+			defer close(release)
+			leader, _, _, stopOther := twoOfMe(t, h, slowWork(release, h))
+			stopOther()
+			if got := holder(h.lease()); got != me {
+				t.Errorf("after the duplicate shut down the Lease names %q; want the leader to keep it", got)
+			}
+			h.step(DefaultRetryPeriod)
+			if !leader.IsLeader() || slices.Contains(h.entries(), "leader work returned") {
+				t.Errorf("the leader stopped when a duplicate of its identity shut down: IsLeader %v, %v", leader.IsLeader(), h.entries())
+			}
+			if h.candidate(me) == nil {
+				t.Error("the leader did not register its LeaseCandidate again after the duplicate deleted it")
+			}
+		})
 	})
 }
 
