@@ -75,9 +75,16 @@ type Candidate struct {
 	// term is the Lease's leaseTransitions while leading.
 	term int32
 	// termCtx is cancelled when the term ends (endTerm), cancelling the
-	// guarded requests still in flight; nil while not leading.
+	// guarded requests still in flight and the leader work; nil while not
+	// leading, and from a lapse until the elector steps down.
 	termCtx context.Context
 	endTerm context.CancelFunc
+	// lapsed is set when a check of the renew deadline (IsLeader, Token, the
+	// write guard) finds it passed while leading: the term has ended, and
+	// the elector, woken through stepDownNow, has yet to step down.
+	lapsed bool
+	// stepDownNow wakes the elector when a term lapses outside its loop.
+	stepDownNow chan struct{}
 	// holder is the Lease's holder as last observed.
 	holder string
 	// stoppingSince is when the library began stopping leader work that has
@@ -91,7 +98,7 @@ func New(cfg Config) (*Candidate, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	return &Candidate{cfg: cfg}, nil
+	return &Candidate{cfg: cfg, stepDownNow: make(chan struct{}, 1)}, nil
 }
 
 // Identity is the name of this candidate.
@@ -100,7 +107,8 @@ func (c *Candidate) Identity() string { return c.cfg.Identity }
 // IsLeader reports whether this process may act as leader now: it holds the
 // Lease and has renewed it within the renew deadline. It is evaluated on the
 // clock at each call, so it turns false at the deadline even if the process
-// was paused or the renewal loop is stuck.
+// was paused or the renewal loop is stuck; the call that finds the deadline
+// passed also ends the term, cancelling the leader context at once.
 func (c *Candidate) IsLeader() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

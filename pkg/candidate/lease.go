@@ -27,6 +27,8 @@ type elector struct {
 	c      *Candidate
 	leases access.LeaseClient
 	watched[*coordinationv1.Lease]
+	// wake makes run step at once: a change of the Lease, or a term that
+	// lapsed (it is the Candidate's stepDownNow).
 	wake chan struct{}
 
 	// own tells the Lease versions this process may take from those another
@@ -61,7 +63,7 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 			informer: acc.NewLeaseInformer(c.cfg.Namespace, 0, oneObject(c.cfg.LeaseName)),
 			key:      c.cfg.Namespace + "/" + c.cfg.LeaseName,
 		},
-		wake: make(chan struct{}, 1),
+		wake: c.stepDownNow,
 		own:  &ownership{identity: c.cfg.Identity},
 	}
 	asLease := func(obj any) *coordinationv1.Lease {
@@ -139,8 +141,9 @@ func (e *elector) step(ctx context.Context) time.Duration {
 		deadline := renewedAt.Add(cfg.RenewDeadline)
 		now := clk.Now()
 		switch {
-		case e.c.since(renewedAt) >= cfg.RenewDeadline:
-			// Also the path after a pause: the clock jumped past the deadline.
+		case !e.c.IsLeader():
+			// The renew deadline has passed, maybe found by another check
+			// of it after a pause or a suspend, which has ended the term.
 			e.stepDown(ctx, "no successful renewal within the renew deadline", "lastRenewal", renewedAt, "renewDeadline", cfg.RenewDeadline)
 			return cfg.RetryPeriod
 		case lease == nil:
@@ -202,7 +205,7 @@ func (e *elector) untilTakeable(ctx context.Context, lease *coordinationv1.Lease
 		klog.FromContext(ctx).V(2).Info("The Lease names this identity but was renewed by another process; waiting for it to stay unchanged for a lease duration",
 			"renewTime", lease.Spec.RenewTime, "leaseDuration", cfg.LeaseDuration)
 	}
-	if elapsed := e.c.since(e.foreignSince); elapsed < cfg.LeaseDuration {
+	if elapsed := cfg.Clock.Since(e.foreignSince); elapsed < cfg.LeaseDuration {
 		return cfg.LeaseDuration - elapsed
 	}
 	return 0
@@ -257,8 +260,8 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 	}
 	e.remember(updated)
 	e.retryAt = time.Time{}
-	if e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)) {
-		e.startWork(ctx)
+	if termCtx, started := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)); started {
+		e.startWork(ctx, termCtx)
 	}
 }
 
@@ -302,13 +305,20 @@ func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading 
 }
 
 // startWork runs OnStartedLeading for the term that just began, with the
-// term's fencing token in its context.
-func (e *elector) startWork(ctx context.Context) {
+// term's fencing token in its context. That context is cancelled by
+// stepDown, or as soon as termCtx is, when a check of the renew deadline
+// outside this loop finds the term lapsed.
+func (e *elector) startWork(ctx, termCtx context.Context) {
 	token := e.c.termToken()
 	klog.FromContext(ctx).Info("Started leading", "token", token)
 	workCtx, cancel := context.WithCancel(withToken(ctx, token))
+	unlink := context.AfterFunc(termCtx, cancel)
 	done := make(chan struct{})
-	e.stopWork, e.workDone = cancel, done
+	e.stopWork = func() {
+		unlink()
+		cancel()
+	}
+	e.workDone = done
 	work := e.c.cfg.Callbacks.OnStartedLeading
 	go func() {
 		defer close(done)

@@ -293,21 +293,92 @@ func (s *suspendClock) Now() time.Time {
 func (s *suspendClock) Since(t time.Time) time.Duration { return s.FakeClock.Now().Sub(t) }
 
 // TestSuspendEndsLeadership: a suspend longer than the renew deadline ends
-// leadership at once, although the monotonic clock did not advance.
+// leadership at once, although the monotonic clock did not advance: the first
+// check that finds the deadline passed on the wall clock (IsLeader, Token or
+// the write guard) turns leadership false, and the leader context is
+// cancelled and leader work stopped right then, not when the monotonic timer
+// of the renewal loop fires.
 func TestSuspendEndsLeadership(t *testing.T) {
+	for name, check := range map[string]func(t *testing.T, c *Candidate){
+		"IsLeader": func(t *testing.T, c *Candidate) {
+			if c.IsLeader() {
+				t.Error("IsLeader after a suspend longer than the renew deadline")
+			}
+		},
+		"Token": func(t *testing.T, c *Candidate) {
+			if _, ok := c.Token(); ok {
+				t.Error("Token valid after a suspend longer than the renew deadline")
+			}
+		},
+		"write guard": func(t *testing.T, c *Candidate) {
+			rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: &recorder{}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest(http.MethodPost, "https://example.invalid/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))
+			if _, err := rt.RoundTrip(req); !errors.Is(err, ErrNotLeader) {
+				t.Errorf("guarded write after a suspend longer than the renew deadline = %v, want ErrNotLeader", err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bubble(t, func(t *testing.T, h *harness) {
+				clk := &suspendClock{FakeClock: h.clock}
+				c := h.start(func(cfg *Config) { cfg.Clock = clk })
+				h.elect(me)
+				if !c.IsLeader() {
+					t.Fatal("not leader")
+				}
+				clk.suspended.Store(int64(DefaultRenewDeadline + time.Second))
+				check(t, c)
+				synctest.Wait() // the monotonic clock does not move
+				if !slices.Contains(h.entries(), "leader work returned") {
+					t.Errorf("leader work still runs after leadership ended on the wall clock: %v", h.entries())
+				}
+				if c.IsLeader() {
+					t.Error("IsLeader after a suspend longer than the renew deadline")
+				}
+			})
+		})
+	}
+}
+
+// TestWaitsAreMonotonic: a wait is measured on the monotonic clock alone. A
+// Lease renewed under this identity by another process is taken only after
+// it has stayed unchanged for a lease duration of this process's running
+// time: a suspend, which the rest of the world does not share, does not
+// count towards it.
+func TestWaitsAreMonotonic(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		clk := &suspendClock{FakeClock: h.clock}
+		// The Lease names this identity, renewed by another process.
+		acquired := metav1.NewMicroTime(t0.Add(-time.Minute))
+		renewed := metav1.NewMicroTime(t0.Add(-time.Second))
+		h.put(&coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testLease},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: ptr.To(me), LeaseDurationSeconds: ptr.To[int32](15), LeaseTransitions: ptr.To[int32](3),
+				AcquireTime: &acquired, RenewTime: &renewed,
+			},
+		})
 		c := h.start(func(cfg *Config) { cfg.Clock = clk })
-		h.elect(me)
-		if !c.IsLeader() {
-			t.Fatal("not leader")
-		}
-		clk.suspended.Store(int64(DefaultRenewDeadline + time.Second))
+		h.step(DefaultRetryPeriod)
 		if c.IsLeader() {
-			t.Error("IsLeader after a suspend longer than the renew deadline")
+			t.Fatal("took a Lease another process renewed at once")
 		}
-		if _, ok := c.Token(); ok {
-			t.Error("Token valid after a suspend longer than the renew deadline")
+		clk.suspended.Store(int64(DefaultLeaseDuration))
+		h.step(DefaultRetryPeriod)
+		// A change that leaves renewTime and leaseTransitions alone wakes
+		// the elector without restarting the wait.
+		touched := h.lease().DeepCopy()
+		touched.Annotations = map[string]string{"touched": "true"}
+		h.put(touched)
+		if c.IsLeader() {
+			t.Fatalf("took the Lease %s after first seeing it, a suspend included: the wait counted the suspend", 2*DefaultRetryPeriod)
+		}
+		h.step(DefaultLeaseDuration)
+		if !c.IsLeader() {
+			t.Error("did not take the Lease once it stayed unchanged for a lease duration")
 		}
 	})
 }
