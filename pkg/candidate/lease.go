@@ -277,7 +277,8 @@ func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coo
 	return updated, err
 }
 
-// renewalOf is lease as this process's renewal at now writes it. The first
+// renewalOf is lease as this process's renewal at now writes it, with a
+// renewTime later than the stored one (see renewTimeFor). The first
 // renewal of a term (leading false) starts a new term: it increases
 // leaseTransitions in the same conditional write, so the term's fencing token
 // is its own whoever named this process, and whether or not the controller
@@ -293,7 +294,7 @@ func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading 
 			clone.Spec.AcquireTime = clone.Spec.RenewTime.DeepCopy()
 		}
 	}
-	renew := atMicro(now)
+	renew := renewTimeFor(now, renewTimeOf(lease))
 	if a := clone.Spec.AcquireTime; a != nil && renew.Equal(atMicro(a.Time)) {
 		// acquireTime equal to renewTime marks a Lease nobody has renewed
 		// since it was named (see freshlyNamed); a renewal must not look so.
@@ -387,7 +388,7 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 			logger.Error(nil, "Letting the Lease go conflicted with other writes every time; giving up for now: "+otherwise, "to", to, "attempts", attempt)
 			return
 		}
-		now := metav1.NewMicroTime(atMicro(cfg.Clock.Now()))
+		now := metav1.NewMicroTime(renewTimeFor(cfg.Clock.Now(), renewTimeOf(lease)))
 		clone := lease.DeepCopy()
 		// An empty holder rather than none: kube-apiserver's controller
 		// dereferences holderIdentity.

@@ -15,7 +15,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -682,5 +684,92 @@ func TestGuardPassesRequestsThatChangeNothing(t *testing.T) {
 		if c.WrapConfig(nil) != nil {
 			t.Error("WrapConfig(nil) != nil")
 		}
+	})
+}
+
+// writtenRenewTimes returns the renewTime of every object the library wrote
+// of the given resource, in order.
+func (h *harness) writtenRenewTimes(gvr schema.GroupVersionResource) []time.Time {
+	var out []time.Time
+	for _, a := range h.client.Actions() {
+		u, ok := a.(clienttesting.UpdateAction)
+		if !ok || a.GetVerb() != "update" || a.GetResource() != gvr {
+			continue
+		}
+		switch obj := u.GetObject().(type) {
+		case *coordinationv1.Lease:
+			out = append(out, obj.Spec.RenewTime.Time)
+		case *coordinationv1beta1.LeaseCandidate:
+			out = append(out, obj.Spec.RenewTime.Time)
+		}
+	}
+	return out
+}
+
+// TestRenewTimeNeverGoesBack: a renewal never writes a renewTime older than
+// the one stored, even when the stored one came from a clock ahead of this
+// process's. For the LeaseCandidate, an answered ping from a controller whose
+// clock is ahead by more than the renew interval is not undone by the next
+// periodic renewal (which would make it look unanswered and be answered
+// again, two writes for one); for the Lease, a holder named with a renewTime
+// ahead of this process's clock renews forward from it.
+func TestRenewTimeNeverGoesBack(t *testing.T) {
+	t.Run("LeaseCandidate", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			h.start()
+			lc := h.candidate(me).DeepCopy()
+			ping := metav1.NewMicroTime(h.clock.Now().Add(3 * DefaultCandidateRenewInterval))
+			lc.Spec.PingTime = &ping
+			h.put(lc)
+			answered := h.candidate(me).Spec.RenewTime.Time
+			if answered.Before(ping.Time) {
+				t.Fatalf("ping at %v answered with renewTime %v", ping.Time, answered)
+			}
+			writes := h.countActions("update", candidatesGVR)
+			h.step(DefaultCandidateRenewInterval)
+			if n := h.countActions("update", candidatesGVR) - writes; n != 1 {
+				t.Errorf("%d writes of the LeaseCandidate in one renew interval after the ping was answered, want 1", n)
+			}
+			prev := answered
+			for _, rt := range h.writtenRenewTimes(candidatesGVR)[writes-1:] {
+				if rt.Before(prev) {
+					t.Errorf("a renewal wrote renewTime %v, older than the stored %v", rt, prev)
+				}
+				prev = rt
+			}
+			if got := h.candidate(me).Spec.RenewTime.Time; !got.After(answered) {
+				t.Errorf("renewTime after the renewal %v, want after %v", got, answered)
+			}
+		})
+	})
+	t.Run("Lease", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			c := h.start()
+			ahead := metav1.NewMicroTime(h.clock.Now().Add(time.Minute))
+			h.put(&coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testLease},
+				Spec: coordinationv1.LeaseSpec{
+					HolderIdentity: ptr.To(me), LeaseDurationSeconds: ptr.To[int32](15), LeaseTransitions: ptr.To[int32](1),
+					AcquireTime: &ahead, RenewTime: &ahead,
+				},
+			})
+			for range 3 {
+				h.step(DefaultRetryPeriod)
+			}
+			if !c.IsLeader() {
+				t.Fatal("not leading")
+			}
+			prev := ahead.Time
+			written := h.writtenRenewTimes(leasesGVR)
+			if len(written) < 4 {
+				t.Fatalf("%d renewals, want 4", len(written))
+			}
+			for _, rt := range written {
+				if !rt.After(prev) {
+					t.Errorf("a renewal wrote renewTime %v, not after the stored %v", rt, prev)
+				}
+				prev = rt
+			}
+		})
 	})
 }
