@@ -12,10 +12,13 @@ import (
 	"testing/synctest"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
@@ -771,5 +774,30 @@ func TestRenewTimeNeverGoesBack(t *testing.T) {
 				prev = rt
 			}
 		})
+	})
+}
+
+// TestGuardPassesReviewsBehindAServerPath: the review APIs pass the write
+// guard, and other writes are refused, when the server URL has a path (a
+// cluster behind a proxy such as https://host/k8s/clusters/c-1).
+func TestGuardPassesReviewsBehindAServerPath(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		for _, host := range []string{"https://example.invalid/k8s/clusters/c-1", "https://example.invalid/k8s/clusters/c-1/", "https://example.invalid"} {
+			inner := &recorder{}
+			client, err := kubernetes.NewForConfig(c.WrapConfig(&rest.Config{Host: host, Transport: inner}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			_, err = client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
+			if errors.Is(err, ErrNotLeader) || inner.n != 1 {
+				t.Errorf("server %s: SelfSubjectAccessReview while not leader = %v (%d sent), want it sent", host, err, inner.n)
+			}
+			_, err = client.CoreV1().ConfigMaps(testNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			if !errors.Is(err, ErrNotLeader) || inner.n != 1 {
+				t.Errorf("server %s: ConfigMap create while not leader = %v (%d sent), want ErrNotLeader", host, err, inner.n)
+			}
+		}
 	})
 }
