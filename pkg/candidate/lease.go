@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -34,6 +35,10 @@ type elector struct {
 	// own tells the Lease versions this process may take from those another
 	// process with the same identity renewed.
 	own *ownership
+	// highestTransitions is the highest leaseTransitions this process has
+	// seen the Lease carry, including before it was deleted: a term starts
+	// above it (see renewalOf). Written by the informer's handler too.
+	highestTransitions atomic.Int32
 
 	// lastAttempt is when the last renewal was sent; retryAt holds off a new
 	// attempt after a failure.
@@ -74,10 +79,12 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 	handle, _ := e.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			e.own.observe(nil, asLease(obj), initial)
+			e.seeTransitions(asLease(obj))
 			e.wakeSoon()
 		},
 		UpdateFunc: func(old, obj any) {
 			e.own.observe(asLease(old), asLease(obj), false)
+			e.seeTransitions(asLease(obj))
 			e.wakeSoon()
 		},
 		DeleteFunc: func(any) {
@@ -92,11 +99,36 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 // remember records a Lease this process wrote or read, newer than the
 // informer's store.
 func (e *elector) remember(lease *coordinationv1.Lease) {
+	e.seeTransitions(lease)
 	storeRV := ""
 	if stored, ok := e.stored(); ok {
 		storeRV = stored.ResourceVersion
 	}
 	e.written.remember(storeRV, lease)
+}
+
+// seeTransitions records the Lease's leaseTransitions as seen.
+func (e *elector) seeTransitions(lease *coordinationv1.Lease) {
+	if lease == nil {
+		return
+	}
+	seen := ptr.Deref(lease.Spec.LeaseTransitions, 0)
+	for {
+		highest := e.highestTransitions.Load()
+		if seen <= highest || e.highestTransitions.CompareAndSwap(highest, seen) {
+			return
+		}
+	}
+}
+
+// nextTerm is the leaseTransitions of a write that starts a new term of
+// lease: one more than the most the Lease has carried as this process saw
+// it. Above lease's own value, so that each term has its own fencing token;
+// above every earlier value, so that a Lease deleted and created again with
+// leaseTransitions starting over (as kube-apiserver's controller does) does
+// not give this process a token it or another process already used.
+func (e *elector) nextTerm(lease *coordinationv1.Lease) int32 {
+	return max(ptr.Deref(lease.Spec.LeaseTransitions, 0), e.highestTransitions.Load()) + 1
 }
 
 // run steps the election on every change of the Lease and on time, until ctx
@@ -280,15 +312,15 @@ func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coo
 // renewalOf is lease as this process's renewal at now writes it, with a
 // renewTime later than the stored one (see renewTimeFor). The first
 // renewal of a term (leading false) starts a new term: it increases
-// leaseTransitions in the same conditional write, so the term's fencing token
-// is its own whoever named this process, and whether or not the controller
-// increased it.
+// leaseTransitions (see nextTerm) in the same conditional write, so the
+// term's fencing token is its own whoever named this process, and whether or
+// not the controller increased it.
 func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) *coordinationv1.Lease {
 	cfg := &e.c.cfg
 	clone := lease.DeepCopy()
 	clone.Spec.HolderIdentity = ptr.To(cfg.Identity)
 	if !leading {
-		clone.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		clone.Spec.LeaseTransitions = ptr.To(e.nextTerm(lease))
 		if clone.Spec.AcquireTime == nil && clone.Spec.RenewTime != nil {
 			// The term was acquired when the controller named the holder.
 			clone.Spec.AcquireTime = clone.Spec.RenewTime.DeepCopy()
@@ -351,7 +383,7 @@ func (e *elector) stepDown(ctx context.Context, reason string, kv ...any) {
 // giveUp lets the Lease go when this process holds it and nothing of this
 // process leads any more: to the preferred holder if there is one, otherwise
 // (only when release is set, on shutdown) to nobody. Each is one conditional
-// update that starts a new term (leaseTransitions + 1). Every request has its
+// update that starts a new term (see nextTerm). Every request has its
 // own timeout of the renew deadline, so a hung API call cannot block the
 // election loop or the shutdown.
 //
@@ -394,7 +426,7 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		// dereferences holderIdentity.
 		clone.Spec.HolderIdentity = ptr.To(to)
 		clone.Spec.PreferredHolder = nil
-		clone.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		clone.Spec.LeaseTransitions = ptr.To(e.nextTerm(lease))
 		clone.Spec.AcquireTime = &now
 		clone.Spec.RenewTime = &now
 		updated, err := e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {

@@ -117,7 +117,40 @@ func TestEachTermHasItsOwnToken(t *testing.T) {
 	})
 }
 
-// TokenFrom gives leader work its own term's token, even once the term is over.
+// TestTokenIncreasesAcrossLeaseRecreation: a Lease deleted and created
+// again by a controller that starts leaseTransitions over (kube-apiserver's
+// built-in controller) does not take this process's tokens back: its next
+// term's token is above every leaseTransitions it observed for the Lease.
+func TestTokenIncreasesAcrossLeaseRecreation(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		var c *Candidate
+		tk := &tokens{}
+		c = h.start(tk.record(&c))
+		for range 3 {
+			h.elect(me)
+			h.step(DefaultRetryPeriod)
+			h.elect("other")
+			h.step(DefaultRetryPeriod)
+		}
+		observed := ptr.Deref(h.lease().Spec.LeaseTransitions, 0)
+		h.remove(leasesGVR, testLease)
+		h.name(me) // re-created with no leaseTransitions
+		if !c.IsLeader() {
+			t.Fatal("not leading the re-created Lease")
+		}
+		got := tk.get()
+		wantIncreasing(t, got, 4)
+		if last := got[len(got)-1]; last <= observed {
+			t.Errorf("token %d on the re-created Lease, want above %d, the leaseTransitions observed before it was deleted", last, observed)
+		}
+		if token, _ := c.Token(); token != ptr.Deref(h.lease().Spec.LeaseTransitions, -1) {
+			t.Errorf("Token() = %d, the Lease's leaseTransitions %d: the token must be what the Lease says", token, ptr.Deref(h.lease().Spec.LeaseTransitions, -1))
+		}
+	})
+}
+
+// TestTokenFromLeaderContext: TokenFrom gives leader work its own term's
+// token, even once the term is over.
 func TestTokenFromLeaderContext(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		got := make(chan context.Context, 1)
