@@ -81,7 +81,7 @@ func main() {
 	fs.DurationVar(&o.leaseDuration, "lease-duration", candidate.DefaultLeaseDuration, "lease duration (whole seconds)")
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", candidate.DefaultRenewDeadline, "how long the leader acts without a successful renewal")
 	fs.DurationVar(&o.retryPeriod, "retry-period", candidate.DefaultRetryPeriod, "interval between renewals")
-	fs.DurationVar(&o.candidateRenew, "candidate-renew-interval", candidate.DefaultCandidateRenewInterval, "interval between renewals of the LeaseCandidate")
+	fs.DurationVar(&o.candidateRenew, "candidate-renew-interval", candidate.DefaultCandidateRenewInterval, fmt.Sprintf("interval between renewals of the LeaseCandidate when nobody pings it (pings are answered at once); at most %s", candidate.MaxCandidateRenewInterval))
 	fs.StringVar(&o.writeConfigMap, "write-configmap", "", "if set, the leader writes this ConfigMap every --write-interval through a write-guarded client")
 	fs.DurationVar(&o.writeInterval, "write-interval", 100*time.Millisecond, "interval of the leader's ConfigMap writes")
 	fs.DurationVar(&o.stopDelay, "stop-delay", 0, "how long leader work keeps going (and writing) after it was told to stop, as slow or careless work does; the guarded client must refuse those writes")

@@ -31,6 +31,25 @@
 //     defaults) may be replaced while IsLeader is still true. Keep clocks
 //     synchronised well within that margin, or use cle-controller.
 //
+// A term's fencing token is the Lease's leaseTransitions as the term's first
+// renewal writes it: one above the highest value this process has seen the
+// Lease carry since Run began. While the Lease exists, every term's token is
+// above every earlier term's, whoever leads. Across a deletion of the Lease,
+// what holds depends on the election controller:
+//
+//   - cle-controller carries leaseTransitions forward when it creates a Lease
+//     again after a deletion, so tokens grow over the whole life of the Lease
+//     name, for every process.
+//   - The controller built into kube-apiserver (and any other that creates
+//     the Lease with leaseTransitions 0) starts the count over. A process
+//     that saw the old Lease still starts its next term above it, but one
+//     started after the deletion has never seen the old count and may lead
+//     with a token below a deposed leader's: a resource that keeps the
+//     highest token it has seen would then refuse the new leader and accept
+//     the deposed one's late writes. Under such a controller, do not delete a
+//     Lease that a fenced resource depends on, or reset that resource's
+//     fence when you do.
+//
 // It works with cle-controller and with the controller built into
 // kube-apiserver, in every API mode of package access, without knowing which.
 package candidate
@@ -75,9 +94,16 @@ type Candidate struct {
 	// term is the Lease's leaseTransitions while leading.
 	term int32
 	// termCtx is cancelled when the term ends (endTerm), cancelling the
-	// guarded requests still in flight; nil while not leading.
+	// guarded requests still in flight and the leader work; nil while not
+	// leading, and from a lapse until the elector steps down.
 	termCtx context.Context
 	endTerm context.CancelFunc
+	// lapsed is set when a check of the renew deadline (IsLeader, Token, the
+	// write guard) finds it passed while leading: the term has ended, and
+	// the elector, woken through stepDownNow, has yet to step down.
+	lapsed bool
+	// stepDownNow wakes the elector when a term lapses outside its loop.
+	stepDownNow chan struct{}
 	// holder is the Lease's holder as last observed.
 	holder string
 	// stoppingSince is when the library began stopping leader work that has
@@ -91,7 +117,7 @@ func New(cfg Config) (*Candidate, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	return &Candidate{cfg: cfg}, nil
+	return &Candidate{cfg: cfg, stepDownNow: make(chan struct{}, 1)}, nil
 }
 
 // Identity is the name of this candidate.
@@ -100,30 +126,12 @@ func (c *Candidate) Identity() string { return c.cfg.Identity }
 // IsLeader reports whether this process may act as leader now: it holds the
 // Lease and has renewed it within the renew deadline. It is evaluated on the
 // clock at each call, so it turns false at the deadline even if the process
-// was paused or the renewal loop is stuck.
+// was paused or the renewal loop is stuck; the call that finds the deadline
+// passed also ends the term, cancelling the leader context at once.
 func (c *Candidate) IsLeader() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.isLeaderLocked()
-}
-
-func (c *Candidate) isLeaderLocked() bool {
-	return c.leading && c.sinceLocked(c.renewedAt) < c.cfg.RenewDeadline
-}
-
-// since is the time elapsed since t, the longer of the monotonic and the
-// wall-clock readings: the monotonic clock does not advance while the machine
-// is suspended, but the rest of the world does, so a process that wakes from
-// a suspend must see the whole gap.
-func (c *Candidate) since(t time.Time) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sinceLocked(t)
-}
-
-func (c *Candidate) sinceLocked(t time.Time) time.Duration {
-	clk := c.cfg.Clock
-	return max(clk.Since(t), clk.Now().Round(0).Sub(t.Round(0)))
 }
 
 // Leader is the holder of the Lease as last observed ("" when the Lease has
@@ -139,9 +147,12 @@ func (c *Candidate) Leader() string {
 // Token returns the fencing token of the term this process leads: the
 // Lease's leaseTransitions as this process's first renewal of the term wrote
 // it. That renewal increases leaseTransitions in the same conditional write,
-// so each term has its own token whoever named the holder, and a resource
-// guarded by the Lease can reject writes carrying an older token. It returns
-// 0, false when this process is not leader. Leader work should prefer
+// above every value this process has seen the Lease carry, so each term has
+// its own token whoever named the holder, and a resource guarded by the Lease
+// can reject writes carrying an older token. Across a deletion of the Lease
+// that holds under cle-controller, but not in every case under a controller
+// that starts leaseTransitions over (see the package documentation). It
+// returns 0, false when this process is not leader. Leader work should prefer
 // TokenFrom on its context, which keeps the token of its own term.
 func (c *Candidate) Token() (int32, bool) {
 	c.mu.Lock()

@@ -58,9 +58,11 @@ func TestNewValidates(t *testing.T) {
 			c.RenewDeadline = time.Second
 			c.RetryPeriod = 100 * time.Millisecond
 		}, "whole number"},
-		"deadline too long":      {func(c *Config) { c.RenewDeadline = 15 * time.Second }, "RenewDeadline (15s) must be shorter"},
-		"retry too long":         {func(c *Config) { c.RetryPeriod = 10 * time.Second }, "RetryPeriod (10s) must be shorter"},
-		"negative":               {func(c *Config) { c.CandidateRenewInterval = -time.Second }, "must be positive"},
+		"deadline too long": {func(c *Config) { c.RenewDeadline = 15 * time.Second }, "RenewDeadline (15s) must be shorter"},
+		"retry too long":    {func(c *Config) { c.RetryPeriod = 10 * time.Second }, "RetryPeriod (10s) must be shorter"},
+		"negative":          {func(c *Config) { c.CandidateRenewInterval = -time.Second }, "must be positive"},
+		"candidate renewed too rarely": {func(c *Config) { c.CandidateRenewInterval = 11 * time.Minute },
+			"CandidateRenewInterval (11m0s) must be at most 10m0s"},
 		"no OnStartedLeading":    {func(c *Config) { c.Callbacks.OnStartedLeading = nil }, "OnStartedLeading is required"},
 		"access needs no client": {func(c *Config) { c.RestConfig = nil; c.Access = access.NewNative(fakeKube()); c.APIMode = "magic" }, ""},
 	} {
@@ -119,6 +121,27 @@ func TestRestartRefreshesCandidate(t *testing.T) {
 		}
 		if after.Spec.BinaryVersion != "1.36.0" || after.Spec.EmulationVersion != "1.35.0" || !after.Spec.RenewTime.Time.Equal(t0) {
 			t.Errorf("LeaseCandidate not refreshed: %+v", after.Spec)
+		}
+	})
+}
+
+// TestCandidateWritesAreRareByDefault: in steady state, with a leader
+// renewing the Lease, a candidate writes its LeaseCandidate as rarely as
+// client-go's candidates do (every 5 minutes); liveness at election time
+// comes from pings, which it answers at once.
+func TestCandidateWritesAreRareByDefault(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		h.elect(me)
+		writes := h.countActions("update", candidatesGVR)
+		for elapsed := time.Duration(0); elapsed < 10*time.Minute; elapsed += DefaultRetryPeriod {
+			h.step(DefaultRetryPeriod)
+		}
+		if !c.IsLeader() {
+			t.Fatal("not leading")
+		}
+		if n := h.countActions("update", candidatesGVR) - writes; n > 2 {
+			t.Errorf("%d writes of the LeaseCandidate in 10 minutes of steady state, want at most 2 (one every 5 minutes)", n)
 		}
 	})
 }

@@ -24,11 +24,22 @@ const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second
 	DefaultRetryPeriod   = 2 * time.Second
-	// DefaultCandidateRenewInterval is shorter than cle-controller's default
-	// candidate freshness window (15s), so a running candidate always looks
-	// alive to it and an election needs no ping round-trip. A renewal is one
-	// small write, a fifth of what the Lease holder writes anyway.
-	DefaultCandidateRenewInterval = 10 * time.Second
+	// DefaultCandidateRenewInterval is how often client-go's LeaseCandidate
+	// renews itself (5 minutes), so that in steady state a candidate costs
+	// next to no writes: 10,000 Leases with three candidates each write 100
+	// LeaseCandidates a second, not thousands. Liveness at election time
+	// does not rest on these renewals: the controller pings the contenders
+	// that it has not seen renewed recently (cle-controller: within its 15s
+	// freshness window; kube-apiserver's controller: within 5s), and a
+	// candidate answers a ping at once from a watch of its own object, so an
+	// election costs a round trip of milliseconds.
+	DefaultCandidateRenewInterval = 5 * time.Minute
+	// MaxCandidateRenewInterval bounds CandidateRenewInterval: a third of the
+	// 30 minutes after which cle-controller (its default --candidate-ttl) and
+	// kube-apiserver's controller delete a LeaseCandidate that has not been
+	// renewed, so that a live candidate is never collected, even after two
+	// failed renewals or with its clock somewhat behind the controller's.
+	MaxCandidateRenewInterval = 10 * time.Minute
 	// DefaultAPIMode lets the access layer pick the mode the server supports.
 	DefaultAPIMode = "auto"
 )
@@ -85,7 +96,8 @@ type Config struct {
 	// retries of a failed write. Default 2s.
 	RetryPeriod time.Duration
 	// CandidateRenewInterval is how often the LeaseCandidate is renewed when
-	// nobody pings it. Default 10s.
+	// nobody pings it; pings are answered at once whatever it is. Default
+	// 5m, as client-go's candidates; at most MaxCandidateRenewInterval.
 	CandidateRenewInterval time.Duration
 
 	// Callbacks are told about leadership changes.
@@ -187,6 +199,9 @@ func (c *Config) complete() error {
 	}
 	if c.RenewDeadline >= c.LeaseDuration {
 		errs = append(errs, fmt.Errorf("RenewDeadline (%s) must be shorter than LeaseDuration (%s), or a stalled leader could still act when others see the Lease expired", c.RenewDeadline, c.LeaseDuration))
+	}
+	if c.CandidateRenewInterval > MaxCandidateRenewInterval {
+		errs = append(errs, fmt.Errorf("CandidateRenewInterval (%s) must be at most %s, well inside the 30m after which controllers delete a LeaseCandidate not renewed", c.CandidateRenewInterval, MaxCandidateRenewInterval))
 	}
 	if c.RetryPeriod >= c.RenewDeadline {
 		errs = append(errs, fmt.Errorf("RetryPeriod (%s) must be shorter than RenewDeadline (%s), or the leader cannot retry a failed renewal in time", c.RetryPeriod, c.RenewDeadline))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,9 @@ var ErrNotLeader = errors.New("not the leader")
 // which includes LIST and WATCH, HEAD and OPTIONS), server-side dry runs
 // (dryRun=All), and the create-only review APIs of the groups
 // authentication.k8s.io and authorization.k8s.io (TokenReview,
-// SubjectAccessReview and the like), which only ask a question.
+// SubjectAccessReview and the like), which only ask a question. Paths are
+// matched below the path of cfg.Host, if it has one (a server behind a proxy
+// such as https://host/k8s/clusters/c-1).
 //
 // Leadership is checked when each request is sent, including the renew
 // deadline, so a process that wakes from a pause cannot write before it
@@ -43,8 +46,13 @@ func (c *Candidate) WrapConfig(cfg *rest.Config) *rest.Config {
 		return nil
 	}
 	out := rest.CopyConfig(cfg)
+	// A Host that does not parse fails the clients built from out anyway.
+	var basePath string
+	if u, _, err := rest.DefaultServerUrlFor(out); err == nil {
+		basePath = strings.TrimSuffix(u.Path, "/")
+	}
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &guard{c: c, next: rt}
+		return &guard{c: c, next: rt, basePath: basePath}
 	})
 	return out
 }
@@ -52,10 +60,13 @@ func (c *Candidate) WrapConfig(cfg *rest.Config) *rest.Config {
 type guard struct {
 	c    *Candidate
 	next http.RoundTripper
+	// basePath is the path of the server URL, without a trailing slash:
+	// every API path follows it.
+	basePath string
 }
 
 func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
-	if changesNothing(req) {
+	if changesNothing(req, g.apiPath(req.URL)) {
 		return g.next.RoundTrip(req)
 	}
 	ctx, release, ok := g.c.leaderRequestContext(req.Context())
@@ -75,21 +86,32 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// changesNothing tells the requests that cannot change the cluster's state.
-func changesNothing(req *http.Request) bool {
+// apiPath is the path of u below the server URL's path: the path the API
+// server sees. A URL outside the server's path is taken whole.
+func (g *guard) apiPath(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	if rel, ok := strings.CutPrefix(u.Path, g.basePath); ok && strings.HasPrefix(rel, "/") {
+		return rel
+	}
+	return u.Path
+}
+
+// changesNothing tells the requests that cannot change the cluster's state;
+// apiPath is the request's path as the API server sees it.
+func changesNothing(req *http.Request, apiPath string) bool {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return true
 	}
-	if req.URL != nil {
-		if req.URL.Query().Get("dryRun") == "All" {
-			return true
-		}
-		if req.Method == http.MethodPost {
-			for _, group := range []string{"/apis/authentication.k8s.io/", "/apis/authorization.k8s.io/"} {
-				if strings.HasPrefix(req.URL.Path, group) {
-					return true
-				}
+	if req.URL != nil && req.URL.Query().Get("dryRun") == "All" {
+		return true
+	}
+	if req.Method == http.MethodPost {
+		for _, group := range []string{"/apis/authentication.k8s.io/", "/apis/authorization.k8s.io/"} {
+			if strings.HasPrefix(apiPath, group) {
+				return true
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,11 +28,17 @@ type elector struct {
 	c      *Candidate
 	leases access.LeaseClient
 	watched[*coordinationv1.Lease]
+	// wake makes run step at once: a change of the Lease, or a term that
+	// lapsed (it is the Candidate's stepDownNow).
 	wake chan struct{}
 
 	// own tells the Lease versions this process may take from those another
 	// process with the same identity renewed.
 	own *ownership
+	// highestTransitions is the highest leaseTransitions this process has
+	// seen the Lease carry, including before it was deleted: a term starts
+	// above it (see renewalOf). Written by the informer's handler too.
+	highestTransitions atomic.Int32
 
 	// lastAttempt is when the last renewal was sent; retryAt holds off a new
 	// attempt after a failure.
@@ -61,7 +68,7 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 			informer: acc.NewLeaseInformer(c.cfg.Namespace, 0, oneObject(c.cfg.LeaseName)),
 			key:      c.cfg.Namespace + "/" + c.cfg.LeaseName,
 		},
-		wake: make(chan struct{}, 1),
+		wake: c.stepDownNow,
 		own:  &ownership{identity: c.cfg.Identity},
 	}
 	asLease := func(obj any) *coordinationv1.Lease {
@@ -72,10 +79,12 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 	handle, _ := e.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			e.own.observe(nil, asLease(obj), initial)
+			e.seeTransitions(asLease(obj))
 			e.wakeSoon()
 		},
 		UpdateFunc: func(old, obj any) {
 			e.own.observe(asLease(old), asLease(obj), false)
+			e.seeTransitions(asLease(obj))
 			e.wakeSoon()
 		},
 		DeleteFunc: func(any) {
@@ -90,11 +99,36 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 // remember records a Lease this process wrote or read, newer than the
 // informer's store.
 func (e *elector) remember(lease *coordinationv1.Lease) {
+	e.seeTransitions(lease)
 	storeRV := ""
 	if stored, ok := e.stored(); ok {
 		storeRV = stored.ResourceVersion
 	}
 	e.written.remember(storeRV, lease)
+}
+
+// seeTransitions records the Lease's leaseTransitions as seen.
+func (e *elector) seeTransitions(lease *coordinationv1.Lease) {
+	if lease == nil {
+		return
+	}
+	seen := ptr.Deref(lease.Spec.LeaseTransitions, 0)
+	for {
+		highest := e.highestTransitions.Load()
+		if seen <= highest || e.highestTransitions.CompareAndSwap(highest, seen) {
+			return
+		}
+	}
+}
+
+// nextTerm is the leaseTransitions of a write that starts a new term of
+// lease: one more than the most the Lease has carried as this process saw
+// it. Above lease's own value, so that each term has its own fencing token;
+// above every earlier value, so that a Lease deleted and created again with
+// leaseTransitions starting over (as kube-apiserver's controller does) does
+// not give this process a token it or another process already used.
+func (e *elector) nextTerm(lease *coordinationv1.Lease) int32 {
+	return max(ptr.Deref(lease.Spec.LeaseTransitions, 0), e.highestTransitions.Load()) + 1
 }
 
 // run steps the election on every change of the Lease and on time, until ctx
@@ -139,8 +173,9 @@ func (e *elector) step(ctx context.Context) time.Duration {
 		deadline := renewedAt.Add(cfg.RenewDeadline)
 		now := clk.Now()
 		switch {
-		case e.c.since(renewedAt) >= cfg.RenewDeadline:
-			// Also the path after a pause: the clock jumped past the deadline.
+		case !e.c.IsLeader():
+			// The renew deadline has passed, maybe found by another check
+			// of it after a pause or a suspend, which has ended the term.
 			e.stepDown(ctx, "no successful renewal within the renew deadline", "lastRenewal", renewedAt, "renewDeadline", cfg.RenewDeadline)
 			return cfg.RetryPeriod
 		case lease == nil:
@@ -170,8 +205,8 @@ func (e *elector) step(ctx context.Context) time.Duration {
 		return cfg.RetryPeriod
 	}
 	if handOverTo != "" {
-		// Named holder but not leading (e.g. after a lapse): nothing runs,
-		// so the Lease can go at once.
+		// Named holder but not leading (e.g. after a lapse): nothing of
+		// this process runs, so a Lease it holds can go at once.
 		e.giveUp(ctx, false)
 		return cfg.RetryPeriod
 	}
@@ -202,7 +237,7 @@ func (e *elector) untilTakeable(ctx context.Context, lease *coordinationv1.Lease
 		klog.FromContext(ctx).V(2).Info("The Lease names this identity but was renewed by another process; waiting for it to stay unchanged for a lease duration",
 			"renewTime", lease.Spec.RenewTime, "leaseDuration", cfg.LeaseDuration)
 	}
-	if elapsed := e.c.since(e.foreignSince); elapsed < cfg.LeaseDuration {
+	if elapsed := cfg.Clock.Since(e.foreignSince); elapsed < cfg.LeaseDuration {
 		return cfg.LeaseDuration - elapsed
 	}
 	return 0
@@ -225,7 +260,7 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 	reqCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	updated, err := e.update(reqCtx, e.renewed(lease, sent, leading))
+	updated, err := e.update(reqCtx, e.renewalOf(lease, sent, leading))
 	if apierrors.IsConflict(err) {
 		var fresh *coordinationv1.Lease
 		fresh, err = e.leases.Get(reqCtx, cfg.LeaseName)
@@ -245,7 +280,7 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 				e.wakeSoon()
 				return // the next step decides whether to wait
 			}
-			updated, err = e.update(reqCtx, e.renewed(fresh, sent, leading))
+			updated, err = e.update(reqCtx, e.renewalOf(fresh, sent, leading))
 		}
 	}
 	if err != nil {
@@ -257,8 +292,8 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 	}
 	e.remember(updated)
 	e.retryAt = time.Time{}
-	if e.c.renewed(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)) {
-		e.startWork(ctx)
+	if termCtx, started := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)); started {
+		e.startWork(ctx, termCtx)
 	}
 }
 
@@ -274,23 +309,24 @@ func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coo
 	return updated, err
 }
 
-// renewed is lease as this process's renewal at now writes it. The first
+// renewalOf is lease as this process's renewal at now writes it, with a
+// renewTime later than the stored one (see renewTimeFor). The first
 // renewal of a term (leading false) starts a new term: it increases
-// leaseTransitions in the same conditional write, so the term's fencing token
-// is its own whoever named this process, and whether or not the controller
-// increased it.
-func (e *elector) renewed(lease *coordinationv1.Lease, now time.Time, leading bool) *coordinationv1.Lease {
+// leaseTransitions (see nextTerm) in the same conditional write, so the
+// term's fencing token is its own whoever named this process, and whether or
+// not the controller increased it.
+func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) *coordinationv1.Lease {
 	cfg := &e.c.cfg
 	clone := lease.DeepCopy()
 	clone.Spec.HolderIdentity = ptr.To(cfg.Identity)
 	if !leading {
-		clone.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		clone.Spec.LeaseTransitions = ptr.To(e.nextTerm(lease))
 		if clone.Spec.AcquireTime == nil && clone.Spec.RenewTime != nil {
 			// The term was acquired when the controller named the holder.
 			clone.Spec.AcquireTime = clone.Spec.RenewTime.DeepCopy()
 		}
 	}
-	renew := atMicro(now)
+	renew := renewTimeFor(now, renewTimeOf(lease))
 	if a := clone.Spec.AcquireTime; a != nil && renew.Equal(atMicro(a.Time)) {
 		// acquireTime equal to renewTime marks a Lease nobody has renewed
 		// since it was named (see freshlyNamed); a renewal must not look so.
@@ -302,13 +338,20 @@ func (e *elector) renewed(lease *coordinationv1.Lease, now time.Time, leading bo
 }
 
 // startWork runs OnStartedLeading for the term that just began, with the
-// term's fencing token in its context.
-func (e *elector) startWork(ctx context.Context) {
+// term's fencing token in its context. That context is cancelled by
+// stepDown, or as soon as termCtx is, when a check of the renew deadline
+// outside this loop finds the term lapsed.
+func (e *elector) startWork(ctx, termCtx context.Context) {
 	token := e.c.termToken()
 	klog.FromContext(ctx).Info("Started leading", "token", token)
 	workCtx, cancel := context.WithCancel(withToken(ctx, token))
+	unlink := context.AfterFunc(termCtx, cancel)
 	done := make(chan struct{})
-	e.stopWork, e.workDone = cancel, done
+	e.stopWork = func() {
+		unlink()
+		cancel()
+	}
+	e.workDone = done
 	work := e.c.cfg.Callbacks.OnStartedLeading
 	go func() {
 		defer close(done)
@@ -337,12 +380,17 @@ func (e *elector) stepDown(ctx context.Context, reason string, kv ...any) {
 	logger.V(2).Info("Stopped leading")
 }
 
-// giveUp lets the Lease go when it names this process and nothing of this
+// giveUp lets the Lease go when this process holds it and nothing of this
 // process leads any more: to the preferred holder if there is one, otherwise
 // (only when release is set, on shutdown) to nobody. Each is one conditional
-// update that starts a new term (leaseTransitions + 1). Every request has its
+// update that starts a new term (see nextTerm). Every request has its
 // own timeout of the renew deadline, so a hung API call cannot block the
 // election loop or the shutdown.
+//
+// The holder's name alone does not make the Lease this process's to let go:
+// another process started with the same Identity may hold it and still run
+// its leader work. Only a Lease whose renewTime this process wrote, or one
+// named to this identity that nobody has renewed since, is let go.
 func (e *elector) giveUp(ctx context.Context, release bool) {
 	cfg := &e.c.cfg
 	logger := klog.FromContext(ctx)
@@ -356,6 +404,11 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		if holderOf(lease) != cfg.Identity {
 			return
 		}
+		if !e.own.mayTake(lease) {
+			logger.V(2).Info("The Lease names this identity but another process renewed it; leaving it to that process",
+				"renewTime", lease.Spec.RenewTime, "release", release)
+			return
+		}
 		to := preferredOf(lease)
 		if to == cfg.Identity {
 			to = ""
@@ -367,13 +420,13 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 			logger.Error(nil, "Letting the Lease go conflicted with other writes every time; giving up for now: "+otherwise, "to", to, "attempts", attempt)
 			return
 		}
-		now := metav1.NewMicroTime(atMicro(cfg.Clock.Now()))
+		now := metav1.NewMicroTime(renewTimeFor(cfg.Clock.Now(), renewTimeOf(lease)))
 		clone := lease.DeepCopy()
 		// An empty holder rather than none: kube-apiserver's controller
 		// dereferences holderIdentity.
 		clone.Spec.HolderIdentity = ptr.To(to)
 		clone.Spec.PreferredHolder = nil
-		clone.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		clone.Spec.LeaseTransitions = ptr.To(e.nextTerm(lease))
 		clone.Spec.AcquireTime = &now
 		clone.Spec.RenewTime = &now
 		updated, err := e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
@@ -449,66 +502,4 @@ func preferredOf(lease *coordinationv1.Lease) string {
 		return ""
 	}
 	return ptr.Deref(lease.Spec.PreferredHolder, "")
-}
-
-// ---- the Candidate's shared leader state ----
-
-func (c *Candidate) leaderState() (bool, time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.leading, c.renewedAt
-}
-
-// renewed records a successful renewal sent at sent, and reports whether it
-// starts a term: the process was not leading and the renewal is still within
-// the renew deadline. term is the Lease's leaseTransitions as the renewal
-// wrote it.
-func (c *Candidate) renewed(sent time.Time, term int32) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if sent.After(c.renewedAt) {
-		c.renewedAt = sent
-	}
-	if c.leading || c.sinceLocked(sent) >= c.cfg.RenewDeadline {
-		return false
-	}
-	c.leading, c.term = true, term
-	c.termCtx, c.endTerm = context.WithCancel(context.Background())
-	return true
-}
-
-// termToken is the token of the term being led (or just ended).
-func (c *Candidate) termToken() int32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.term
-}
-
-// stopLeading turns IsLeader false, cancels the guarded requests in flight,
-// and reports whether the process was leading.
-func (c *Candidate) stopLeading() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.leading {
-		return false
-	}
-	c.leading, c.term = false, 0
-	if c.endTerm != nil {
-		c.endTerm()
-		c.termCtx, c.endTerm = nil, nil
-	}
-	c.stoppingSince = c.cfg.Clock.Now()
-	return true
-}
-
-func (c *Candidate) stoppedLeading() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stoppingSince = time.Time{}
-}
-
-func (c *Candidate) setHolder(holder string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.holder = holder
 }

@@ -143,3 +143,17 @@ func renewTimeOf(lease *coordinationv1.Lease) time.Time {
 func atMicro(t time.Time) time.Time {
 	return t.Round(0).Truncate(time.Microsecond)
 }
+
+// renewTimeFor is the renewTime a write at now stores over the stored one
+// (zero when there is none): now at the API's precision, or a microsecond
+// after the stored one when that is not earlier, as happens when it came from
+// a clock ahead of this process's. So a write never moves renewTime back,
+// which a party comparing it with a ping or with its own clock would read as
+// no renewal at all, and every write changes it.
+func renewTimeFor(now, stored time.Time) time.Time {
+	renew := atMicro(now)
+	if stored = atMicro(stored); !stored.IsZero() && !renew.After(stored) {
+		return stored.Add(time.Microsecond)
+	}
+	return renew
+}

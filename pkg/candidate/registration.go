@@ -138,14 +138,22 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 	return cfg.CandidateRenewInterval
 }
 
-// spec is the desired spec, keeping a pending ping.
+// spec is the desired spec written at renew, keeping a pending ping. Its
+// renewTime is never older than the stored one (see renewTimeFor): a
+// controller whose clock is ahead of this process's by more than the renew
+// interval would otherwise see each periodic renewal undo its answered ping,
+// and get every ping answered twice.
 func (r *registrar) spec(old coordinationv1beta1.LeaseCandidateSpec, renew time.Time) coordinationv1beta1.LeaseCandidateSpec {
 	cfg := &r.c.cfg
+	var stored time.Time
+	if old.RenewTime != nil {
+		stored = old.RenewTime.Time
+	}
 	old.LeaseName = cfg.LeaseName
 	old.BinaryVersion = cfg.BinaryVersion
 	old.EmulationVersion = cfg.EmulationVersion
 	old.Strategy = cfg.Strategy
-	old.RenewTime = ptr.To(metav1.NewMicroTime(renew))
+	old.RenewTime = ptr.To(metav1.NewMicroTime(renewTimeFor(renew, stored)))
 	return old
 }
 

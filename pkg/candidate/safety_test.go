@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,10 +12,15 @@ import (
 	"testing/synctest"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -61,9 +67,9 @@ func wantIncreasing(t *testing.T, got []int32, terms int) {
 	}
 }
 
-// Finding 1: every term has its own token, even when the Lease keeps naming
-// this process across a lapse, or when the controller does not increase
-// leaseTransitions (kube-apiserver's built-in controller).
+// TestEachTermHasItsOwnToken: every term has its own token, even when the Lease
+// keeps naming this process across a lapse, or when the controller does not
+// increase leaseTransitions (kube-apiserver's built-in controller).
 func TestEachTermHasItsOwnToken(t *testing.T) {
 	t.Run("same holder after a lapse", func(t *testing.T) {
 		bubble(t, func(t *testing.T, h *harness) {
@@ -111,7 +117,40 @@ func TestEachTermHasItsOwnToken(t *testing.T) {
 	})
 }
 
-// TokenFrom gives leader work its own term's token, even once the term is over.
+// TestTokenIncreasesAcrossLeaseRecreation: a Lease deleted and created
+// again by a controller that starts leaseTransitions over (kube-apiserver's
+// built-in controller) does not take this process's tokens back: its next
+// term's token is above every leaseTransitions it observed for the Lease.
+func TestTokenIncreasesAcrossLeaseRecreation(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		var c *Candidate
+		tk := &tokens{}
+		c = h.start(tk.record(&c))
+		for range 3 {
+			h.elect(me)
+			h.step(DefaultRetryPeriod)
+			h.elect("other")
+			h.step(DefaultRetryPeriod)
+		}
+		observed := ptr.Deref(h.lease().Spec.LeaseTransitions, 0)
+		h.remove(leasesGVR, testLease)
+		h.name(me) // re-created with no leaseTransitions
+		if !c.IsLeader() {
+			t.Fatal("not leading the re-created Lease")
+		}
+		got := tk.get()
+		wantIncreasing(t, got, 4)
+		if last := got[len(got)-1]; last <= observed {
+			t.Errorf("token %d on the re-created Lease, want above %d, the leaseTransitions observed before it was deleted", last, observed)
+		}
+		if token, _ := c.Token(); token != ptr.Deref(h.lease().Spec.LeaseTransitions, -1) {
+			t.Errorf("Token() = %d, the Lease's leaseTransitions %d: the token must be what the Lease says", token, ptr.Deref(h.lease().Spec.LeaseTransitions, -1))
+		}
+	})
+}
+
+// TestTokenFromLeaderContext: TokenFrom gives leader work its own term's
+// token, even once the term is over.
 func TestTokenFromLeaderContext(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		got := make(chan context.Context, 1)
@@ -138,8 +177,8 @@ func TestTokenFromLeaderContext(t *testing.T) {
 	})
 }
 
-// Finding 2: a ping is answered at once even right after a write of the
-// LeaseCandidate conflicted.
+// TestPingAnsweredAtOnceAfterConflict: a ping is answered at once even right
+// after a write of the LeaseCandidate conflicted.
 func TestPingAnsweredAtOnceAfterConflict(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		h.start()
@@ -158,9 +197,9 @@ func TestPingAnsweredAtOnceAfterConflict(t *testing.T) {
 	})
 }
 
-// Finding 3: two processes started with the same Identity never lead at
-// once; the second takes over only once the first has stopped renewing for a
-// lease duration.
+// TestDuplicateIdentityLeadsOnce: two processes started with the same Identity
+// never lead at once; the second takes over only once the first has stopped
+// renewing for a lease duration.
 func TestDuplicateIdentityLeadsOnce(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		keep := func(c *Config) {
@@ -204,6 +243,78 @@ func TestDuplicateIdentityLeadsOnce(t *testing.T) {
 	})
 }
 
+// TestDuplicateIdentityLeavesTheLeadersLeaseAlone: a process that shares the
+// leader's Identity but does not lead never writes the leader's Lease, with
+// hand-over, release and candidate deletion at their defaults: on
+// preferredHolder the Lease goes over only once the real leader's work has
+// returned, and when the duplicate shuts down the leader keeps its Lease.
+func TestDuplicateIdentityLeavesTheLeadersLeaseAlone(t *testing.T) {
+	// Leader work that returns only once the test lets it, so that a Lease
+	// handed over while it still runs shows.
+	slowWork := func(release <-chan struct{}, h *harness) func(*Config) {
+		return func(cfg *Config) {
+			cfg.Callbacks.OnStartedLeading = func(ctx context.Context) {
+				h.log("started leading")
+				<-ctx.Done()
+				<-release
+				h.log("leader work returned")
+			}
+		}
+	}
+	// twoOfMe starts two processes with the same Identity, elects it, and
+	// returns which one leads, and the functions that stop each.
+	twoOfMe := func(t *testing.T, h *harness, tweak func(*Config)) (leader, other *Candidate, stopLeader, stopOther func()) {
+		a := h.start(tweak)
+		b, stopB := h.startAnother(tweak)
+		h.step(time.Millisecond)
+		h.elect(me)
+		h.step(DefaultRetryPeriod)
+		switch {
+		case a.IsLeader() && !b.IsLeader():
+			return a, b, h.stop, stopB
+		case b.IsLeader() && !a.IsLeader():
+			return b, a, stopB, h.stop
+		}
+		t.Fatalf("want exactly one leader; IsLeader: %v and %v", a.IsLeader(), b.IsLeader())
+		return nil, nil, nil, nil
+	}
+
+	t.Run("preferred holder", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			release := make(chan struct{})
+			twoOfMe(t, h, slowWork(release, h))
+			h.prefer("better")
+			h.step(DefaultRetryPeriod)
+			if got := holder(h.lease()); got != me {
+				t.Errorf("the Lease names %q while the leader's work still runs; want it kept until that work returns", got)
+			}
+			close(release)
+			synctest.Wait()
+			if got := holder(h.lease()); got != "better" {
+				t.Errorf("after the leader's work returned the Lease names %q, want the preferred holder", got)
+			}
+		})
+	})
+	t.Run("shutdown of the duplicate", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			release := make(chan struct{})
+			defer close(release)
+			leader, _, _, stopOther := twoOfMe(t, h, slowWork(release, h))
+			stopOther()
+			if got := holder(h.lease()); got != me {
+				t.Errorf("after the duplicate shut down the Lease names %q; want the leader to keep it", got)
+			}
+			h.step(DefaultRetryPeriod)
+			if !leader.IsLeader() || slices.Contains(h.entries(), "leader work returned") {
+				t.Errorf("the leader stopped when a duplicate of its identity shut down: IsLeader %v, %v", leader.IsLeader(), h.entries())
+			}
+			if h.candidate(me) == nil {
+				t.Error("the leader did not register its LeaseCandidate again after the duplicate deleted it")
+			}
+		})
+	})
+}
+
 // suspendClock is a fake clock whose monotonic reading (Since) does not see
 // a system suspend, while its wall clock (Now) does.
 type suspendClock struct {
@@ -219,22 +330,93 @@ func (s *suspendClock) Now() time.Time {
 // before it).
 func (s *suspendClock) Since(t time.Time) time.Duration { return s.FakeClock.Now().Sub(t) }
 
-// Finding 5: a suspend longer than the renew deadline ends leadership at
-// once, although the monotonic clock did not advance.
+// TestSuspendEndsLeadership: a suspend longer than the renew deadline ends
+// leadership at once, although the monotonic clock did not advance: the first
+// check that finds the deadline passed on the wall clock (IsLeader, Token or
+// the write guard) turns leadership false, and the leader context is
+// cancelled and leader work stopped right then, not when the monotonic timer
+// of the renewal loop fires.
 func TestSuspendEndsLeadership(t *testing.T) {
+	for name, check := range map[string]func(t *testing.T, c *Candidate){
+		"IsLeader": func(t *testing.T, c *Candidate) {
+			if c.IsLeader() {
+				t.Error("IsLeader after a suspend longer than the renew deadline")
+			}
+		},
+		"Token": func(t *testing.T, c *Candidate) {
+			if _, ok := c.Token(); ok {
+				t.Error("Token valid after a suspend longer than the renew deadline")
+			}
+		},
+		"write guard": func(t *testing.T, c *Candidate) {
+			rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: &recorder{}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := http.NewRequest(http.MethodPost, "https://example.invalid/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))
+			if _, err := rt.RoundTrip(req); !errors.Is(err, ErrNotLeader) {
+				t.Errorf("guarded write after a suspend longer than the renew deadline = %v, want ErrNotLeader", err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bubble(t, func(t *testing.T, h *harness) {
+				clk := &suspendClock{FakeClock: h.clock}
+				c := h.start(func(cfg *Config) { cfg.Clock = clk })
+				h.elect(me)
+				if !c.IsLeader() {
+					t.Fatal("not leader")
+				}
+				clk.suspended.Store(int64(DefaultRenewDeadline + time.Second))
+				check(t, c)
+				synctest.Wait() // the monotonic clock does not move
+				if !slices.Contains(h.entries(), "leader work returned") {
+					t.Errorf("leader work still runs after leadership ended on the wall clock: %v", h.entries())
+				}
+				if c.IsLeader() {
+					t.Error("IsLeader after a suspend longer than the renew deadline")
+				}
+			})
+		})
+	}
+}
+
+// TestWaitsAreMonotonic: a wait is measured on the monotonic clock alone. A
+// Lease renewed under this identity by another process is taken only after
+// it has stayed unchanged for a lease duration of this process's running
+// time: a suspend, which the rest of the world does not share, does not
+// count towards it.
+func TestWaitsAreMonotonic(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		clk := &suspendClock{FakeClock: h.clock}
+		// The Lease names this identity, renewed by another process.
+		acquired := metav1.NewMicroTime(t0.Add(-time.Minute))
+		renewed := metav1.NewMicroTime(t0.Add(-time.Second))
+		h.put(&coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testLease},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: ptr.To(me), LeaseDurationSeconds: ptr.To[int32](15), LeaseTransitions: ptr.To[int32](3),
+				AcquireTime: &acquired, RenewTime: &renewed,
+			},
+		})
 		c := h.start(func(cfg *Config) { cfg.Clock = clk })
-		h.elect(me)
-		if !c.IsLeader() {
-			t.Fatal("not leader")
-		}
-		clk.suspended.Store(int64(DefaultRenewDeadline + time.Second))
+		h.step(DefaultRetryPeriod)
 		if c.IsLeader() {
-			t.Error("IsLeader after a suspend longer than the renew deadline")
+			t.Fatal("took a Lease another process renewed at once")
 		}
-		if _, ok := c.Token(); ok {
-			t.Error("Token valid after a suspend longer than the renew deadline")
+		clk.suspended.Store(int64(DefaultLeaseDuration))
+		h.step(DefaultRetryPeriod)
+		// A change that leaves renewTime and leaseTransitions alone wakes
+		// the elector without restarting the wait.
+		touched := h.lease().DeepCopy()
+		touched.Annotations = map[string]string{"touched": "true"}
+		h.put(touched)
+		if c.IsLeader() {
+			t.Fatalf("took the Lease %s after first seeing it, a suspend included: the wait counted the suspend", 2*DefaultRetryPeriod)
+		}
+		h.step(DefaultLeaseDuration)
+		if !c.IsLeader() {
+			t.Error("did not take the Lease once it stayed unchanged for a lease duration")
 		}
 	})
 }
@@ -258,8 +440,8 @@ func (b *blocker) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// Finding 6: a guarded write in flight is cancelled when the leadership it
-// was sent under ends.
+// TestGuardedWriteInFlightIsBounded: a guarded write in flight is cancelled
+// when the leadership it was sent under ends.
 func TestGuardedWriteInFlightIsBounded(t *testing.T) {
 	for name, end := range map[string]func(h *harness){
 		"renew deadline": func(h *harness) {
@@ -377,7 +559,9 @@ func awaitReturn(t *testing.T, a *hangingAccess, what string) {
 	}
 }
 
-// Finding 7: the writes outside the renewal have timeouts.
+// TestWritesOutsideRenewalHaveTimeouts: the hand-over and the LeaseCandidate
+// renewal each give up at their own timeout when the API server does not
+// answer, so a hung call cannot block the loop that made it.
 func TestWritesOutsideRenewalHaveTimeouts(t *testing.T) {
 	t.Run("handover", func(t *testing.T) {
 		bubble(t, func(t *testing.T, h *harness) {
@@ -403,8 +587,8 @@ func TestWritesOutsideRenewalHaveTimeouts(t *testing.T) {
 	})
 }
 
-// Finding 8: a slow delete of the LeaseCandidate does not use up the time
-// of the release.
+// TestShutdownStepsHaveTheirOwnTimeouts: a slow delete of the LeaseCandidate
+// does not use up the time of the release.
 func TestShutdownStepsHaveTheirOwnTimeouts(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		acc := h.hanging(nil)
@@ -418,8 +602,8 @@ func TestShutdownStepsHaveTheirOwnTimeouts(t *testing.T) {
 	})
 }
 
-// Finding 9: with an informer lagging several writes behind, the elector
-// never acts on a Lease older than its own last write.
+// TestCurrentIsNeverOlderThanOwnWrites: with an informer lagging several writes
+// behind, the elector never acts on a Lease older than its own last write.
 func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c, err := New(h.config())
@@ -444,8 +628,9 @@ func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
 	})
 }
 
-// Nit: failed renewals are errors, and a hand-over that keeps conflicting
-// says that it gave up (and not that the Lease will expire).
+// TestFailuresAreLoggedAsErrors: failed renewals are logged as errors, and a
+// hand-over that keeps conflicting says that it gave up (and not that the Lease
+// will expire).
 func TestFailuresAreLoggedAsErrors(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		h.start()
@@ -471,7 +656,8 @@ func TestFailuresAreLoggedAsErrors(t *testing.T) {
 	})
 }
 
-// Nit: writes of the LeaseCandidate cut short by shutdown are not errors.
+// TestShutdownCancelledWritesAreNotErrors: writes of the LeaseCandidate cut
+// short by shutdown are not logged as errors.
 func TestShutdownCancelledWritesAreNotErrors(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		acc := h.hanging(nil)
@@ -485,7 +671,8 @@ func TestShutdownCancelledWritesAreNotErrors(t *testing.T) {
 	})
 }
 
-// Nit: the health check fails when Run is not running.
+// TestHealthCheckFailsWhenNotRunning: the health check fails before Run and
+// after it has returned.
 func TestHealthCheckFailsWhenNotRunning(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c, err := New(h.config())
@@ -510,7 +697,8 @@ func TestHealthCheckFailsWhenNotRunning(t *testing.T) {
 	})
 }
 
-// Nit: requests that change nothing pass the guard while not leader.
+// TestGuardPassesRequestsThatChangeNothing: dry runs and the review APIs pass
+// the write guard while this process is not leader.
 func TestGuardPassesRequestsThatChangeNothing(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c := h.start()
@@ -531,6 +719,118 @@ func TestGuardPassesRequestsThatChangeNothing(t *testing.T) {
 		}
 		if c.WrapConfig(nil) != nil {
 			t.Error("WrapConfig(nil) != nil")
+		}
+	})
+}
+
+// writtenRenewTimes returns the renewTime of every object the library wrote
+// of the given resource, in order.
+func (h *harness) writtenRenewTimes(gvr schema.GroupVersionResource) []time.Time {
+	var out []time.Time
+	for _, a := range h.client.Actions() {
+		u, ok := a.(clienttesting.UpdateAction)
+		if !ok || a.GetVerb() != "update" || a.GetResource() != gvr {
+			continue
+		}
+		switch obj := u.GetObject().(type) {
+		case *coordinationv1.Lease:
+			out = append(out, obj.Spec.RenewTime.Time)
+		case *coordinationv1beta1.LeaseCandidate:
+			out = append(out, obj.Spec.RenewTime.Time)
+		}
+	}
+	return out
+}
+
+// TestRenewTimeNeverGoesBack: a renewal never writes a renewTime older than
+// the one stored, even when the stored one came from a clock ahead of this
+// process's. For the LeaseCandidate, an answered ping from a controller whose
+// clock is ahead by more than the renew interval is not undone by the next
+// periodic renewal (which would make it look unanswered and be answered
+// again, two writes for one); for the Lease, a holder named with a renewTime
+// ahead of this process's clock renews forward from it.
+func TestRenewTimeNeverGoesBack(t *testing.T) {
+	t.Run("LeaseCandidate", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			h.start()
+			lc := h.candidate(me).DeepCopy()
+			ping := metav1.NewMicroTime(h.clock.Now().Add(3 * DefaultCandidateRenewInterval))
+			lc.Spec.PingTime = &ping
+			h.put(lc)
+			answered := h.candidate(me).Spec.RenewTime.Time
+			if answered.Before(ping.Time) {
+				t.Fatalf("ping at %v answered with renewTime %v", ping.Time, answered)
+			}
+			writes := h.countActions("update", candidatesGVR)
+			h.step(DefaultCandidateRenewInterval)
+			if n := h.countActions("update", candidatesGVR) - writes; n != 1 {
+				t.Errorf("%d writes of the LeaseCandidate in one renew interval after the ping was answered, want 1", n)
+			}
+			prev := answered
+			for _, rt := range h.writtenRenewTimes(candidatesGVR)[writes-1:] {
+				if rt.Before(prev) {
+					t.Errorf("a renewal wrote renewTime %v, older than the stored %v", rt, prev)
+				}
+				prev = rt
+			}
+			if got := h.candidate(me).Spec.RenewTime.Time; !got.After(answered) {
+				t.Errorf("renewTime after the renewal %v, want after %v", got, answered)
+			}
+		})
+	})
+	t.Run("Lease", func(t *testing.T) {
+		bubble(t, func(t *testing.T, h *harness) {
+			c := h.start()
+			ahead := metav1.NewMicroTime(h.clock.Now().Add(time.Minute))
+			h.put(&coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testLease},
+				Spec: coordinationv1.LeaseSpec{
+					HolderIdentity: ptr.To(me), LeaseDurationSeconds: ptr.To[int32](15), LeaseTransitions: ptr.To[int32](1),
+					AcquireTime: &ahead, RenewTime: &ahead,
+				},
+			})
+			for range 3 {
+				h.step(DefaultRetryPeriod)
+			}
+			if !c.IsLeader() {
+				t.Fatal("not leading")
+			}
+			prev := ahead.Time
+			written := h.writtenRenewTimes(leasesGVR)
+			if len(written) < 4 {
+				t.Fatalf("%d renewals, want 4", len(written))
+			}
+			for _, rt := range written {
+				if !rt.After(prev) {
+					t.Errorf("a renewal wrote renewTime %v, not after the stored %v", rt, prev)
+				}
+				prev = rt
+			}
+		})
+	})
+}
+
+// TestGuardPassesReviewsBehindAServerPath: the review APIs pass the write
+// guard, and other writes are refused, when the server URL has a path (a
+// cluster behind a proxy such as https://host/k8s/clusters/c-1).
+func TestGuardPassesReviewsBehindAServerPath(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		for _, host := range []string{"https://example.invalid/k8s/clusters/c-1", "https://example.invalid/k8s/clusters/c-1/", "https://example.invalid"} {
+			inner := &recorder{}
+			client, err := kubernetes.NewForConfig(c.WrapConfig(&rest.Config{Host: host, Transport: inner}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			_, err = client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{}, metav1.CreateOptions{})
+			if errors.Is(err, ErrNotLeader) || inner.n != 1 {
+				t.Errorf("server %s: SelfSubjectAccessReview while not leader = %v (%d sent), want it sent", host, err, inner.n)
+			}
+			_, err = client.CoreV1().ConfigMaps(testNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+			if !errors.Is(err, ErrNotLeader) || inner.n != 1 {
+				t.Errorf("server %s: ConfigMap create while not leader = %v (%d sent), want ErrNotLeader", host, err, inner.n)
+			}
 		}
 	})
 }

@@ -48,13 +48,17 @@ func ElectsBestCandidate(t *testing.T, env *Env) {
 // It returns the time from the better candidate's start to its leading.
 func Preemption(t *testing.T, env *Env) time.Duration {
 	ns := env.Setup(t)
-	return env.preempt(t, ns, "preempt")
+	return env.preempt(t, ns, "preempt", 0)
 }
 
-func (env *Env) preempt(t *testing.T, ns, lease string) time.Duration {
+// preempt runs one preemption on lease. With staleAfter > 0, the leader's
+// LeaseCandidate is left idle for longer than that before the better
+// candidate starts, so that the controller has to judge it stale.
+func (env *Env) preempt(t *testing.T, ns, lease string, staleAfter time.Duration) time.Duration {
 	tl := &timeline{}
 	worse := env.run(t, tl, ns, lease, "worse", memberOpts{emulation: "1.36.0"})
 	env.waitLeader(t, ns, lease, worse)
+	env.waitStale(t, ns, staleAfter, "worse")
 	better := env.run(t, tl, ns, lease, "better", memberOpts{emulation: "1.35.0"})
 	env.waitLeader(t, ns, lease, better)
 	if worse.IsLeader() {
@@ -77,10 +81,15 @@ func (env *Env) preempt(t *testing.T, ns, lease string) time.Duration {
 // time from the shutdown to the next leader's start.
 func GracefulHandover(t *testing.T, env *Env) time.Duration {
 	ns := env.Setup(t)
-	return env.handover(t, ns, "handover")
+	d, _ := env.handover(t, ns, "handover", 0)
+	return d
 }
 
-func (env *Env) handover(t *testing.T, ns, lease string) time.Duration {
+// handover runs one handover on lease and returns how long it took and
+// whether the next leader was pinged during it. With staleAfter > 0, both
+// LeaseCandidates are left idle for longer than that before the leader
+// shuts down, so that the controller has to ping the next one.
+func (env *Env) handover(t *testing.T, ns, lease string, staleAfter time.Duration) (time.Duration, bool) {
 	tl := &timeline{}
 	first := env.run(t, tl, ns, lease, "first", memberOpts{emulation: "1.34.0"})
 	env.waitLeader(t, ns, lease, first)
@@ -91,9 +100,11 @@ func (env *Env) handover(t *testing.T, ns, lease string) time.Duration {
 		_, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), "next")
 		return err == nil, nil
 	})
+	env.waitStale(t, ns, staleAfter, "first", "next")
 	begin := time.Now()
 	first.stop()
 	env.waitLeader(t, ns, lease, next)
+	pinged := env.pingedSince(t, ns, "next", begin)
 	stop, _ := tl.first("first", "stop")
 	start, _ := tl.first("next", "start")
 	if !stop.Before(start) {
@@ -105,7 +116,39 @@ func (env *Env) handover(t *testing.T, ns, lease string) time.Duration {
 		t.Errorf("the departed leader's LeaseCandidate: %v, want NotFound", err)
 	}
 	next.stop()
-	return start.Sub(begin)
+	return start.Sub(begin), pinged
+}
+
+// waitStale waits until none of the named LeaseCandidates has been written
+// for longer than staleAfter, and a margin for the controller to have
+// observed the last write; nothing when staleAfter is 0. The candidates
+// write their renewTime on this machine's clock.
+func (env *Env) waitStale(t *testing.T, ns string, staleAfter time.Duration, names ...string) {
+	t.Helper()
+	if staleAfter == 0 {
+		return
+	}
+	const margin = 500 * time.Millisecond
+	for _, name := range names {
+		until(t, staleAfter+waitLong, name+" idle for "+(staleAfter+margin).String(), func() (bool, error) {
+			lc, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), name)
+			if err != nil || lc.Spec.RenewTime == nil {
+				return false, err
+			}
+			return time.Since(lc.Spec.RenewTime.Time) > staleAfter+margin, nil
+		})
+	}
+}
+
+// pingedSince reports whether the LeaseCandidate name carries a ping sent at
+// or after since (on this machine's clock, which the controller shares).
+func (env *Env) pingedSince(t *testing.T, ns, name string, since time.Time) bool {
+	t.Helper()
+	lc, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), name)
+	if err != nil {
+		t.Fatalf("LeaseCandidate %s: %v", name, err)
+	}
+	return lc.Spec.PingTime != nil && !lc.Spec.PingTime.Time.Before(since.Truncate(time.Microsecond))
 }
 
 // BlockedRenewals: a leader whose renewals are denied (by a
@@ -371,13 +414,37 @@ func Latency(t *testing.T, env *Env, runs int) {
 	ns := env.Setup(t)
 	var handovers, preemptions []time.Duration
 	for i := range runs {
-		handovers = append(handovers, env.handover(t, ns, "handover-"+strconv.Itoa(i)))
-		preemptions = append(preemptions, env.preempt(t, ns, "preempt-"+strconv.Itoa(i)))
+		d, _ := env.handover(t, ns, "handover-"+strconv.Itoa(i), 0)
+		handovers = append(handovers, d)
+		preemptions = append(preemptions, env.preempt(t, ns, "preempt-"+strconv.Itoa(i), 0))
 	}
 	t.Logf("%s: handover (leader shuts down -> next leader starts): median %s of %d runs %v",
 		env.Controller, median(handovers), runs, handovers)
 	t.Logf("%s: preemption (better candidate starts -> it leads, old leader stopped first): median %s of %d runs %v",
 		env.Controller, median(preemptions), runs, preemptions)
+}
+
+// StaleLatency is Latency with stale-but-alive candidates: the controller
+// counts a candidate alive without a ping only briefly (SetupStale), and the
+// candidates, which renew their LeaseCandidates only every few minutes, are
+// left idle past that before each handover and preemption. A handover then
+// costs a ping of the next leader and its answer; both must stay in
+// milliseconds.
+func StaleLatency(t *testing.T, env *Env, runs int) {
+	ns, staleAfter := env.SetupStale(t)
+	var handovers, preemptions []time.Duration
+	for i := range runs {
+		d, pinged := env.handover(t, ns, "stale-handover-"+strconv.Itoa(i), staleAfter)
+		if !pinged {
+			t.Errorf("handover %d: the stale next leader was elected without a ping", i)
+		}
+		handovers = append(handovers, d)
+		preemptions = append(preemptions, env.preempt(t, ns, "stale-preempt-"+strconv.Itoa(i), staleAfter))
+	}
+	t.Logf("%s, candidates idle past %s: handover (leader shuts down -> next leader, pinged first, starts): median %s of %d runs %v",
+		env.Controller, staleAfter, median(handovers), runs, handovers)
+	t.Logf("%s, leader's candidate idle past %s: preemption (better candidate starts -> it leads, old leader stopped first): median %s of %d runs %v",
+		env.Controller, staleAfter, median(preemptions), runs, preemptions)
 }
 
 func median(ds []time.Duration) time.Duration {

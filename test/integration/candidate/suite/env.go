@@ -32,6 +32,7 @@ import (
 
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
@@ -43,6 +44,11 @@ type Env struct {
 	// Setup prepares one test: it creates a namespace and makes sure an
 	// election controller serves it until the test ends.
 	Setup func(t *testing.T) string
+	// SetupStale is Setup with an election controller that counts a
+	// candidate alive without a ping only for a short while after it last
+	// saw it written, and returns that while: a candidate idle longer is
+	// pinged before it is elected.
+	SetupStale func(t *testing.T) (ns string, staleAfter time.Duration)
 	// APIMode is passed to the candidates; "" means auto.
 	APIMode string
 
@@ -485,6 +491,16 @@ func (r *leaseRecorder) renewals(holder string) int {
 	return n
 }
 
+const (
+	// staleFreshness is cle-controller's candidate freshness window under
+	// SetupStale: short, so that candidates age past it within a test.
+	staleFreshness = time.Second
+	// builtinFreshness is how long kube-apiserver's controller counts a
+	// candidate alive after its renewTime (its electionDuration); it pings
+	// one idle longer before electing.
+	builtinFreshness = 5 * time.Second
+)
+
 // Main runs a test package of the cases on one server started with opts.
 // With startController, cle-controller (in env.APIMode) serves each test's
 // namespace; without, the controller built into kube-apiserver does.
@@ -497,6 +513,15 @@ func Main(m *testing.M, opts framework.Options, env *Env, startController bool) 
 				s.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: env.APIMode})
 			}
 			return ns
+		}
+		env.SetupStale = func(t *testing.T) (string, time.Duration) {
+			ns := s.CreateNamespace(t)
+			if !startController {
+				return ns, builtinFreshness
+			}
+			s.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: env.APIMode,
+				Controller: controller.Options{CandidateFreshness: staleFreshness}})
+			return ns, staleFreshness
 		}
 	})
 }
@@ -516,6 +541,7 @@ func Run(t *testing.T, env *Env) {
 		{"WrapConfig", WrapConfig},
 		{"RenewalsKeepCoordinatedFields", RenewalsKeepCoordinatedFields},
 		{"Latency", func(t *testing.T, env *Env) { Latency(t, env, 5) }},
+		{"StaleLatency", func(t *testing.T, env *Env) { StaleLatency(t, env, 5) }},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, env) })
 	}
