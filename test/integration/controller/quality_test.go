@@ -94,22 +94,15 @@ func (e *env) createHeldLease(name, holder string) {
 // keepLeaseRenewed renews the Lease every period as holder would, until the
 // test ends, for as long as it names holder.
 func (e *env) keepLeaseRenewed(name, holder string, period time.Duration) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	e.t.Cleanup(func() { cancel(); <-done })
 	leases := e.acc.Leases(e.ns)
-	go func() {
-		defer close(done)
-		_ = wait.PollUntilContextCancel(ctx, period, false, func(ctx context.Context) (bool, error) {
-			l, err := leases.Get(ctx, name)
-			if err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != holder {
-				return false, nil
-			}
-			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
-			_, _ = leases.Update(ctx, l)
-			return false, nil
-		})
-	}()
+	e.everyPeriod(period, false, func(ctx context.Context) {
+		l, err := leases.Get(ctx, name)
+		if err != nil || ptr.Deref(l.Spec.HolderIdentity, "") != holder {
+			return
+		}
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		_, _ = leases.Update(ctx, l)
+	})
 }
 
 // TestConcurrentStartElectsTheBestFirst: three library candidates started at
@@ -247,10 +240,9 @@ func testSteadyStateWithLibraryCandidates(t *testing.T, m apiMode) {
 	e.waitLease("steady-lib", 15*time.Second, "holder lib-0", holderIs("lib-0"))
 	// Let the election settle: registration writes and the first renewal of
 	// the term are done.
-	lease := e.waitLease("steady-lib", 15*time.Second, "renewed by lib-0", func(l *coordinationv1.Lease) bool {
+	e.waitLease("steady-lib", 15*time.Second, "renewed by lib-0", func(l *coordinationv1.Lease) bool {
 		return holderIs("lib-0")(l) && ptr.Deref(l.Spec.LeaseTransitions, 0) > 0
 	})
-	_ = lease
 
 	w := e.watchControllerWrites(t)
 	candidateWrites := e.countCandidateWrites(t)
