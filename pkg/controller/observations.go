@@ -102,11 +102,15 @@ type leaseRecord struct {
 	// while it holds, a renewal of the Lease changes nothing and needs no
 	// reconcile. Any other change of the Lease clears it.
 	settled bool
-	// written is the resourceVersion of the controller's last write of the
-	// Lease until the cache shows it, and writtenAt when it was made: a
-	// reconcile in between would judge an outdated Lease and repeat a write
-	// that can only conflict.
-	written   string
+	// writing is set from the controller's write of the Lease until the
+	// cache shows a newer Lease than the one the write replaced (replaced,
+	// "" for a create); writtenAt is when it was made. A reconcile in
+	// between would judge an outdated Lease and repeat a write that can only
+	// conflict. Comparing with the replaced version needs no ordering of
+	// resourceVersions, and holds whether the write's own event arrives
+	// before or after the write's response.
+	writing   bool
+	replaced  string
 	writtenAt time.Time
 }
 
@@ -194,9 +198,9 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.leaseLocked(key)
-	ownWrite := r.written != "" && r.written == lease.ResourceVersion
+	ownWrite := r.writing && lease.ResourceVersion != r.replaced
 	if ownWrite {
-		r.written, r.writtenAt = "", time.Time{}
+		r.writing, r.replaced, r.writtenAt = false, "", time.Time{}
 	}
 	renewalOnly := r.observed && r.holder == holderIdentity(lease) && r.transitions == ptr.Deref(lease.Spec.LeaseTransitions, 0) &&
 		r.terms == termsOf(lease)
@@ -235,7 +239,7 @@ func (o *observations) leaseDeleted(key types.NamespacedName, keep bool) {
 		return
 	}
 	r.observed, r.holder, r.renewTime, r.transitions, r.observedAt = false, "", time.Time{}, 0, time.Time{}
-	r.settled, r.written, r.writtenAt = false, "", time.Time{}
+	r.settled, r.writing, r.replaced, r.writtenAt = false, false, "", time.Time{}
 }
 
 // candidatesLeft records that the last candidate of the Lease key is gone:
@@ -360,12 +364,16 @@ func (o *observations) noteSettled(key types.NamespacedName, lease *coordination
 	}
 }
 
-// noteWritten records the controller's write of the Lease at now.
-func (o *observations) noteWritten(key types.NamespacedName, written *coordinationv1.Lease, now time.Time) {
+// noteWritten records the controller's write of the Lease at now, which
+// replaced the cached Lease replaced (nil for a create).
+func (o *observations) noteWritten(key types.NamespacedName, replaced, written *coordinationv1.Lease, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.leaseLocked(key)
-	r.written, r.writtenAt = written.ResourceVersion, now
+	r.writing, r.replaced, r.writtenAt = true, "", now
+	if replaced != nil {
+		r.replaced = replaced.ResourceVersion
+	}
 	r.settled = false
 	r.maxTransitions = max(r.maxTransitions, ptr.Deref(written.Spec.LeaseTransitions, 0))
 	r.held = r.held || holderIdentity(written) != ""

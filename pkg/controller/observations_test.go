@@ -176,16 +176,28 @@ func TestLeaseRenewalOfSettledLease(t *testing.T) {
 		t.Error("a preferredHolder change of a settled Lease needs no reconcile")
 	}
 	o.noteSettled(leaseKey, l)
+	replaced := l
 	own := renew(4 * time.Second)
-	o.noteWritten(leaseKey, own, t0.Add(4*time.Second))
-	if r := o.lease(leaseKey, l, t0.Add(4*time.Second)); r.written != own.ResourceVersion {
-		t.Errorf("pending write %q, want %q", r.written, own.ResourceVersion)
+	o.noteWritten(leaseKey, replaced, own, t0.Add(4*time.Second))
+	if r := o.lease(leaseKey, l, t0.Add(4*time.Second)); !r.writing || r.replaced != replaced.ResourceVersion {
+		t.Errorf("pending write over %q (%v), want over %q", r.replaced, r.writing, replaced.ResourceVersion)
 	}
 	if !o.observeLease(own, t0.Add(4*time.Second)) {
 		t.Error("the controller's own write arriving needs no reconcile")
 	}
-	if r := o.lease(leaseKey, l, t0.Add(4*time.Second)); r.written != "" {
-		t.Errorf("pending write %q after it arrived", r.written)
+	if r := o.lease(leaseKey, l, t0.Add(4*time.Second)); r.writing {
+		t.Error("write still pending after it arrived")
+	}
+
+	// The write's own event may arrive before its response: the write is
+	// then not pending at all once noted, as the cache is past what it
+	// replaced.
+	o.noteSettled(leaseKey, own)
+	next := renew(5 * time.Second)
+	o.observeLease(next, t0.Add(5*time.Second))
+	o.noteWritten(leaseKey, own, next, t0.Add(5*time.Second))
+	if r := o.lease(leaseKey, next, t0.Add(5*time.Second)); !r.writing || r.replaced != own.ResourceVersion {
+		t.Errorf("pending write over %q, want over %q: reconcile compares it with the cache", r.replaced, own.ResourceVersion)
 	}
 }
 

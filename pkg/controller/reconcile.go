@@ -54,12 +54,12 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	now := c.opts.Clock.Now()
 	lease := c.leaseOf(key)
 	rec := c.obs.lease(key, lease, now)
-	if rec.written != "" && (lease == nil || lease.ResourceVersion != rec.written) {
-		// The cache has not caught up with this controller's last write:
-		// judging the older Lease would repeat a write that can only
-		// conflict. The write's arrival wakes this Lease again.
+	if rec.writing && (lease == nil) == (rec.replaced == "") && (lease == nil || lease.ResourceVersion == rec.replaced) {
+		// The cache still shows what this controller's last write replaced:
+		// judging it would repeat a write that can only conflict. The
+		// write's arrival wakes this Lease again.
 		if wait := rec.writtenAt.Add(ownWriteWait).Sub(now); wait > 0 {
-			logger.V(4).Info("Waiting for the cache to show the last write", "resourceVersion", rec.written)
+			logger.V(4).Info("Waiting for the cache to show the last write", "replaced", rec.replaced)
 			return wait, nil
 		}
 	}
@@ -465,7 +465,7 @@ func (e *election) elect(ctx context.Context) error {
 		return fmt.Errorf("elect %s: %w", e.best.Name, err)
 	}
 	e.wrote = true
-	c.obs.noteWritten(e.key, written, e.now)
+	c.obs.noteWritten(e.key, e.lease, written, e.now)
 	c.opts.Metrics.Elections.WithLabelValues(result).Inc()
 	if e.best.Name != e.holder {
 		c.opts.Metrics.LeaderChanges.Inc()
@@ -516,7 +516,7 @@ func (e *election) steer(ctx context.Context) error {
 		return fmt.Errorf("set preferredHolder to %q and strategy to %q: %w", want, name, err)
 	}
 	e.wrote = true
-	e.c.obs.noteWritten(e.key, written, e.now)
+	e.c.obs.noteWritten(e.key, e.lease, written, e.now)
 	logger := klog.FromContext(ctx)
 	if staleStrategy {
 		logger.V(2).Info("Updated the Lease's strategy to the candidates'", "strategy", name, "was", ptr.Deref(e.lease.Spec.Strategy, ""))

@@ -101,10 +101,11 @@ func (env *Env) handover(t *testing.T, ns, lease string, staleAfter time.Duratio
 		return err == nil, nil
 	})
 	env.waitStale(t, ns, staleAfter, "first", "next")
+	renewed := env.renewTime(t, ns, "next")
 	begin := time.Now()
 	first.stop()
 	env.waitLeader(t, ns, lease, next)
-	pinged := env.pingedSince(t, ns, "next", begin)
+	pinged := env.pingedAfter(t, ns, "next", renewed)
 	stop, _ := tl.first("first", "stop")
 	start, _ := tl.first("next", "start")
 	if !stop.Before(start) {
@@ -140,15 +141,26 @@ func (env *Env) waitStale(t *testing.T, ns string, staleAfter time.Duration, nam
 	}
 }
 
-// pingedSince reports whether the LeaseCandidate name carries a ping sent at
-// or after since (on this machine's clock, which the controller shares).
-func (env *Env) pingedSince(t *testing.T, ns, name string, since time.Time) bool {
+// renewTime is the renewTime of the LeaseCandidate name.
+func (env *Env) renewTime(t *testing.T, ns, name string) time.Time {
+	t.Helper()
+	lc, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), name)
+	if err != nil || lc.Spec.RenewTime == nil {
+		t.Fatalf("LeaseCandidate %s: %v, renewTime %v", name, err, lc.Spec.RenewTime)
+	}
+	return lc.Spec.RenewTime.Time
+}
+
+// pingedAfter reports whether the LeaseCandidate name was pinged after the
+// renewal at renewed: its pingTime is later (a controller pings at its own
+// time, or just after the candidate's renewTime).
+func (env *Env) pingedAfter(t *testing.T, ns, name string, renewed time.Time) bool {
 	t.Helper()
 	lc, err := env.access(t).LeaseCandidates(ns).Get(context.Background(), name)
 	if err != nil {
 		t.Fatalf("LeaseCandidate %s: %v", name, err)
 	}
-	return lc.Spec.PingTime != nil && !lc.Spec.PingTime.Time.Before(since.Truncate(time.Microsecond))
+	return lc.Spec.PingTime != nil && lc.Spec.PingTime.Time.After(renewed)
 }
 
 // BlockedRenewals: a leader whose renewals are denied (by a
