@@ -39,6 +39,7 @@ type Options struct {
 	LeaderElectIdentity      string
 	MetricsBindAddress       string
 	HealthProbeBindAddress   string
+	Profiling                bool
 	ShutdownGracePeriod      time.Duration
 	Version                  bool
 	Logs                     *logsapi.LoggingConfiguration
@@ -102,6 +103,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderElectResourceNS, "leader-elect-resource-namespace", o.LeaderElectResourceNS, "Namespace of the controller's own Lease.")
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "Identity in the controller's own Lease. Empty: hostname and a random suffix.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving Prometheus metrics on /metrics; 0 disables it.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ on the metrics address, as Kubernetes components do. Off by default: a CPU profile costs CPU while it runs, and the profiles tell whoever reaches the address about the process's internals.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; 0 disables it.")
 	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long shutdown may take after SIGTERM before the process exits anyway.")
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
@@ -137,6 +139,9 @@ func (o *Options) Validate() error {
 		if o.LeaderElectResourceNS == "" {
 			errs = append(errs, errors.New("--leader-elect-resource-namespace must not be empty"))
 		}
+	}
+	if o.Profiling && (o.MetricsBindAddress == "" || o.MetricsBindAddress == "0") {
+		errs = append(errs, errors.New("--profiling needs --metrics-bind-address: the profiles are served there"))
 	}
 	if o.ShutdownGracePeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-grace-period must be positive"))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -102,6 +103,8 @@ func Run(ctx context.Context, o *Options) error {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = "cle-controller/" + Version
 	cfg.WarningHandlerWithContext = &onceWarnings{}
+	requests := newRequestMetrics()
+	cfg.Wrap(requests.wrap)
 	clients, err := access.NewClients(cfg)
 	if err != nil {
 		return err
@@ -117,7 +120,7 @@ func Run(ctx context.Context, o *Options) error {
 	metrics := controller.NewMetrics()
 	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "The API mode in use (label mode).", ConstLabels: prometheus.Labels{"mode": string(acc.Mode())}})
 	modeInfo.Set(1)
-	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo),
+	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo), registry.Register(requests),
 		registry.Register(collectors.NewGoCollector()), registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
@@ -133,7 +136,11 @@ func Run(ctx context.Context, o *Options) error {
 	health := leaderelection.NewLeaderHealthzAdaptor(o.LeaderElectRenewDeadline)
 	var servers sync.WaitGroup
 	defer servers.Wait()
-	if err := serve(ctx, &servers, o.MetricsBindAddress, map[string]http.Handler{"/metrics": promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}); err != nil {
+	metricsHandlers := map[string]http.Handler{"/metrics": promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}
+	if o.Profiling {
+		maps.Copy(metricsHandlers, profilingHandlers())
+	}
+	if err := serve(ctx, &servers, o.MetricsBindAddress, metricsHandlers); err != nil {
 		return err
 	}
 	if err := serve(ctx, &servers, o.HealthProbeBindAddress, map[string]http.Handler{
