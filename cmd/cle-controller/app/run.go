@@ -155,6 +155,9 @@ func Run(ctx context.Context, o *Options) error {
 	// replica that holds the lock must elect, not just renew.
 	term := func(ctx context.Context) error {
 		informers := controller.NewInformers(acc, o.Namespaces, 0)
+		if err := trimCaches(informers); err != nil {
+			return err
+		}
 		copts := o.controllerOptions()
 		copts.Recorder, copts.Metrics = recorder, metrics
 		c, err := controller.New(acc, informers, copts)
