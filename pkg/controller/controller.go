@@ -84,6 +84,12 @@ type Controller struct {
 	neededMu    sync.Mutex
 	neededSince map[types.NamespacedName]time.Time
 
+	// queuedAt is when an event first queued each Lease since a worker last
+	// took it up. Candidates are judged as of then (see election.judgeAt),
+	// so that the controller's own backlog never turns fresh evidence stale.
+	queuedMu sync.Mutex
+	queuedAt map[types.NamespacedName]time.Time
+
 	// leaseStores and candidateStores are the informers' stores by
 	// namespace ("" holds the store of all namespaces).
 	leaseStores, candidateStores map[string][]cache.Indexer
@@ -128,6 +134,7 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		obs:         newObservations(),
 		events:      newEventDeduper(opts.Recorder),
 		neededSince: map[types.NamespacedName]time.Time{},
+		queuedAt:    map[types.NamespacedName]time.Time{},
 	}
 	states := c.candidateStates
 	c.states = &states
@@ -191,7 +198,7 @@ func (c *Controller) onCandidateAdd(obj any, inInitialList bool) {
 	c.obs.observeCandidate(lc, now, inInitialList)
 	key := leaseKeyOf(lc)
 	c.obs.candidateJoined(key, c.leaseOf(key), now)
-	c.queue.Add(key)
+	c.enqueue(key, now)
 	c.gcQueue.AddAfter(candidateKeyOf(lc), c.opts.CandidateTTL)
 }
 
@@ -209,7 +216,7 @@ func (c *Controller) onCandidateUpdate(oldObj, newObj any) {
 		c.obs.candidateJoined(key, c.leaseOf(key), now)
 		c.candidateLeft(leaseKeyOf(old))
 	}
-	c.queue.Add(key)
+	c.enqueue(key, now)
 }
 
 func (c *Controller) onCandidateDelete(obj any) {
@@ -229,7 +236,7 @@ func (c *Controller) candidateLeft(key types.NamespacedName) {
 	if !c.hasCandidates(key) {
 		c.obs.candidatesLeft(key, c.leaseOf(key) != nil)
 	}
-	c.queue.Add(key)
+	c.enqueue(key, c.opts.Clock.Now())
 }
 
 // onLease records the holder of Leases that candidates reference and enqueues
@@ -245,8 +252,9 @@ func (c *Controller) onLease(obj any) {
 	if !c.hasCandidates(key) {
 		return
 	}
-	if c.obs.observeLease(lease, c.opts.Clock.Now()) {
-		c.queue.Add(key)
+	now := c.opts.Clock.Now()
+	if c.obs.observeLease(lease, now) {
+		c.enqueue(key, now)
 	}
 }
 
@@ -262,8 +270,29 @@ func (c *Controller) onLeaseDelete(obj any) {
 	referenced := c.hasCandidates(key)
 	c.obs.leaseDeleted(key, referenced)
 	if referenced {
-		c.queue.Add(key)
+		c.enqueue(key, c.opts.Clock.Now())
 	}
+}
+
+// enqueue queues the election of the Lease key after an event observed at
+// now.
+func (c *Controller) enqueue(key types.NamespacedName, now time.Time) {
+	c.queuedMu.Lock()
+	if _, ok := c.queuedAt[key]; !ok {
+		c.queuedAt[key] = now
+	}
+	c.queuedMu.Unlock()
+	c.queue.Add(key)
+}
+
+// takeQueuedAt returns when an event first queued key since the last call,
+// or zero if none has.
+func (c *Controller) takeQueuedAt(key types.NamespacedName) time.Time {
+	c.queuedMu.Lock()
+	defer c.queuedMu.Unlock()
+	t := c.queuedAt[key]
+	delete(c.queuedAt, key)
+	return t
 }
 
 func (c *Controller) hasCandidates(key types.NamespacedName) bool {
