@@ -18,6 +18,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,7 +49,7 @@ type Informers struct {
 // empty).
 func NewInformers(acc access.Interface, namespaces []string, resync time.Duration) Informers {
 	if len(namespaces) == 0 {
-		namespaces = []string{""}
+		return NewInformersExcept(acc, nil, resync)
 	}
 	var inf Informers
 	for _, ns := range namespaces {
@@ -56,6 +58,28 @@ func NewInformers(acc access.Interface, namespaces []string, resync time.Duratio
 	}
 	inf.Namespaces = namespaces
 	return inf
+}
+
+// NewInformersExcept creates informers for every namespace but excluded,
+// which the server filters out (a field selector), so that their objects
+// are never sent, decoded or cached. kube-node-lease is the one to exclude:
+// every node renews a Lease there every 10 seconds, and none of them is
+// ever elected.
+func NewInformersExcept(acc access.Interface, excluded []string, resync time.Duration) Informers {
+	var tweak func(*metav1.ListOptions)
+	if len(excluded) > 0 {
+		terms := make([]fields.Selector, 0, len(excluded))
+		for _, ns := range excluded {
+			terms = append(terms, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+		}
+		sel := fields.AndSelectors(terms...).String()
+		tweak = func(o *metav1.ListOptions) { o.FieldSelector = sel }
+	}
+	return Informers{
+		Leases:     []cache.SharedIndexInformer{acc.NewLeaseInformer("", resync, tweak)},
+		Candidates: []cache.SharedIndexInformer{acc.NewCandidateInformer("", resync, tweak)},
+		Namespaces: []string{""},
+	}
 }
 
 // Start runs every informer until ctx is done. The function returned waits

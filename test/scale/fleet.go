@@ -164,7 +164,23 @@ func (f *fleet) createCandidates(ctx context.Context, rng *rand.Rand, workers in
 			jobs = append(jobs, job{l, v})
 		}
 	}
-	rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+	if f.cfg.order == "random" {
+		rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+	} else {
+		// Leases in a random order, the candidates of each one together
+		// (in a random order among them), as the replicas of one
+		// component start together.
+		n := len(f.versions)
+		rng.Shuffle(len(f.leases), func(i, j int) {
+			for v := range n {
+				jobs[i*n+v], jobs[j*n+v] = jobs[j*n+v], jobs[i*n+v]
+			}
+		})
+		for i := 0; i < len(jobs); i += n {
+			group := jobs[i : i+n]
+			rng.Shuffle(n, func(a, b int) { group[a], group[b] = group[b], group[a] })
+		}
+	}
 	err := parallel(ctx, len(jobs), workers, func(i int) error {
 		j := jobs[i]
 		lc := &coordinationv1beta1.LeaseCandidate{

@@ -49,6 +49,7 @@ type config struct {
 	sizes          []int
 	mode           string
 	namespaces     int
+	order          string
 	versions       []string
 	binaryVersion  string
 	nodes          int
@@ -80,6 +81,7 @@ func main() {
 	fs := pflag.NewFlagSet("scale", pflag.ExitOnError)
 	fs.IntSliceVar(&cfg.sizes, "leases", []int{1000, 10000}, "Numbers of Leases to run with, one run (and one fresh control plane) each.")
 	fs.StringVar(&cfg.mode, "api-mode", "portable", "API mode of the controller and the candidates: portable (the CRD, gate off) or native (gate on, built-in controller idled).")
+	fs.StringVar(&cfg.order, "order", "grouped", "Order in which candidates are created: grouped (Leases in a random order, the candidates of each one together, as the replicas of a component start together) or random (all candidates shuffled: a Lease's candidates arrive up to the whole creation time apart, and most Leases are first elected to a worse candidate, then preempted).")
 	fs.IntVar(&cfg.namespaces, "namespaces", 10, "Namespaces the Leases are spread over.")
 	fs.StringSliceVar(&cfg.versions, "emulation-versions", []string{"1.34.0", "1.35.0", "1.36.0"}, "Emulation versions of each Lease's candidates, one candidate each, created in random order; the lowest should lead.")
 	fs.StringVar(&cfg.binaryVersion, "binary-version", "1.36.0", "Binary version of every candidate.")
@@ -118,6 +120,9 @@ func (c *config) validate() error {
 	var errs []error
 	if c.mode != "portable" && c.mode != "native" {
 		errs = append(errs, fmt.Errorf("--api-mode=%q: want portable or native", c.mode))
+	}
+	if c.order != "grouped" && c.order != "random" {
+		errs = append(errs, fmt.Errorf("--order=%q: want grouped or random", c.order))
 	}
 	if len(c.sizes) == 0 || len(c.versions) == 0 || c.namespaces < 1 {
 		errs = append(errs, errors.New("--leases, --emulation-versions and --namespaces must not be empty"))

@@ -162,7 +162,10 @@ func Run(ctx context.Context, o *Options) error {
 	// only when the controller cannot be built, which ends the process: a
 	// replica that holds the lock must elect, not just renew.
 	term := func(ctx context.Context) error {
-		informers := controller.NewInformers(acc, o.Namespaces, 0)
+		informers := controller.NewInformersExcept(acc, o.ExcludeNamespaces, 0)
+		if len(o.Namespaces) > 0 {
+			informers = controller.NewInformers(acc, o.Namespaces, 0)
+		}
 		if err := trimCaches(informers); err != nil {
 			return err
 		}
