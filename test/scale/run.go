@@ -94,14 +94,14 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 	if err != nil {
 		return nil, err
 	}
-	nodeLeases.run(runCtx, &wg, 32)
+	nodeLeases.run(runCtx, &wg, 64)
 	f := newFleet(acc, cfg, n)
 	for _, ns := range f.names {
 		if _, err := clients.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create namespace %s: %w", ns, err)
 		}
 	}
-	if err := f.run(runCtx, &wg, 16); err != nil {
+	if err := f.run(runCtx, &wg, 64); err != nil {
 		return nil, err
 	}
 
