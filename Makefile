@@ -29,6 +29,10 @@ verify: ## Check formatting, go vet and that go.mod/go.sum are tidy.
 bench: kube-bin ## Run the benchmarks: ranking, and election latencies on a real kube-apiserver.
 	hack/bench.sh
 
+.PHONY: bench-scale
+bench-scale: kube-bin ## Run the scale benchmark (1,000 and 10,000 Leases, ~20 min; not part of make test). ARGS passes flags.
+	hack/bench-scale.sh $(ARGS)
+
 .PHONY: kube-bin
 kube-bin: ## Build kube-apiserver, kube-scheduler and etcd into the cache (once per version).
 	hack/kube-bin.sh >/dev/null

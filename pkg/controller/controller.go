@@ -18,6 +18,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -47,7 +49,7 @@ type Informers struct {
 // empty).
 func NewInformers(acc access.Interface, namespaces []string, resync time.Duration) Informers {
 	if len(namespaces) == 0 {
-		namespaces = []string{""}
+		return NewInformersExcept(acc, nil, resync)
 	}
 	var inf Informers
 	for _, ns := range namespaces {
@@ -56,6 +58,28 @@ func NewInformers(acc access.Interface, namespaces []string, resync time.Duratio
 	}
 	inf.Namespaces = namespaces
 	return inf
+}
+
+// NewInformersExcept creates informers for every namespace but excluded,
+// which the server filters out (a field selector), so that their objects
+// are never sent, decoded or cached. kube-node-lease is the one to exclude:
+// every node renews a Lease there every 10 seconds, and none of them is
+// ever elected.
+func NewInformersExcept(acc access.Interface, excluded []string, resync time.Duration) Informers {
+	var tweak func(*metav1.ListOptions)
+	if len(excluded) > 0 {
+		terms := make([]fields.Selector, 0, len(excluded))
+		for _, ns := range excluded {
+			terms = append(terms, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+		}
+		sel := fields.AndSelectors(terms...).String()
+		tweak = func(o *metav1.ListOptions) { o.FieldSelector = sel }
+	}
+	return Informers{
+		Leases:     []cache.SharedIndexInformer{acc.NewLeaseInformer("", resync, tweak)},
+		Candidates: []cache.SharedIndexInformer{acc.NewCandidateInformer("", resync, tweak)},
+		Namespaces: []string{""},
+	}
 }
 
 // Start runs every informer until ctx is done. The function returned waits
@@ -83,6 +107,12 @@ type Controller struct {
 	// election latency metric. Only workers touch it, one key at a time.
 	neededMu    sync.Mutex
 	neededSince map[types.NamespacedName]time.Time
+
+	// queuedAt is when an event first queued each Lease since a worker last
+	// took it up. Candidates are judged as of then (see election.judgeAt),
+	// so that the controller's own backlog never turns fresh evidence stale.
+	queuedMu sync.Mutex
+	queuedAt map[types.NamespacedName]time.Time
 
 	// leaseStores and candidateStores are the informers' stores by
 	// namespace ("" holds the store of all namespaces).
@@ -128,6 +158,7 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		obs:         newObservations(),
 		events:      newEventDeduper(opts.Recorder),
 		neededSince: map[types.NamespacedName]time.Time{},
+		queuedAt:    map[types.NamespacedName]time.Time{},
 	}
 	states := c.candidateStates
 	c.states = &states
@@ -191,7 +222,7 @@ func (c *Controller) onCandidateAdd(obj any, inInitialList bool) {
 	c.obs.observeCandidate(lc, now, inInitialList)
 	key := leaseKeyOf(lc)
 	c.obs.candidateJoined(key, c.leaseOf(key), now)
-	c.queue.Add(key)
+	c.enqueue(key, now)
 	c.gcQueue.AddAfter(candidateKeyOf(lc), c.opts.CandidateTTL)
 }
 
@@ -209,7 +240,7 @@ func (c *Controller) onCandidateUpdate(oldObj, newObj any) {
 		c.obs.candidateJoined(key, c.leaseOf(key), now)
 		c.candidateLeft(leaseKeyOf(old))
 	}
-	c.queue.Add(key)
+	c.enqueue(key, now)
 }
 
 func (c *Controller) onCandidateDelete(obj any) {
@@ -229,7 +260,7 @@ func (c *Controller) candidateLeft(key types.NamespacedName) {
 	if !c.hasCandidates(key) {
 		c.obs.candidatesLeft(key, c.leaseOf(key) != nil)
 	}
-	c.queue.Add(key)
+	c.enqueue(key, c.opts.Clock.Now())
 }
 
 // onLease records the holder of Leases that candidates reference and enqueues
@@ -245,8 +276,9 @@ func (c *Controller) onLease(obj any) {
 	if !c.hasCandidates(key) {
 		return
 	}
-	if c.obs.observeLease(lease, c.opts.Clock.Now()) {
-		c.queue.Add(key)
+	now := c.opts.Clock.Now()
+	if c.obs.observeLease(lease, now) {
+		c.enqueue(key, now)
 	}
 }
 
@@ -262,8 +294,29 @@ func (c *Controller) onLeaseDelete(obj any) {
 	referenced := c.hasCandidates(key)
 	c.obs.leaseDeleted(key, referenced)
 	if referenced {
-		c.queue.Add(key)
+		c.enqueue(key, c.opts.Clock.Now())
 	}
+}
+
+// enqueue queues the election of the Lease key after an event observed at
+// now.
+func (c *Controller) enqueue(key types.NamespacedName, now time.Time) {
+	c.queuedMu.Lock()
+	if _, ok := c.queuedAt[key]; !ok {
+		c.queuedAt[key] = now
+	}
+	c.queuedMu.Unlock()
+	c.queue.Add(key)
+}
+
+// takeQueuedAt returns when an event first queued key since the last call,
+// or zero if none has.
+func (c *Controller) takeQueuedAt(key types.NamespacedName) time.Time {
+	c.queuedMu.Lock()
+	defer c.queuedMu.Unlock()
+	t := c.queuedAt[key]
+	delete(c.queuedAt, key)
+	return t
 }
 
 func (c *Controller) hasCandidates(key types.NamespacedName) bool {

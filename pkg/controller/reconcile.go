@@ -52,6 +52,13 @@ func (l liveness) String() string {
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	now := c.opts.Clock.Now()
+	judgeAt := now
+	if queued := c.takeQueuedAt(key); !queued.IsZero() && queued.Before(now) {
+		judgeAt = queued
+		if backlog := now.Sub(queued); backlog > c.opts.CandidateFreshness {
+			logger.V(2).Info("Judging candidates as of when this Lease was queued", "backlog", backlog)
+		}
+	}
 	lease := c.leaseOf(key)
 	rec := c.obs.lease(key, lease, now)
 	if rec.writing && (lease == nil) == (rec.replaced == "") && (lease == nil || lease.ResourceVersion == rec.replaced) {
@@ -104,7 +111,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 		c.events.resolve(key, "candidate/"+lc.Name) // valid (again)
 	}
 
-	e := election{c: c, logger: logger, key: key, now: now, lease: lease, rec: rec, strat: strat, ranked: ranked, all: cands}
+	e := election{c: c, logger: logger, key: key, now: now, judgeAt: judgeAt, lease: lease, rec: rec, strat: strat, ranked: ranked, all: cands}
 	e.deadline = nextExpiry
 	e.judgeLease()
 	if e.leaseLive && !e.holderIsCandidate() {
@@ -163,11 +170,15 @@ type election struct {
 	logger klog.Logger
 	key    types.NamespacedName
 	now    time.Time
-	lease  *coordinationv1.Lease
-	rec    leaseRecord // what was observed of the Lease
-	strat  strategy.Strategy
-	ranked []*coordinationv1beta1.LeaseCandidate // valid candidates, best first
-	all    []*coordinationv1beta1.LeaseCandidate // every unexpired candidate
+	// judgeAt is the instant candidates' freshness is judged at: when an
+	// event queued this step, or now. The time the step waited in the
+	// queue is the controller's own delay, not the candidates' silence.
+	judgeAt time.Time
+	lease   *coordinationv1.Lease
+	rec     leaseRecord // what was observed of the Lease
+	strat   strategy.Strategy
+	ranked  []*coordinationv1beta1.LeaseCandidate // valid candidates, best first
+	all     []*coordinationv1beta1.LeaseCandidate // every unexpired candidate
 
 	holder    string // current holder ("" if none)
 	leaseLive bool   // the Lease exists, names a holder and has not expired by local observation
@@ -283,7 +294,7 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 		// an answered ping) shows it is alive.
 		rec.renewedAt = time.Time{}
 	}
-	state, deadline := rec.state(e.now, c.opts.CandidateFreshness, c.opts.PingTimeout)
+	state, deadline := rec.state(e.judgeAt, c.opts.CandidateFreshness, c.opts.PingTimeout)
 	if state != pinged || e.now.Before(deadline) {
 		return state, deadline, rec
 	}

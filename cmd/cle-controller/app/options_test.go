@@ -89,6 +89,9 @@ func TestValidateDurations(t *testing.T) {
 		{[]string{"--election-gather=0"}, ""},
 		{[]string{"--candidate-ttl=10s", "--candidate-freshness=15s"}, "candidate TTL (10s) must be longer than candidate freshness (15s)"},
 		{[]string{"--lease-duration=1500ms"}, "lease duration must be a whole number of seconds"},
+		{[]string{"--namespaces=a,kube-node-lease"}, `namespace "kube-node-lease" is both in --namespaces and in --exclude-namespaces`},
+		{[]string{"--namespaces=kube-node-lease", "--exclude-namespaces="}, ""},
+		{[]string{"--exclude-namespaces=a,,b"}, "--exclude-namespaces has an empty entry"},
 	}
 	for _, tc := range tests {
 		err := parse(t, tc.args...).Validate()
@@ -98,6 +101,9 @@ func TestValidateDurations(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
 		}
+	}
+	if got := parse(t).ExcludeNamespaces; len(got) != 1 || got[0] != "kube-node-lease" {
+		t.Errorf("default --exclude-namespaces %q, want kube-node-lease", got)
 	}
 	if got := parse(t, "--election-gather=0").controllerOptions().ElectionGather; got != controller.NoElectionGather {
 		t.Errorf("--election-gather=0 gives %v, want the gathering window off", got)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -102,6 +104,8 @@ func Run(ctx context.Context, o *Options) error {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = "cle-controller/" + Version
 	cfg.WarningHandlerWithContext = &onceWarnings{}
+	requests := newRequestMetrics()
+	cfg.Wrap(requests.wrap)
 	clients, err := access.NewClients(cfg)
 	if err != nil {
 		return err
@@ -117,12 +121,19 @@ func Run(ctx context.Context, o *Options) error {
 	metrics := controller.NewMetrics()
 	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "The API mode in use (label mode).", ConstLabels: prometheus.Labels{"mode": string(acc.Mode())}})
 	modeInfo.Set(1)
-	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo),
+	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo), registry.Register(requests),
 		registry.Register(collectors.NewGoCollector()), registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	// Events go through a client of their own, so that their rate limit is
+	// their own: a burst of elections and their Events never makes an
+	// election wait behind an Event.
+	eventClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create the Events client: %w", err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return fmt.Errorf("start event recording: %w", err)
 	}
@@ -133,7 +144,11 @@ func Run(ctx context.Context, o *Options) error {
 	health := leaderelection.NewLeaderHealthzAdaptor(o.LeaderElectRenewDeadline)
 	var servers sync.WaitGroup
 	defer servers.Wait()
-	if err := serve(ctx, &servers, o.MetricsBindAddress, map[string]http.Handler{"/metrics": promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}); err != nil {
+	metricsHandlers := map[string]http.Handler{"/metrics": promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}
+	if o.Profiling {
+		maps.Copy(metricsHandlers, profilingHandlers())
+	}
+	if err := serve(ctx, &servers, o.MetricsBindAddress, metricsHandlers); err != nil {
 		return err
 	}
 	if err := serve(ctx, &servers, o.HealthProbeBindAddress, map[string]http.Handler{
@@ -147,7 +162,13 @@ func Run(ctx context.Context, o *Options) error {
 	// only when the controller cannot be built, which ends the process: a
 	// replica that holds the lock must elect, not just renew.
 	term := func(ctx context.Context) error {
-		informers := controller.NewInformers(acc, o.Namespaces, 0)
+		informers := controller.NewInformersExcept(acc, o.ExcludeNamespaces, 0)
+		if len(o.Namespaces) > 0 {
+			informers = controller.NewInformers(acc, o.Namespaces, 0)
+		}
+		if err := trimCaches(informers); err != nil {
+			return err
+		}
 		copts := o.controllerOptions()
 		copts.Recorder, copts.Metrics = recorder, metrics
 		c, err := controller.New(acc, informers, copts)

@@ -20,8 +20,8 @@ type Child struct {
 // the test binary if that is killed.
 func StartChild(t testing.TB, name, path string, args ...string) *Child {
 	t.Helper()
-	c := &Child{p: newProcess(name, path, filepath.Join(t.TempDir(), name+".log"), args)}
-	if err := c.p.start(); err != nil {
+	c, err := StartProcess(name, path, filepath.Join(t.TempDir(), name+".log"), args...)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -33,6 +33,17 @@ func StartChild(t testing.TB, name, path string, args ...string) *Child {
 		}
 	})
 	return c
+}
+
+// StartProcess starts path with args for a program that is not a test (a
+// benchmark, say), its output appended to logPath. It dies with the calling
+// process; stopping it otherwise is the caller's job.
+func StartProcess(name, path, logPath string, args ...string) (*Child, error) {
+	c := &Child{p: newProcess(name, path, logPath, args)}
+	if err := c.p.start(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Signal sends sig to the child.

@@ -1,0 +1,455 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
+)
+
+// fleet is the benchmark's candidates and holders: for each Lease, one
+// LeaseCandidate per emulation version, behaving as pkg/candidate does,
+// without a process or a goroutine each. Two informers (LeaseCandidates and
+// the Leases of the benchmark's namespaces) tell them what happens; a due
+// list per kind of periodic write and a few write queues do the rest.
+type fleet struct {
+	acc      access.Interface
+	cfg      *config
+	names    []string // namespaces
+	leases   []types.NamespacedName
+	versions []string // ascending: versions[0] is the best candidate's
+
+	candidates cache.SharedIndexInformer
+	leaseInf   cache.SharedIndexInformer
+
+	answers workqueue.TypedRateLimitingInterface[types.NamespacedName] // LeaseCandidates to write
+	holders workqueue.TypedRateLimitingInterface[types.NamespacedName] // Leases to write
+
+	mu        sync.Mutex
+	terms     map[types.NamespacedName]*term // Leases a candidate of the fleet holds and has renewed
+	correct   map[types.NamespacedName]bool  // Leases held by their best candidate, no preferredHolder
+	nCorrect  int
+	converged chan struct{} // closed when every Lease is correct (and all candidates exist)
+	created   atomic.Bool   // every candidate has been created
+	firstSeen map[types.NamespacedName]bool
+
+	// Counters, read by snapshot.
+	wrongFirst    atomic.Int64 // Leases whose first holder was not their best candidate
+	holderChanges atomic.Int64 // holder changes after a Lease's first holder
+	pings         atomic.Int64 // LeaseCandidate updates that set a new pingTime (the controller's)
+	renewals      atomic.Int64 // LeaseCandidate updates that only moved renewTime (the candidates')
+	lcOther       atomic.Int64 // other LeaseCandidate updates
+	lcCreates     atomic.Int64
+	leaseWrites   atomic.Int64 // Lease writes by the fleet
+	writeErrors   atomic.Int64
+}
+
+// term is a Lease held by one of the fleet's candidates.
+type term struct {
+	holder string
+	next   time.Time // next renewal
+}
+
+func candidateName(lease string, version int) string { return fmt.Sprintf("%s-v%d", lease, version) }
+
+// versionOf returns the index of a candidate of lease named name, or -1.
+func versionOf(lease, name string) int {
+	rest, ok := strings.CutPrefix(name, lease+"-v")
+	if !ok {
+		return -1
+	}
+	var v int
+	if _, err := fmt.Sscanf(rest, "%d", &v); err != nil {
+		return -1
+	}
+	return v
+}
+
+func newFleet(acc access.Interface, cfg *config, n int) *fleet {
+	f := &fleet{
+		acc:       acc,
+		cfg:       cfg,
+		versions:  cfg.versions,
+		terms:     map[types.NamespacedName]*term{},
+		correct:   map[types.NamespacedName]bool{},
+		firstSeen: map[types.NamespacedName]bool{},
+		converged: make(chan struct{}),
+		answers: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "scale_candidates"}),
+		holders: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "scale_holders"}),
+	}
+	for i := range cfg.namespaces {
+		f.names = append(f.names, fmt.Sprintf("scale-%d", i))
+	}
+	for i := range n {
+		f.leases = append(f.leases, types.NamespacedName{Namespace: f.names[i%len(f.names)], Name: fmt.Sprintf("lease-%05d", i)})
+	}
+	inNamespaces := func(o *metav1.ListOptions) { o.FieldSelector = "metadata.namespace!=" + nodeLeaseNamespace }
+	f.candidates = acc.NewCandidateInformer("", 0, nil)
+	f.leaseInf = acc.NewLeaseInformer("", 0, inNamespaces)
+	for _, inf := range []cache.SharedIndexInformer{f.candidates, f.leaseInf} {
+		_ = inf.SetTransform(access.StripManagedFields)
+	}
+	_, _ = f.candidates.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { f.candidateChanged(nil, obj) },
+		UpdateFunc: f.candidateChanged,
+	})
+	_, _ = f.leaseInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { f.leaseChanged(obj) },
+		UpdateFunc: func(_, obj any) { f.leaseChanged(obj) },
+	})
+	return f
+}
+
+// run starts the informers, the write workers and the periodic renewals;
+// it returns once the informers have synced.
+func (f *fleet) run(ctx context.Context, wg *sync.WaitGroup, workers int) error {
+	wg.Go(func() { f.candidates.RunWithContext(ctx) })
+	wg.Go(func() { f.leaseInf.RunWithContext(ctx) })
+	wg.Go(func() { <-ctx.Done(); f.answers.ShutDown(); f.holders.ShutDown() })
+	if !cache.WaitForCacheSync(ctx.Done(), f.candidates.HasSynced, f.leaseInf.HasSynced) {
+		return fmt.Errorf("fleet informers did not sync: %w", ctx.Err())
+	}
+	for range workers {
+		wg.Go(func() { drain(ctx, f.answers, f.answer) })
+		wg.Go(func() { drain(ctx, f.holders, f.hold) })
+	}
+	wg.Go(func() { f.renewTerms(ctx) })
+	wg.Go(func() { f.renewCandidates(ctx) })
+	return nil
+}
+
+// drain processes keys of q with do until q shuts down.
+func drain(ctx context.Context, q workqueue.TypedRateLimitingInterface[types.NamespacedName], do func(context.Context, types.NamespacedName) error) {
+	for {
+		key, shutdown := q.Get()
+		if shutdown {
+			return
+		}
+		if err := do(ctx, key); err != nil && ctx.Err() == nil {
+			q.AddRateLimited(key)
+		} else {
+			q.Forget(key)
+		}
+		q.Done(key)
+	}
+}
+
+// createCandidates creates every LeaseCandidate, in a random order, with
+// workers parallel writers; it returns when all exist.
+func (f *fleet) createCandidates(ctx context.Context, rng *rand.Rand, workers int) error {
+	type job struct {
+		lease   types.NamespacedName
+		version int
+	}
+	jobs := make([]job, 0, len(f.leases)*len(f.versions))
+	for _, l := range f.leases {
+		for v := range f.versions {
+			jobs = append(jobs, job{l, v})
+		}
+	}
+	if f.cfg.order == "random" {
+		rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
+	} else {
+		// Leases in a random order, the candidates of each one together
+		// (in a random order among them), as the replicas of one
+		// component start together.
+		n := len(f.versions)
+		rng.Shuffle(len(f.leases), func(i, j int) {
+			for v := range n {
+				jobs[i*n+v], jobs[j*n+v] = jobs[j*n+v], jobs[i*n+v]
+			}
+		})
+		for i := 0; i < len(jobs); i += n {
+			group := jobs[i : i+n]
+			rng.Shuffle(n, func(a, b int) { group[a], group[b] = group[b], group[a] })
+		}
+	}
+	err := parallel(ctx, len(jobs), workers, func(i int) error {
+		j := jobs[i]
+		lc := &coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: j.lease.Namespace, Name: candidateName(j.lease.Name, j.version)},
+			Spec: coordinationv1beta1.LeaseCandidateSpec{
+				LeaseName:        j.lease.Name,
+				BinaryVersion:    f.cfg.binaryVersion,
+				EmulationVersion: f.versions[j.version],
+				Strategy:         coordinationv1.OldestEmulationVersion,
+				RenewTime:        ptr.To(metav1.NewMicroTime(time.Now())),
+			},
+		}
+		if _, err := f.acc.LeaseCandidates(j.lease.Namespace).Create(ctx, lc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create LeaseCandidate %s/%s: %w", lc.Namespace, lc.Name, err)
+		}
+		f.lcCreates.Add(1)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	f.created.Store(true)
+	f.mu.Lock()
+	f.checkConvergedLocked()
+	f.mu.Unlock()
+	return nil
+}
+
+// candidateChanged answers pings, as the library does from its watch, and
+// counts who wrote.
+func (f *fleet) candidateChanged(oldObj, obj any) {
+	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
+	if !ok {
+		return
+	}
+	if old, ok := oldObj.(*coordinationv1beta1.LeaseCandidate); ok {
+		switch {
+		case !microEqual(old.Spec.PingTime, lc.Spec.PingTime):
+			f.pings.Add(1)
+		case !microEqual(old.Spec.RenewTime, lc.Spec.RenewTime):
+			f.renewals.Add(1)
+		default:
+			f.lcOther.Add(1)
+		}
+	}
+	if pinged(lc) {
+		f.answers.Add(types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name})
+	}
+}
+
+func microEqual(a, b *metav1.MicroTime) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b)
+}
+
+func pinged(lc *coordinationv1beta1.LeaseCandidate) bool {
+	return lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(lc.Spec.PingTime))
+}
+
+// answer writes a pinged candidate's renewTime = max(now, pingTime), or,
+// when key is due for its periodic renewal (renew is set), now.
+func (f *fleet) answer(ctx context.Context, key types.NamespacedName) error {
+	obj, exists, err := f.candidates.GetStore().GetByKey(key.String())
+	if err != nil || !exists {
+		return err
+	}
+	lc := obj.(*coordinationv1beta1.LeaseCandidate)
+	renewal := lc.Spec.RenewTime == nil || time.Since(lc.Spec.RenewTime.Time) >= f.cfg.candidateRenew
+	if !pinged(lc) && !renewal {
+		return nil
+	}
+	now := time.Now()
+	if lc.Spec.PingTime != nil && lc.Spec.PingTime.After(now) {
+		now = lc.Spec.PingTime.Time
+	}
+	lc = lc.DeepCopy()
+	lc.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
+	if _, err := f.acc.LeaseCandidates(key.Namespace).Update(ctx, lc); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil // the watch brings the newer object, or there is none
+		}
+		f.writeErrors.Add(1)
+		return fmt.Errorf("renew LeaseCandidate %s: %w", key, err)
+	}
+	return nil
+}
+
+// renewCandidates renews every candidate's LeaseCandidate once per
+// --candidate-renew-interval after its last write, as the library does when
+// nobody pings it.
+func (f *fleet) renewCandidates(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, obj := range f.candidates.GetStore().List() {
+			lc := obj.(*coordinationv1beta1.LeaseCandidate)
+			if lc.Spec.RenewTime != nil && time.Since(lc.Spec.RenewTime.Time) >= f.cfg.candidateRenew {
+				f.answers.Add(types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name})
+			}
+		}
+	}
+}
+
+// leaseChanged is what the holders of the fleet see of a Lease: a candidate
+// named holder starts its term, one asked to hand over does, and the
+// benchmark's convergence is tracked.
+func (f *fleet) leaseChanged(obj any) {
+	lease, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	holder, preferred := ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.PreferredHolder, "")
+	v := versionOf(lease.Name, holder)
+	if v < 0 {
+		return // not the fleet's
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.firstSeen[key] {
+		f.firstSeen[key] = true
+		if v != 0 {
+			f.wrongFirst.Add(1)
+		}
+	} else if t := f.terms[key]; t != nil && t.holder != holder {
+		f.holderChanges.Add(1)
+	}
+	ok = v == 0 && preferred == ""
+	if ok != f.correct[key] {
+		f.correct[key] = ok
+		if ok {
+			f.nCorrect++
+		} else {
+			f.nCorrect--
+		}
+		f.checkConvergedLocked()
+	}
+	if t := f.terms[key]; (preferred != "" && preferred != holder) || t == nil || t.holder != holder {
+		f.holders.Add(key)
+	}
+}
+
+func (f *fleet) checkConvergedLocked() {
+	if f.created.Load() && f.nCorrect == len(f.leases) {
+		select {
+		case <-f.converged:
+		default:
+			close(f.converged)
+		}
+	}
+}
+
+// hold writes what the holder of a Lease does next: hand it over to the
+// preferred holder, start its term by renewing it, or renew it when due.
+func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
+	obj, exists, err := f.leaseInf.GetStore().GetByKey(key.String())
+	if err != nil || !exists {
+		return err
+	}
+	lease := obj.(*coordinationv1.Lease)
+	holder, preferred := ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.PreferredHolder, "")
+	if versionOf(lease.Name, holder) < 0 {
+		return nil
+	}
+	now := time.Now()
+	f.mu.Lock()
+	t := f.terms[key]
+	f.mu.Unlock()
+	lease = lease.DeepCopy()
+	micro := metav1.NewMicroTime(now)
+	switch {
+	case preferred != "" && preferred != holder:
+		lease.Spec.HolderIdentity = ptr.To(preferred)
+		lease.Spec.PreferredHolder = nil
+		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		lease.Spec.AcquireTime = &micro
+	case t == nil || t.holder != holder || !now.Before(t.next):
+	default:
+		return nil
+	}
+	lease.Spec.RenewTime = &micro
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(f.cfg.holderDuration / time.Second))
+	if _, err := f.acc.Leases(key.Namespace).Update(ctx, lease); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil // the watch brings the newer object
+		}
+		f.writeErrors.Add(1)
+		return fmt.Errorf("write Lease %s: %w", key, err)
+	}
+	f.leaseWrites.Add(1)
+	f.mu.Lock()
+	if newHolder := ptr.Deref(lease.Spec.HolderIdentity, ""); newHolder == holder {
+		f.terms[key] = &term{holder: holder, next: now.Add(f.cfg.holderRenew)}
+	} else {
+		delete(f.terms, key) // the new holder starts its own term when it sees the Lease
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// renewTerms queues every term whose renewal is due.
+func (f *fleet) renewTerms(ctx context.Context) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var due []types.NamespacedName
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		due = due[:0]
+		f.mu.Lock()
+		for key, t := range f.terms {
+			if !now.Before(t.next) {
+				due = append(due, key)
+			}
+		}
+		f.mu.Unlock()
+		for _, key := range due {
+			f.holders.Add(key)
+		}
+	}
+}
+
+// counts is a snapshot of the fleet's counters.
+type counts struct {
+	at                                time.Time
+	pings, renewals, lcOther, creates int64
+	leaseWrites, writeErrors          int64
+	wrongFirst, holderChanges         int64
+}
+
+func (f *fleet) snapshot() counts {
+	return counts{
+		at: time.Now(), pings: f.pings.Load(), renewals: f.renewals.Load(), lcOther: f.lcOther.Load(),
+		creates: f.lcCreates.Load(), leaseWrites: f.leaseWrites.Load(), writeErrors: f.writeErrors.Load(),
+		wrongFirst: f.wrongFirst.Load(), holderChanges: f.holderChanges.Load(),
+	}
+}
+
+// wrongHolders lists up to max Leases not yet held by their best candidate,
+// for the report of a run that did not converge.
+func (f *fleet) wrongHolders(max int) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, l := range f.leases {
+		if !f.correct[l] {
+			obj, exists, _ := f.leaseInf.GetStore().GetByKey(l.String())
+			desc := "no Lease"
+			if exists {
+				lease := obj.(*coordinationv1.Lease)
+				desc = fmt.Sprintf("holder %q preferred %q", ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.PreferredHolder, ""))
+			}
+			out = append(out, l.String()+": "+desc)
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
