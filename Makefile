@@ -30,7 +30,7 @@ bench: kube-bin ## Run the benchmarks: ranking, and election latencies on a real
 	hack/bench.sh
 
 .PHONY: kube-bin
-kube-bin: ## Build kube-apiserver, kube-scheduler and etcd into the cache (once per version).
+kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version).
 	hack/kube-bin.sh >/dev/null
 
 .PHONY: run
