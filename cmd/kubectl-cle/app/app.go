@@ -81,8 +81,9 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 func (o *Options) command() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "kubectl cle",
-		Short: "Show coordinated leader elections: who holds each Lease, who should, and why",
+		Use:         "kubectl-cle",
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cle"},
+		Short:       "Show coordinated leader elections: who holds each Lease, who should, and why",
 		Long: `kubectl cle shows coordinated leader elections (KEP-4355) run by cle-controller, or by the
 controller built into kube-apiserver, in either API mode: native (coordination.k8s.io/v1beta1
 LeaseCandidates) or portable (leasecandidates.cle.dev and Lease annotations), chosen as
