@@ -13,12 +13,14 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
@@ -37,6 +39,10 @@ const serviceAccountUser = "system:serviceaccount:cle-system:cle-controller"
 
 var saUser = framework.User{Name: serviceAccountUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:cle-system"}}
 
+// lessUser is bound to the shipped ClusterRole without its LeaseCandidate
+// rule.
+var lessUser = framework.User{Name: "cle-controller-missing-a-rule"}
+
 type apiMode struct {
 	name   string
 	server *framework.Server
@@ -46,8 +52,8 @@ var modes []apiMode
 
 func TestMain(m *testing.M) {
 	framework.MainServers(m, []framework.Options{
-		{CoordinatedLeaderElection: true, IdleBuiltinController: true, Users: []framework.User{saUser}},
-		{PortableCRD: true, Users: []framework.User{saUser}},
+		{CoordinatedLeaderElection: true, IdleBuiltinController: true, Users: []framework.User{saUser, lessUser}},
+		{PortableCRD: true, Users: []framework.User{saUser, lessUser}},
 	}, func(s []*framework.Server) {
 		modes = []apiMode{{string(access.ModeNative), s[0]}, {string(access.ModePortable), s[1]}}
 	})
@@ -213,10 +219,10 @@ func (b *lockedBuffer) String() string {
 
 // startController runs the cle-controller binary with the args of the
 // rendered Deployment, authenticated as the ServiceAccount, electing in ns.
-func startController(t *testing.T, m apiMode, bin string, args []string, ns string) *controllerProcess {
+func startController(t *testing.T, m apiMode, bin string, args []string, ns, user string) *controllerProcess {
 	t.Helper()
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := m.server.WriteUserKubeconfig(kc, serviceAccountUser); err != nil {
+	if err := m.server.WriteUserKubeconfig(kc, user); err != nil {
 		t.Fatal(err)
 	}
 	p := &controllerProcess{health: freeAddr(t), logs: newLockedBuffer()}
@@ -307,7 +313,7 @@ func TestClusterRoleSuffices(t *testing.T) {
 		manifest := render(t, "controller")
 		apply(t, m, manifest, false)
 		ns := m.server.CreateNamespace(t)
-		p := startController(t, m, bin, deploymentArgs(t, manifest), ns)
+		p := startController(t, m, bin, deploymentArgs(t, manifest), ns, serviceAccountUser)
 
 		acc := newAccess(t, m)
 		startCandidate(t, m, ns, "app", "a")
@@ -356,4 +362,64 @@ func grep(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestMissingRuleIsLoud binds the shipped ClusterRole without its
+// LeaseCandidate rule: the controller must say what is forbidden and stay
+// unready, not elect nothing in silence.
+func TestMissingRuleIsLoud(t *testing.T) {
+	bin := buildController(t)
+	m := modes[1]
+	manifest := render(t, "controller/rbac")
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(manifest, &role); err != nil {
+		t.Fatal(err)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, r := range role.Rules {
+		if !slices.Contains(r.Resources, "leasecandidates") {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) != len(role.Rules)-1 {
+		t.Fatalf("expected one LeaseCandidate rule in %+v", role.Rules)
+	}
+	ctx := context.Background()
+	rbac := m.server.Client().RbacV1()
+	lessRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cle-controller-missing-a-rule"}, Rules: rules}
+	if _, err := rbac.ClusterRoles().Create(ctx, lessRole, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cle-controller-missing-a-rule"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: lessRole.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: lessUser.Name}},
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rbac.ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
+		_ = rbac.ClusterRoles().Delete(ctx, lessRole.Name, metav1.DeleteOptions{})
+	})
+	ns := m.server.CreateNamespace(t)
+	p := startController(t, m, bin, deploymentArgs(t, render(t, "controller")), ns, lessUser.Name)
+	want := `leasecandidates.cle.dev is forbidden: User \"` + lessUser.Name + `\" cannot list resource \"leasecandidates\"`
+	var last string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(p.logs.String(), want), nil
+	}); err != nil {
+		t.Fatalf("the log does not say %q", want)
+	}
+	// Leading, but its caches cannot sync: unready, and it stays so.
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Second, true, func(context.Context) (bool, error) {
+		ok, body := p.ready()
+		last = body
+		return ok, nil
+	}); err == nil {
+		t.Fatalf("/readyz is ready without the LeaseCandidate rule")
+	}
+	if !strings.Contains(last, "caches not synced") {
+		t.Errorf("/readyz says %q, want caches not synced", last)
+	}
 }
