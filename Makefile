@@ -34,7 +34,7 @@ bench-scale: kube-bin ## Run the scale benchmark (1,000 and 10,000 Leases, ~20 m
 	hack/bench-scale.sh $(ARGS)
 
 .PHONY: kube-bin
-kube-bin: ## Build kube-apiserver, kube-scheduler and etcd into the cache (once per version).
+kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version).
 	hack/kube-bin.sh >/dev/null
 
 .PHONY: run

@@ -2,7 +2,8 @@
 # Builds Kubernetes and etcd binaries from the Go modules pinned in
 # hack/tools/kube/go.mod into a per-version cache outside the repository, and
 # prints the cache directory. Arguments name the binaries to ensure (default:
-# kube-apiserver kube-scheduler etcd; kubectl on request). A warm run only
+# kube-apiserver kube-scheduler etcd kubectl; kubectl runs the kubectl-cle
+# plugin and renders the kustomize manifests in tests). A warm run only
 # checks that they exist.
 set -o errexit -o nounset -o pipefail
 
@@ -21,7 +22,7 @@ cache="${CLE_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cle/bin}"
 dir="${cache}/${key}"
 
 wanted=("$@")
-[[ ${#wanted[@]} -gt 0 ]] || wanted=(kube-apiserver kube-scheduler etcd)
+[[ ${#wanted[@]} -gt 0 ]] || wanted=(kube-apiserver kube-scheduler etcd kubectl)
 missing=()
 for bin in "${wanted[@]}"; do
   [[ -x "${dir}/${bin}" ]] || missing+=("${bin}")

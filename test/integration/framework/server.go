@@ -392,10 +392,19 @@ func (s *Server) Client() kubernetes.Interface {
 
 // WriteKubeconfig writes a kubeconfig for the admin user to path.
 func (s *Server) WriteKubeconfig(path string) error {
+	return s.WriteUserKubeconfig(path, AdminUser)
+}
+
+// WriteUserKubeconfig writes a kubeconfig for one of Options.Users to path.
+func (s *Server) WriteUserKubeconfig(path, user string) error {
+	token, ok := s.tokens[user]
+	if !ok {
+		return fmt.Errorf("no user %q: add it to Options.Users", user)
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["cle"] = &clientcmdapi.Cluster{Server: s.url, CertificateAuthority: s.caFile}
-	cfg.AuthInfos[AdminUser] = &clientcmdapi.AuthInfo{Token: s.tokens[AdminUser]}
-	cfg.Contexts["cle"] = &clientcmdapi.Context{Cluster: "cle", AuthInfo: AdminUser, Namespace: "default"}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["cle"] = &clientcmdapi.Context{Cluster: "cle", AuthInfo: user, Namespace: "default"}
 	cfg.CurrentContext = "cle"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)

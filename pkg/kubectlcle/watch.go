@@ -1,0 +1,246 @@
+package kubectlcle
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// TimeFormat is how watch stamps its lines.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// Watcher prints one line per change of a Lease's holder, preferred holder
+// or candidate set (a candidate joining, leaving or changing its versions or
+// strategy), stamped with the time the change was seen.
+//
+// It keeps its own view of the Leases and candidates, updated in the order
+// each informer delivers its events, so that two quick writes of a Lease
+// (preferredHolder set, then the handover) print as two lines in order.
+type Watcher struct {
+	Source Source
+	Judge  Judge
+	Clock  clock.PassiveClock
+	Out    io.Writer
+	// Namespace to watch; all when empty.
+	Namespace string
+	// Name limits the watch to one Lease of Namespace.
+	Name string
+
+	mu      sync.Mutex
+	started bool
+	leases  map[types.NamespacedName]*coordinationv1.Lease
+	cands   map[types.NamespacedName]map[string]*coordinationv1beta1.LeaseCandidate
+	candKey map[types.NamespacedName]types.NamespacedName // candidate -> its Lease
+	last    map[types.NamespacedName]watchState
+	err     error
+}
+
+// watchState is what watch reports on, per Lease.
+type watchState struct {
+	exists     bool
+	holder     string
+	preferred  string
+	term       int32
+	candidates []string // "name(emulation E, binary B[, strategy S])", sorted
+	state      State
+	best       string
+}
+
+// Run watches until ctx is done. It prints the current state of every Lease
+// under coordinated election first, then the changes.
+func (w *Watcher) Run(ctx context.Context) error {
+	w.leases = map[types.NamespacedName]*coordinationv1.Lease{}
+	w.cands = map[types.NamespacedName]map[string]*coordinationv1beta1.LeaseCandidate{}
+	w.candKey = map[types.NamespacedName]types.NamespacedName{}
+	w.last = map[types.NamespacedName]watchState{}
+
+	ctx, cancel := context.WithCancel(ctx)
+	inf := w.Source.newInformers(w.Namespace)
+	leaseReg, err := inf.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.onLease(obj, false) },
+		UpdateFunc: func(_, obj any) { w.onLease(obj, false) },
+		DeleteFunc: func(obj any) { w.onLease(obj, true) },
+	})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("watch Leases: %w", err)
+	}
+	candReg, err := inf.candidates.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.onCandidate(obj, false) },
+		UpdateFunc: func(_, obj any) { w.onCandidate(obj, false) },
+		DeleteFunc: func(obj any) { w.onCandidate(obj, true) },
+	})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("watch LeaseCandidates: %w", err)
+	}
+	wait := inf.run(ctx)
+	defer wait()
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), leaseReg.HasSynced, candReg.HasSynced) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("list Leases and LeaseCandidates: %w", context.Cause(ctx))
+	}
+	w.mu.Lock()
+	w.started = true
+	keys := slices.Collect(maps.Keys(w.leases))
+	keys = append(keys, slices.Collect(maps.Keys(w.cands))...)
+	slices.SortFunc(keys, compareKeys)
+	for _, key := range slices.Compact(keys) {
+		w.report(key)
+	}
+	err = w.err
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+func compareKeys(a, b types.NamespacedName) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+func (w *Watcher) wanted(key types.NamespacedName) bool {
+	return w.Name == "" || (key.Name == w.Name && key.Namespace == w.Namespace)
+}
+
+func (w *Watcher) onLease(obj any, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	lease, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	if !w.wanted(key) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if deleted {
+		delete(w.leases, key)
+	} else {
+		w.leases[key] = lease
+	}
+	w.report(key)
+}
+
+func (w *Watcher) onCandidate(obj any, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
+	if !ok {
+		return
+	}
+	id := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
+	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Spec.LeaseName}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old, ok := w.candKey[id]; ok && (old != key || deleted) {
+		delete(w.cands[old], lc.Name)
+		if len(w.cands[old]) == 0 {
+			delete(w.cands, old)
+		}
+		delete(w.candKey, id)
+		w.report(old)
+	}
+	if deleted || !w.wanted(key) {
+		return
+	}
+	if w.cands[key] == nil {
+		w.cands[key] = map[string]*coordinationv1beta1.LeaseCandidate{}
+	}
+	w.cands[key][lc.Name] = lc
+	w.candKey[id] = key
+	w.report(key)
+}
+
+// report prints what changed about a Lease since it was last reported.
+// Callers hold w.mu.
+func (w *Watcher) report(key types.NamespacedName) {
+	if !w.started {
+		return
+	}
+	lease := w.leases[key]
+	cands := slices.Collect(maps.Values(w.cands[key]))
+	prev, seen := w.last[key]
+	if !seen && w.Name == "" && len(cands) == 0 && (lease == nil || lease.Spec.Strategy == nil) {
+		return // not under coordinated election, and never was
+	}
+	now := w.Clock.Now()
+	s := w.Judge.Summarize(Input{Key: key, Lease: lease, Candidates: cands}, now)
+	cur := watchState{exists: lease != nil, holder: s.Holder, preferred: s.PreferredHolder, term: s.Term, state: s.State, best: s.Best}
+	for _, lc := range cands {
+		cur.candidates = append(cur.candidates, candidateEntry(lc))
+	}
+	slices.Sort(cur.candidates)
+	w.last[key] = cur
+
+	stamp := now.Format(TimeFormat) + "  " + key.String() + "  "
+	tail := fmt.Sprintf("  [%s, best %s]", cur.state, none(cur.best))
+	var lines []string
+	if !seen {
+		lines = append(lines, fmt.Sprintf("holder %s (term %d), preferredHolder %s, candidates %s",
+			none(cur.holder), cur.term, none(cur.preferred), none(strings.Join(cur.candidates, " "))))
+	} else {
+		if prev.holder != cur.holder || prev.exists != cur.exists {
+			what := fmt.Sprintf("holder %s -> %s (term %d)", none(prev.holder), none(cur.holder), cur.term)
+			if !cur.exists {
+				what += " (Lease deleted)"
+			}
+			lines = append(lines, what)
+		}
+		if prev.preferred != cur.preferred {
+			lines = append(lines, fmt.Sprintf("preferredHolder %s -> %s", none(prev.preferred), none(cur.preferred)))
+		}
+		if diff := diffSets(prev.candidates, cur.candidates); diff != "" {
+			lines = append(lines, "candidates "+diff)
+		}
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w.Out, stamp+l+tail); err != nil && w.err == nil {
+			w.err = fmt.Errorf("write: %w", err)
+		}
+	}
+}
+
+func candidateEntry(lc *coordinationv1beta1.LeaseCandidate) string {
+	return fmt.Sprintf("%s(emulation %s, binary %s, %s)", lc.Name, none(lc.Spec.EmulationVersion), none(lc.Spec.BinaryVersion), none(string(lc.Spec.Strategy)))
+}
+
+// diffSets lists what left (-) and joined (+) a sorted set.
+func diffSets(prev, cur []string) string {
+	var parts []string
+	for _, p := range prev {
+		if _, found := slices.BinarySearch(cur, p); !found {
+			parts = append(parts, "-"+p)
+		}
+	}
+	for _, c := range cur {
+		if _, found := slices.BinarySearch(prev, c); !found {
+			parts = append(parts, "+"+c)
+		}
+	}
+	return strings.Join(parts, " ")
+}

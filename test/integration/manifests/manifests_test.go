@@ -1,0 +1,425 @@
+// Package manifests applies the kustomize bases of manifests/ to a real
+// kube-apiserver with kubectl, and runs cle-controller with exactly the
+// rights they grant it.
+package manifests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+// serviceAccountUser is the user name of the ServiceAccount that
+// manifests/controller binds to the ClusterRole: the server authenticates it
+// by token here, and RBAC matches it to the binding's ServiceAccount subject.
+const serviceAccountUser = "system:serviceaccount:cle-system:cle-controller"
+
+var saUser = framework.User{Name: serviceAccountUser, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:cle-system"}}
+
+// lessUser is bound to the shipped ClusterRole without its LeaseCandidate
+// rule.
+var lessUser = framework.User{Name: "cle-controller-missing-a-rule"}
+
+type apiMode struct {
+	name   string
+	server *framework.Server
+}
+
+var modes []apiMode
+
+func TestMain(m *testing.M) {
+	framework.MainServers(m, []framework.Options{
+		{CoordinatedLeaderElection: true, IdleBuiltinController: true, Users: []framework.User{saUser, lessUser}},
+		{PortableCRD: true, Users: []framework.User{saUser, lessUser}},
+	}, func(s []*framework.Server) {
+		modes = []apiMode{{string(access.ModeNative), s[0]}, {string(access.ModePortable), s[1]}}
+	})
+}
+
+func forEachMode(t *testing.T, f func(t *testing.T, m apiMode)) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { f(t, m) })
+	}
+}
+
+func kubectl(t *testing.T) string {
+	t.Helper()
+	path, err := framework.Binary("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// render runs `kubectl kustomize` on a directory of manifests/.
+func render(t *testing.T, dir string) []byte {
+	t.Helper()
+	cmd := exec.Command(kubectl(t), "kustomize", framework.RepoPath(filepath.Join("manifests", dir)))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize manifests/%s: %v\n%s", dir, err, stderr.String())
+	}
+	return out
+}
+
+// apply server-side applies YAML with kubectl and returns its stderr (the
+// warnings); dryRun asks the server to check without storing.
+func apply(t *testing.T, m apiMode, manifest []byte, dryRun bool) string {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := m.server.WriteKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--kubeconfig", kc, "apply", "--server-side", "--field-manager=cle-manifests-test", "-f", "-"}
+	if dryRun {
+		args = append(args, "--dry-run=server")
+	}
+	cmd := exec.Command(kubectl(t), args...)
+	cmd.Stdin = bytes.NewReader(manifest)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args[2:], " "), err, stdout.String(), stderr.String())
+	}
+	return stderr.String()
+}
+
+// TestApply applies every kustomize base: for real where no kubelet is
+// needed to accept it, dry-run for the static Pod, and checks that the
+// server raises no Pod Security warning for the restricted namespaces.
+func TestApply(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m apiMode) {
+		for _, tc := range []struct {
+			dir    string
+			dryRun bool
+			kinds  []string
+		}{
+			{dir: "crd", kinds: []string{"CustomResourceDefinition"}},
+			{dir: "controller", kinds: []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment", "PodDisruptionBudget", "Service"}},
+			{dir: "portable", kinds: []string{"CustomResourceDefinition", "Deployment"}},
+			{dir: "static-pod/rbac", kinds: []string{"ClusterRole", "ClusterRoleBinding"}},
+			{dir: "static-pod", dryRun: true, kinds: []string{"Pod"}},
+			{dir: "examples", kinds: []string{"Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment"}},
+		} {
+			manifest := render(t, tc.dir)
+			for _, kind := range tc.kinds {
+				if !bytes.Contains(manifest, []byte("\nkind: "+kind+"\n")) {
+					t.Errorf("manifests/%s renders no %s", tc.dir, kind)
+				}
+			}
+			warnings := apply(t, m, manifest, tc.dryRun)
+			if strings.Contains(warnings, "PodSecurity") {
+				t.Errorf("manifests/%s: %s", tc.dir, warnings)
+			}
+		}
+		// The portable overlay switches the API mode.
+		if !bytes.Contains(render(t, "portable"), []byte("- --api-mode=portable\n")) {
+			t.Error("manifests/portable does not set --api-mode=portable")
+		}
+	})
+}
+
+// deploymentArgs returns the container args of the rendered Deployment.
+func deploymentArgs(t *testing.T, manifest []byte) []string {
+	t.Helper()
+	for _, doc := range strings.Split(string(manifest), "\n---\n") {
+		var obj struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Args []string `json:"args"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Kind == "Deployment" && len(obj.Spec.Template.Spec.Containers) == 1 {
+			return obj.Spec.Template.Spec.Containers[0].Args
+		}
+	}
+	t.Fatal("no Deployment with one container")
+	return nil
+}
+
+func buildController(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cle-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/cle-dev/cle/cmd/cle-controller").CombinedOutput(); err != nil {
+		t.Fatalf("build cle-controller: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// controllerProcess is cle-controller run as the ServiceAccount's user with
+// the Deployment's flags.
+type controllerProcess struct {
+	health string
+	logs   *lockedBuffer
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func newLockedBuffer() *lockedBuffer { return &lockedBuffer{} }
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startController runs the cle-controller binary with the args of the
+// rendered Deployment, authenticated as the ServiceAccount, electing in ns.
+func startController(t *testing.T, m apiMode, bin string, args []string, ns, user string) *controllerProcess {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := m.server.WriteUserKubeconfig(kc, user); err != nil {
+		t.Fatal(err)
+	}
+	p := &controllerProcess{health: freeAddr(t), logs: newLockedBuffer()}
+	args = append(append([]string{}, args...),
+		"--kubeconfig="+kc, "--namespaces="+ns,
+		// The framework idles the built-in controller by holding its Lease,
+		// leader-election-controller: contend on the other name the
+		// ClusterRole allows.
+		"--leader-elect-resource-name=cle-controller",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address="+p.health)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("cle-controller output:\n%s", p.logs.String())
+		}
+	})
+	return p
+}
+
+// ready reports /readyz.
+func (p *controllerProcess) ready() (bool, string) {
+	resp, err := http.Get("http://" + p.health + "/readyz")
+	if err != nil {
+		return false, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode == http.StatusOK, string(body)
+}
+
+// startCandidate runs a candidate of the library, as admin, until the test
+// ends: it answers the controller's pings.
+func startCandidate(t *testing.T, m apiMode, ns, lease, id string) {
+	t.Helper()
+	c, err := candidate.New(candidate.Config{
+		RestConfig: m.server.Config(), APIMode: m.name, Namespace: ns, LeaseName: lease, Identity: id,
+		BinaryVersion: "1.36.0", EmulationVersion: "1.36.0",
+		Callbacks: candidate.Callbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil {
+			t.Errorf("candidate %s: %v", id, err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func newAccess(t *testing.T, m apiMode) access.Interface {
+	t.Helper()
+	clients, err := access.NewClients(m.server.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := access.Detect(context.Background(), clients, m.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc
+}
+
+// TestClusterRoleSuffices runs cle-controller as the ServiceAccount of
+// manifests/controller, with its Deployment's flags and nothing but the
+// shipped RBAC, and sees it elect, with no request forbidden.
+func TestClusterRoleSuffices(t *testing.T) {
+	bin := buildController(t)
+	forEachMode(t, func(t *testing.T, m apiMode) {
+		manifest := render(t, "controller")
+		apply(t, m, manifest, false)
+		ns := m.server.CreateNamespace(t)
+		p := startController(t, m, bin, deploymentArgs(t, manifest), ns, serviceAccountUser)
+
+		acc := newAccess(t, m)
+		startCandidate(t, m, ns, "app", "a")
+		var last string
+		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			lease, err := acc.Leases(ns).Get(ctx, "app")
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			last = fmt.Sprintf("holder %q strategy %q", ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.Strategy, ""))
+			return ptr.Deref(lease.Spec.HolderIdentity, "") == "a" && lease.Spec.Strategy != nil, nil
+		}); err != nil {
+			t.Fatalf("cle-controller as %s did not elect: %s", serviceAccountUser, last)
+		}
+		if ok, body := p.ready(); !ok {
+			t.Errorf("/readyz: %s", body)
+		}
+		// The LeaderElected Event was written too.
+		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			events, err := m.server.Client().EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, e := range events.Items {
+				if e.Reason == "LeaderElected" {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Errorf("no LeaderElected Event: %v", err)
+		}
+		if logs := p.logs.String(); strings.Contains(logs, "forbidden") {
+			t.Errorf("a request was forbidden:\n%s", grep(logs, "forbidden"))
+		}
+	})
+}
+
+func grep(s, substr string) string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), substr) {
+			out = append(out, sc.Text())
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestMissingRuleIsLoud binds the shipped ClusterRole without its
+// LeaseCandidate rule: the controller must say what is forbidden and stay
+// unready, not elect nothing in silence.
+func TestMissingRuleIsLoud(t *testing.T) {
+	bin := buildController(t)
+	m := modes[1]
+	manifest := render(t, "controller/rbac")
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(manifest, &role); err != nil {
+		t.Fatal(err)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, r := range role.Rules {
+		if !slices.Contains(r.Resources, "leasecandidates") {
+			rules = append(rules, r)
+		}
+	}
+	if len(rules) != len(role.Rules)-1 {
+		t.Fatalf("expected one LeaseCandidate rule in %+v", role.Rules)
+	}
+	ctx := context.Background()
+	rbac := m.server.Client().RbacV1()
+	lessRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cle-controller-missing-a-rule"}, Rules: rules}
+	if _, err := rbac.ClusterRoles().Create(ctx, lessRole, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cle-controller-missing-a-rule"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: lessRole.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: lessUser.Name}},
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = rbac.ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
+		_ = rbac.ClusterRoles().Delete(ctx, lessRole.Name, metav1.DeleteOptions{})
+	})
+	ns := m.server.CreateNamespace(t)
+	p := startController(t, m, bin, deploymentArgs(t, render(t, "controller")), ns, lessUser.Name)
+	want := `leasecandidates.cle.dev is forbidden: User \"` + lessUser.Name + `\" cannot list resource \"leasecandidates\"`
+	var last string
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(p.logs.String(), want), nil
+	}); err != nil {
+		t.Fatalf("the log does not say %q", want)
+	}
+	// Leading, but its caches cannot sync: unready, and it stays so.
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Second, true, func(context.Context) (bool, error) {
+		ok, body := p.ready()
+		last = body
+		return ok, nil
+	}); err == nil {
+		t.Fatalf("/readyz is ready without the LeaseCandidate rule")
+	}
+	if !strings.Contains(last, "caches not synced") {
+		t.Errorf("/readyz says %q, want caches not synced", last)
+	}
+}
