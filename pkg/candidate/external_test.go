@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/utils/ptr"
 )
@@ -171,7 +172,7 @@ func TestExternalRenewalConfig(t *testing.T) {
 	if _, err := New(cfg); err != nil {
 		t.Errorf("ExternalRenewal without OnStartedLeading: %v", err)
 	}
-	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 10e9, 8e9, 2e9
+	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 10*time.Second, 8*time.Second, 2*time.Second
 	if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("ExternalRenewal with RenewDeadline + RetryPeriod = LeaseDuration: %v, want ErrInvalidConfig", err)
 	}
