@@ -205,6 +205,9 @@ func (l *Lock) release(ctx context.Context) error {
 		if err := l.c.Resign(ctx); err != nil {
 			return l.callError(err)
 		}
+	} else {
+		klog.FromContext(ctx).Info("The elector released the Lease after its term had ended; the Lease goes to the next holder once no renewal has been sent for the lease duration",
+			"lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
 	}
 	return l.stop(ctx)
 }
