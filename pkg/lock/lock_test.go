@@ -398,3 +398,29 @@ func TestCreateFails(t *testing.T) {
 		t.Errorf("Create = %v, want ErrNeverCreates", err)
 	}
 }
+
+type eventRecorder struct{ got []string }
+
+func (r *eventRecorder) Eventf(obj runtime.Object, eventType, reason, message string, args ...any) {
+	m, _ := meta.Accessor(obj)
+	kind := obj.GetObjectKind().GroupVersionKind()
+	r.got = append(r.got, fmt.Sprintf("%s %s/%s %s %s %s", kind.Kind, m.GetNamespace(), m.GetName(), eventType, reason, fmt.Sprintf(message, args...)))
+}
+
+func TestRecordEventLikeClientGo(t *testing.T) {
+	rec := &eventRecorder{}
+	l, err := New(Config{EventRecorder: rec, Candidate: candidate.Config{
+		Clients: access.Clients{Kube: fake.NewClientset()}, Namespace: ns, LeaseName: leaseName, Identity: "Host_1", BinaryVersion: "1.36.0",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.RecordEvent("became leader")
+	want := "Lease ns/lease Normal LeaderElection " + IdentityFor("Host_1") + " became leader"
+	if len(rec.got) != 1 || rec.got[0] != want {
+		t.Errorf("events %q, want %q", rec.got, want)
+	}
+	if l.Describe() != "ns/lease" || l.Identity() != IdentityFor("Host_1") {
+		t.Errorf("Describe() = %q, Identity() = %q", l.Describe(), l.Identity())
+	}
+}
