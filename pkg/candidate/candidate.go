@@ -116,6 +116,9 @@ type Candidate struct {
 	calls     chan call
 	loopDone  chan struct{}
 	closeLoop func()
+	// resigned is set by Resign: the external elector has stopped leading,
+	// so the Lease may be let go at once.
+	resigned atomic.Bool
 }
 
 // New validates cfg, fills in its defaults and returns a Candidate. Every

@@ -86,9 +86,16 @@ func (c *Candidate) Lease(ctx context.Context) (*coordinationv1.Lease, error) {
 // turns false, and the Lease may now go to the preferred holder, or to
 // nobody when Run's context is cancelled, without waiting for LeaseDuration.
 // A later successful Renew starts a new term. Config.ExternalRenewal only.
+//
+// The resignation is recorded before anything else, so that Run's shutdown
+// releases the Lease even if ctx ends while the loop is busy with a slow
+// request.
 func (c *Candidate) Resign(ctx context.Context) error {
+	if !c.cfg.ExternalRenewal {
+		return ErrNotExternal
+	}
+	c.resigned.Store(true)
 	return c.inLoop(ctx, func(ctx, _ context.Context, e *elector) error {
-		e.resigned = true
 		e.stepDown(ctx, "the elector resigned")
 		e.wakeSoon()
 		return nil
@@ -132,7 +139,7 @@ func (e *elector) renewOnCall(ctx, caller context.Context) error {
 // RetryPeriod + RenewDeadline after it).
 func (e *elector) mayLetGo() bool {
 	cfg := &e.c.cfg
-	if !cfg.ExternalRenewal || e.resigned {
+	if !cfg.ExternalRenewal || e.c.resigned.Load() {
 		return true
 	}
 	_, renewedAt := e.c.leaderState()

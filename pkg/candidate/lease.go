@@ -61,9 +61,6 @@ type elector struct {
 
 	// calls are Renew, Lease and Resign, run by the loop (ExternalRenewal).
 	calls <-chan call
-	// resigned is set by Resign: the external elector has stopped leading,
-	// so the Lease may be let go at once.
-	resigned bool
 }
 
 func newElector(c *Candidate, acc access.Interface) *elector {
@@ -322,7 +319,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 	e.remember(updated)
 	e.retryAt = time.Time{}
 	if termCtx, started := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)); started {
-		e.resigned = false
+		e.c.resigned.Store(false)
 		e.startWork(ctx, termCtx)
 	}
 	return nil

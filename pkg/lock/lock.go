@@ -202,8 +202,10 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 // leader work: the Lease then goes only after LeaseDuration without renewal.
 func (l *Lock) release(ctx context.Context) error {
 	if l.c.IsLeader() {
+		// Recorded even when ctx ends first: stopping then releases.
 		if err := l.c.Resign(ctx); err != nil {
-			return l.callError(err)
+			klog.FromContext(ctx).Error(err, "Resigning took too long; the candidate releases the Lease as it stops",
+				"lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
 		}
 	} else {
 		klog.FromContext(ctx).Info("The elector released the Lease after its term had ended; the Lease goes to the next holder once no renewal has been sent for the lease duration",
