@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks formatting, go vet, and that both modules' go.mod/go.sum are tidy.
+# Checks formatting, go vet of the code modules, and that every module's
+# go.mod/go.sum is tidy.
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,8 +15,9 @@ if [[ -n "${unformatted}" ]]; then
 fi
 
 go vet ./... || failed=1
+(cd contrib/controller-runtime && go vet ./...) || failed=1
 
-for mod in . hack/tools/kube; do
+for mod in . hack/tools/kube contrib/controller-runtime; do
   if ! (cd "${mod}" && go mod tidy -diff); then
     echo "verify: ${mod}/go.mod or go.sum is not tidy; run: (cd ${mod} && go mod tidy)" >&2
     failed=1

@@ -109,6 +109,16 @@ type Candidate struct {
 	// stoppingSince is when the library began stopping leader work that has
 	// not returned yet (zero when none is stopping).
 	stoppingSince time.Time
+
+	// calls carries Renew, Lease and Resign to the elector's loop, which
+	// owns the Lease state (ExternalRenewal only); loopDone is closed once
+	// that loop will take no more calls.
+	calls     chan call
+	loopDone  chan struct{}
+	closeLoop func()
+	// resigned is set by Resign: the external elector has stopped leading,
+	// so the Lease may be let go at once.
+	resigned atomic.Bool
 }
 
 // New validates cfg, fills in its defaults and returns a Candidate. Every
@@ -117,7 +127,9 @@ func New(cfg Config) (*Candidate, error) {
 	if err := cfg.complete(); err != nil {
 		return nil, err
 	}
-	return &Candidate{cfg: cfg, stepDownNow: make(chan struct{}, 1)}, nil
+	c := &Candidate{cfg: cfg, stepDownNow: make(chan struct{}, 1), calls: make(chan call), loopDone: make(chan struct{})}
+	c.closeLoop = sync.OnceFunc(func() { close(c.loopDone) })
+	return c, nil
 }
 
 // Identity is the name of this candidate.
@@ -174,6 +186,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	}
 	c.running.Store(true)
 	defer c.running.Store(false)
+	defer c.closeLoop()
 	logger := klog.LoggerWithValues(klog.FromContext(ctx),
 		"lease", klog.KRef(c.cfg.Namespace, c.cfg.LeaseName), "identity", c.cfg.Identity)
 	ctx = klog.NewContext(ctx, logger)
@@ -213,6 +226,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	loops.Go(func() { reg.run(ctx) })
 	// The elector returns once ctx is done and leader work has stopped.
 	el.run(ctx)
+	c.closeLoop()
 	loops.Wait()
 
 	// Shutdown: leader work is stopped and IsLeader is false. The
@@ -223,7 +237,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	if boolOr(c.cfg.DeleteCandidateOnExit, true) {
 		reg.delete(shutdownCtx)
 	}
-	if boolOr(c.cfg.ReleaseOnCancel, true) {
+	if boolOr(c.cfg.ReleaseOnCancel, true) && el.mayLetGo() {
 		el.release(shutdownCtx)
 	}
 	el.notifications.Wait()

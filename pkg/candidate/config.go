@@ -115,6 +115,22 @@ type Config struct {
 
 	// Clock is the library's only time source. Default: real time.
 	Clock clock.WithTicker
+
+	// ExternalRenewal hands the renewal of the Lease to an elector that has
+	// its own renew loop, such as client-go's LeaderElector (package lock
+	// adapts it). Run still registers the candidate, answers pings and
+	// follows the Lease, and IsLeader, Token and WrapConfig work as usual,
+	// but the process leads only through successful calls of Renew, which
+	// the elector makes every RetryPeriod, and Run never lets the Lease go
+	// while what the elector runs as leader may still be acting: when the
+	// controller prefers another holder, Renew fails at once, IsLeader turns
+	// false, and the Lease goes to the preferred holder only after
+	// LeaseDuration without a successful renewal (when the elector, which
+	// stops at most RetryPeriod + RenewDeadline after its last successful
+	// renewal, has stopped), or at once after Resign. OnStartedLeading is
+	// optional in this mode; it runs for each term, with the term's context.
+	// LeaseDuration must be longer than RenewDeadline + RetryPeriod.
+	ExternalRenewal bool
 }
 
 // Callbacks are called from goroutines of the library.
@@ -206,8 +222,11 @@ func (c *Config) complete() error {
 	if c.RetryPeriod >= c.RenewDeadline {
 		errs = append(errs, fmt.Errorf("RetryPeriod (%s) must be shorter than RenewDeadline (%s), or the leader cannot retry a failed renewal in time", c.RetryPeriod, c.RenewDeadline))
 	}
-	if c.Callbacks.OnStartedLeading == nil {
+	if c.Callbacks.OnStartedLeading == nil && !c.ExternalRenewal {
 		errs = append(errs, errors.New("Callbacks.OnStartedLeading is required"))
+	}
+	if c.ExternalRenewal && c.RenewDeadline+c.RetryPeriod >= c.LeaseDuration {
+		errs = append(errs, fmt.Errorf("with ExternalRenewal, RenewDeadline + RetryPeriod (%s) must be shorter than LeaseDuration (%s): an external elector may lead for that long after its last renewal", c.RenewDeadline+c.RetryPeriod, c.LeaseDuration))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))

@@ -58,6 +58,9 @@ type elector struct {
 
 	observed      string // holder last reported to OnNewLeader
 	notifications sync.WaitGroup
+
+	// calls are Renew, Lease and Resign, run by the loop (ExternalRenewal).
+	calls <-chan call
 }
 
 func newElector(c *Candidate, acc access.Interface) *elector {
@@ -68,8 +71,9 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 			informer: acc.NewLeaseInformer(c.cfg.Namespace, 0, oneObject(c.cfg.LeaseName)),
 			key:      c.cfg.Namespace + "/" + c.cfg.LeaseName,
 		},
-		wake: c.stepDownNow,
-		own:  &ownership{identity: c.cfg.Identity},
+		wake:  c.stepDownNow,
+		own:   &ownership{identity: c.cfg.Identity},
+		calls: c.calls,
 	}
 	asLease := func(obj any) *coordinationv1.Lease {
 		lease, _ := obj.(*coordinationv1.Lease)
@@ -148,6 +152,8 @@ func (e *elector) run(ctx context.Context) {
 			return
 		case <-e.wake:
 		case <-timer.C():
+		case cl := <-e.calls:
+			cl.run(ctx, e)
 		}
 	}
 }
@@ -189,12 +195,18 @@ func (e *elector) step(ctx context.Context) time.Duration {
 			return cfg.RetryPeriod
 		case handOverTo != "":
 			e.stepDown(ctx, "the controller prefers another holder", "preferredHolder", handOverTo)
+			if !e.mayLetGo() {
+				return untilNext(clk.Now(), e.quietAt())
+			}
 			e.giveUp(ctx, false)
 			return cfg.RetryPeriod
+		case cfg.ExternalRenewal:
+			// The elector renews; look again at the deadline.
+			return untilNext(now, deadline)
 		case now.Before(e.lastAttempt.Add(cfg.RetryPeriod)):
 			return untilNext(now, e.lastAttempt.Add(cfg.RetryPeriod), deadline)
 		}
-		e.renew(ctx, lease)
+		_ = e.renew(ctx, nil, lease) // a failure is logged and retried
 		_, renewedAt = e.c.leaderState()
 		return untilNext(clk.Now(), e.lastAttempt.Add(cfg.RetryPeriod), renewedAt.Add(cfg.RenewDeadline))
 	}
@@ -206,9 +218,16 @@ func (e *elector) step(ctx context.Context) time.Duration {
 	}
 	if handOverTo != "" {
 		// Named holder but not leading (e.g. after a lapse): nothing of
-		// this process runs, so a Lease it holds can go at once.
+		// this process runs, so a Lease it holds can go at once; with an
+		// external elector, once that elector has certainly stopped.
+		if !e.mayLetGo() {
+			return untilNext(clk.Now(), e.quietAt())
+		}
 		e.giveUp(ctx, false)
 		return cfg.RetryPeriod
+	}
+	if cfg.ExternalRenewal {
+		return cfg.RetryPeriod // it leads only through Renew
 	}
 	now := clk.Now()
 	if wait := e.untilTakeable(ctx, lease, now); wait > 0 {
@@ -217,7 +236,7 @@ func (e *elector) step(ctx context.Context) time.Duration {
 	if now.Before(e.retryAt) {
 		return untilNext(now, e.retryAt)
 	}
-	e.renew(ctx, lease)
+	_ = e.renew(ctx, nil, lease) // a failure is logged and retried
 	return cfg.RetryPeriod
 }
 
@@ -246,8 +265,12 @@ func (e *elector) untilTakeable(ctx context.Context, lease *coordinationv1.Lease
 // renew writes the Lease with a fresh renewTime, conditional on the version
 // read; it makes this process leader when that succeeds while the Lease names
 // it. A conflict is resolved by one read and one more attempt; other failures
-// wait for the retry period, leadership lapsing at the renew deadline.
-func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
+// wait for the retry period, leadership lapsing at the renew deadline. The
+// error says why the renewal did not happen.
+//
+// caller, when not nil, is the context of the Renew call the renewal serves:
+// the request ends with it too, but leader work does not.
+func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease) error {
 	cfg := &e.c.cfg
 	logger := klog.FromContext(ctx)
 	sent := cfg.Clock.Now()
@@ -259,6 +282,9 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if caller != nil {
+		defer context.AfterFunc(caller, cancel)()
+	}
 
 	updated, err := e.update(reqCtx, e.renewalOf(lease, sent, leading))
 	if apierrors.IsConflict(err) {
@@ -268,17 +294,17 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 			e.remember(fresh)
 			if holderOf(fresh) != cfg.Identity || (preferredOf(fresh) != "" && preferredOf(fresh) != cfg.Identity) {
 				e.wakeSoon()
-				return // the next step acts on what changed
+				return fmt.Errorf("%w: the Lease changed under the renewal", ErrNotLeader) // the next step acts on it
 			}
 			if leading && !e.own.mine(fresh) {
 				logger.Error(nil, "Another process renewed the Lease under this identity; Identity must be unique among the candidates of a Lease",
 					"renewTime", fresh.Spec.RenewTime)
 				e.stepDown(ctx, "another process renewed the Lease under this identity")
-				return
+				return errForeignRenewal
 			}
 			if !leading && !e.own.mayTake(fresh) {
 				e.wakeSoon()
-				return // the next step decides whether to wait
+				return errForeignRenewal // the next step decides whether to wait
 			}
 			updated, err = e.update(reqCtx, e.renewalOf(fresh, sent, leading))
 		}
@@ -288,13 +314,15 @@ func (e *elector) renew(ctx context.Context, lease *coordinationv1.Lease) {
 		if ctx.Err() == nil {
 			logger.Error(err, "Renewing the Lease failed; retrying", "retryPeriod", cfg.RetryPeriod, "leading", leading)
 		}
-		return
+		return fmt.Errorf("renewing the Lease: %w", err)
 	}
 	e.remember(updated)
 	e.retryAt = time.Time{}
 	if termCtx, started := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)); started {
+		e.c.resigned.Store(false)
 		e.startWork(ctx, termCtx)
 	}
+	return nil
 }
 
 // update sends one renewal, recording its renewTime as possibly written by
@@ -344,6 +372,10 @@ func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading 
 func (e *elector) startWork(ctx, termCtx context.Context) {
 	token := e.c.termToken()
 	klog.FromContext(ctx).Info("Started leading", "token", token)
+	work := e.c.cfg.Callbacks.OnStartedLeading
+	if work == nil {
+		return // ExternalRenewal: the elector runs the leader work
+	}
 	workCtx, cancel := context.WithCancel(withToken(ctx, token))
 	unlink := context.AfterFunc(termCtx, cancel)
 	done := make(chan struct{})
@@ -352,7 +384,6 @@ func (e *elector) startWork(ctx, termCtx context.Context) {
 		cancel()
 	}
 	e.workDone = done
-	work := e.c.cfg.Callbacks.OnStartedLeading
 	go func() {
 		defer close(done)
 		work(workCtx)

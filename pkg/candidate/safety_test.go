@@ -618,9 +618,13 @@ func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		e.renew(ctx, e.current())
+		if err := e.renew(ctx, nil, e.current()); err != nil {
+			t.Fatal(err)
+		}
 		h.clock.Step(DefaultRetryPeriod)
-		e.renew(ctx, e.current())
+		if err := e.renew(ctx, nil, e.current()); err != nil {
+			t.Fatal(err)
+		}
 		if got, want := e.current().ResourceVersion, h.lease().ResourceVersion; got != want {
 			t.Errorf("current() is at resourceVersion %s, the server (written by this elector) at %s", got, want)
 		}

@@ -540,6 +540,9 @@ func Run(t *testing.T, env *Env) {
 		{"RestartRefreshesCandidate", RestartRefreshesCandidate},
 		{"WrapConfig", WrapConfig},
 		{"RenewalsKeepCoordinatedFields", RenewalsKeepCoordinatedFields},
+		{"LockElectsBest", LockElectsBest},
+		{"LockPreemption", func(t *testing.T, env *Env) { LockPreemption(t, env) }},
+		{"LockReleaseOnCancel", func(t *testing.T, env *Env) { LockReleaseOnCancel(t, env) }},
 		{"Latency", func(t *testing.T, env *Env) { Latency(t, env, 5) }},
 		{"StaleLatency", func(t *testing.T, env *Env) { StaleLatency(t, env, 5) }},
 	} {

@@ -1,0 +1,179 @@
+package candidate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+)
+
+func external(c *Config) { c.ExternalRenewal = true }
+
+func TestExternalRenewalLeadsOnlyThroughRenew(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start(external)
+		ctx := context.Background()
+		if err := c.Renew(ctx); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("Renew with no Lease = %v, want ErrNotLeader", err)
+		}
+		h.elect("other")
+		if err := c.Renew(ctx); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("Renew of a Lease naming another = %v, want ErrNotLeader", err)
+		}
+		h.elect(me)
+		// Named, but nothing renews by itself.
+		for range 3 {
+			h.step(DefaultRetryPeriod)
+		}
+		if n := h.countActions("update", leasesGVR); n != 0 || c.IsLeader() {
+			t.Fatalf("the library wrote the Lease %d times and IsLeader=%v without Renew", n, c.IsLeader())
+		}
+		named := h.lease()
+		if err := c.Renew(ctx); err != nil {
+			t.Fatalf("Renew of a Lease naming this process: %v", err)
+		}
+		lease := h.lease()
+		token, ok := c.Token()
+		if !c.IsLeader() || !ok || token != ptr.Deref(lease.Spec.LeaseTransitions, -1) ||
+			token != ptr.Deref(named.Spec.LeaseTransitions, 0)+1 {
+			t.Errorf("after Renew: IsLeader=%v Token=%d,%v, Lease transitions %d (named at %d)", c.IsLeader(), token, ok,
+				ptr.Deref(lease.Spec.LeaseTransitions, -1), ptr.Deref(named.Spec.LeaseTransitions, 0))
+		}
+		if !slices.Contains(h.entries(), "started leading") {
+			t.Error("OnStartedLeading did not run for the term")
+		}
+		got, err := c.Lease(ctx)
+		if err != nil || got.ResourceVersion != lease.ResourceVersion {
+			t.Errorf("Lease() = %v, %v; want the renewed Lease at resourceVersion %s", got, err, lease.ResourceVersion)
+		}
+		// Renewals keep it leading; without them it lapses at the deadline.
+		for range 3 {
+			h.step(DefaultRetryPeriod)
+			if err := c.Renew(ctx); err != nil || !c.IsLeader() {
+				t.Fatalf("Renew while leading = %v, IsLeader=%v", err, c.IsLeader())
+			}
+		}
+		if token2, _ := c.Token(); token2 != token {
+			t.Errorf("token changed within a term: %d then %d", token, token2)
+		}
+		h.step(DefaultRenewDeadline)
+		if c.IsLeader() || !slices.Contains(h.entries(), "leader work returned") {
+			t.Errorf("still leading a renew deadline after the last Renew: %v", h.entries())
+		}
+	})
+}
+
+func TestExternalRenewalPreferredHolderFailsRenewalsAndWaitsBeforeHandingOver(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start(external)
+		ctx := context.Background()
+		h.elect(me)
+		if err := c.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+		renewed := h.clock.Now()
+		h.prefer("better")
+		if c.IsLeader() {
+			t.Error("IsLeader still true once another holder is preferred")
+		}
+		if err := c.Renew(ctx); !errors.Is(err, ErrNotLeader) {
+			t.Errorf("Renew with another preferred holder = %v, want ErrNotLeader", err)
+		}
+		// The elector may act until it notices; the Lease stays until
+		// LeaseDuration after the last renewal.
+		h.step(DefaultLeaseDuration - h.clock.Since(renewed) - DefaultRetryPeriod)
+		if got := holder(h.lease()); got != me {
+			t.Fatalf("Lease handed to %s before LeaseDuration passed since the last renewal", got)
+		}
+		h.step(DefaultRetryPeriod)
+		if got := holder(h.lease()); got != "better" {
+			t.Errorf("Lease names %s LeaseDuration after the last renewal, want the preferred holder", got)
+		}
+	})
+}
+
+func TestExternalRenewalNamedButNeverRenewedHandsOverAtOnce(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		h.start(external)
+		h.elect(me)
+		h.prefer("better")
+		if got := holder(h.lease()); got != "better" {
+			t.Errorf("a Lease this process never renewed names %s after another was preferred, want it handed over", got)
+		}
+	})
+}
+
+func TestExternalRenewalResignThenShutdownReleases(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start(external)
+		ctx := context.Background()
+		h.elect(me)
+		if err := c.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if c.IsLeader() {
+			t.Error("IsLeader after Resign")
+		}
+		h.stop()
+		wantOrder(t, h.entries(), "leader work returned", "delete LeaseCandidate me", "update Lease lease")
+		if got := holder(h.lease()); got != "" {
+			t.Errorf("after Resign and shutdown the Lease names %s, want it released", got)
+		}
+		if err := c.Renew(ctx); !errors.Is(err, ErrNotRunning) {
+			t.Errorf("Renew after Run returned = %v, want ErrNotRunning", err)
+		}
+	})
+}
+
+func TestExternalRenewalShutdownWithoutResignLeavesTheLease(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start(external)
+		h.elect(me)
+		if err := c.Renew(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h.stop()
+		if got := holder(h.lease()); got != me {
+			t.Errorf("shutdown let the Lease go (holder %q) while the elector may still lead", got)
+		}
+		if h.candidate(me) != nil {
+			t.Error("LeaseCandidate left behind")
+		}
+	})
+}
+
+func TestRenewNeedsExternalRenewal(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		ctx := context.Background()
+		for name, err := range map[string]error{"Renew": c.Renew(ctx), "Resign": c.Resign(ctx)} {
+			if !errors.Is(err, ErrNotExternal) {
+				t.Errorf("%s = %v, want ErrNotExternal", name, err)
+			}
+		}
+		if _, err := c.Lease(ctx); !errors.Is(err, ErrNotExternal) {
+			t.Errorf("Lease = %v, want ErrNotExternal", err)
+		}
+	})
+}
+
+func TestExternalRenewalConfig(t *testing.T) {
+	h := &harness{}
+	cfg := h.config(external)
+	cfg.Access = nil
+	cfg.Clients.Kube = fakeKube()
+	cfg.Callbacks.OnStartedLeading = nil
+	if _, err := New(cfg); err != nil {
+		t.Errorf("ExternalRenewal without OnStartedLeading: %v", err)
+	}
+	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 10*time.Second, 8*time.Second, 2*time.Second
+	if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("ExternalRenewal with RenewDeadline + RetryPeriod = LeaseDuration: %v, want ErrInvalidConfig", err)
+	}
+}

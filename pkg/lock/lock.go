@@ -1,0 +1,343 @@
+// Package lock is a client-go resource lock (resourcelock.Interface) backed
+// by the candidate library, so that a component built on client-go's
+// LeaderElector, or a controller-runtime manager, takes part in coordinated
+// leader election by changing the lock it passes, and nothing else.
+//
+// The Lock registers the process as a LeaseCandidate and answers the
+// election controller's pings (package candidate, in ExternalRenewal mode).
+// The LeaderElector keeps its own loops, and the Lock decides what they see:
+//
+//   - Get reports the Lease as the election controller left it when it names
+//     this process, and otherwise as held by someone else that never
+//     expires: the elector never takes a Lease on its own. A Lease naming
+//     this process with another preferred holder is reported as held by that
+//     preferred holder.
+//   - Create always fails: the election controller creates the Lease.
+//   - Update naming this process is the library's conditional renewal
+//     (candidate.Renew): the first success makes the elector leader, and it
+//     fails at once when the controller prefers another holder or the
+//     library does not count this process leader, so that the elector's
+//     renew loop cannot keep it leading past the library.
+//   - Update with an empty holder is the elector's release
+//     (ReleaseOnCancel), which client-go sends once its renew loop has ended
+//     and, by client-go's contract, leader work has stopped: the Lock deletes
+//     its LeaseCandidate and hands the Lease to the preferred holder, or
+//     releases it, at once. The Lock is then done.
+//
+// The candidate behind the Lock (Candidate) gives the same IsLeader, Token,
+// WrapConfig and HealthCheck as the library used directly. Its IsLeader turns
+// false as soon as the controller prefers another holder, or RenewDeadline
+// after the last successful renewal, while the elector notices only when its
+// renewals have failed for RenewDeadline: leader work that must stop at once
+// should check IsLeader or write through WrapConfig, and fence with Token.
+//
+// A Lock serves one LeaderElector and one Run of it.
+package lock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strings"
+	"sync"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/cle-dev/cle/pkg/candidate"
+)
+
+var (
+	// ErrNeverCreates is the error of every Create: the election controller
+	// creates the Lease and names its holder.
+	ErrNeverCreates = errors.New("a coordinated candidate never creates its Lease; the election controller does and names the holder")
+	// ErrClosed is returned once the Lock has released the Lease or was
+	// closed.
+	ErrClosed = errors.New("the lock is closed")
+)
+
+// Config configures a Lock.
+type Config struct {
+	// Candidate configures the candidate behind the Lock. Identity may be
+	// any identity client-go accepts: it is mapped with IdentityFor. New sets
+	// ExternalRenewal; ReleaseOnCancel is ignored (the elector's own
+	// ReleaseOnCancel decides). Callbacks are optional. LeaseDuration,
+	// RenewDeadline and RetryPeriod must be those of the LeaderElector.
+	Candidate candidate.Config
+	// EventRecorder, when set, records the elector's events ("became
+	// leader", "stopped leading") on the Lease, as client-go's Lease lock
+	// does.
+	EventRecorder resourcelock.EventRecorder
+}
+
+// Lock is a resourcelock.Interface backed by a candidate. Create it with New
+// and pass it as the LeaderElectionConfig's Lock (or controller-runtime's
+// LeaderElectionResourceLockInterface). The candidate starts with the
+// elector's first call.
+type Lock struct {
+	c         *candidate.Candidate
+	identity  string
+	namespace string
+	name      string
+	recorder  resourcelock.EventRecorder
+
+	mu sync.Mutex
+	// cancel stops the candidate's Run, done is closed when it has
+	// returned, and runErr is what it returned; nil before the start.
+	cancel context.CancelFunc
+	done   chan struct{}
+	runErr error
+	closed bool
+	// meta is the Lease's metadata as last seen, the subject of events.
+	meta metav1.ObjectMeta
+}
+
+var _ resourcelock.Interface = (*Lock)(nil)
+
+// New validates cfg and returns a Lock; every problem is reported at once,
+// wrapping candidate.ErrInvalidConfig.
+func New(cfg Config) (*Lock, error) {
+	cc := cfg.Candidate
+	cc.Identity = IdentityFor(cc.Identity)
+	cc.ExternalRenewal = true
+	release := true
+	cc.ReleaseOnCancel = &release
+	c, err := candidate.New(cc)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{
+		c:         c,
+		identity:  cc.Identity,
+		namespace: cc.Namespace,
+		name:      cc.LeaseName,
+		recorder:  cfg.EventRecorder,
+		meta:      metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.LeaseName},
+	}, nil
+}
+
+// Candidate is the candidate behind the Lock: IsLeader, Token, WrapConfig
+// and HealthCheck for the leader work the elector runs.
+func (l *Lock) Candidate() *candidate.Candidate { return l.c }
+
+// Identity is the holder identity of this process (Config.Candidate.Identity
+// mapped by IdentityFor).
+func (l *Lock) Identity() string { return l.identity }
+
+// Describe names the Lease, as client-go's Lease lock does.
+func (l *Lock) Describe() string { return l.namespace + "/" + l.name }
+
+// RecordEvent records an event of the elector on the Lease.
+func (l *Lock) RecordEvent(s string) {
+	if l.recorder == nil {
+		return
+	}
+	l.mu.Lock()
+	subject := &coordinationv1.Lease{ObjectMeta: *l.meta.DeepCopy()}
+	l.mu.Unlock()
+	subject.Kind = "Lease"
+	subject.APIVersion = coordinationv1.SchemeGroupVersion.String()
+	l.recorder.Eventf(subject, corev1.EventTypeNormal, "LeaderElection", "%s %s", l.identity, s)
+}
+
+// Get returns the Lease as the elector must see it (see the package
+// documentation), and its JSON form, which changes whenever it does.
+func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	if err := l.start(ctx); err != nil {
+		return nil, nil, err
+	}
+	lease, err := l.c.Lease(ctx)
+	if err != nil {
+		return nil, nil, l.callError(err)
+	}
+	if lease == nil {
+		return nil, nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), l.name)
+	}
+	l.mu.Lock()
+	l.meta = *lease.ObjectMeta.DeepCopy()
+	l.mu.Unlock()
+	record := recordOf(lease, l.identity)
+	raw, err := json.Marshal(record)
+	if err != nil {
+		return nil, nil, err
+	}
+	return record, raw, nil
+}
+
+// Create fails: the election controller creates the Lease.
+func (l *Lock) Create(context.Context, resourcelock.LeaderElectionRecord) error {
+	return fmt.Errorf("%s: %w", l.Describe(), ErrNeverCreates)
+}
+
+// Update is the elector's renewal (ler names this process) or release (ler
+// names nobody). The record's own fields are not written: a renewal writes
+// what the library writes, and a release hands over to the preferred holder.
+func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if err := l.start(ctx); err != nil {
+		return err
+	}
+	switch ler.HolderIdentity {
+	case l.identity:
+		return l.callError(l.c.Renew(ctx))
+	case "":
+		return l.release(ctx)
+	default:
+		return fmt.Errorf("%s: the elector may name only itself or nobody, not %q", l.Describe(), ler.HolderIdentity)
+	}
+}
+
+// release serves the elector's release: the elector's renew loop has ended
+// and its leader work has stopped. If the library still counts this process
+// leader, that is the end of a sound term, and the Lease goes to the
+// preferred holder (or nobody) at once, after the LeaseCandidate is deleted.
+// Otherwise the release follows a lost term, sent before client-go cancels
+// leader work: the Lease then goes only after LeaseDuration without renewal.
+func (l *Lock) release(ctx context.Context) error {
+	if l.c.IsLeader() {
+		// Recorded even when ctx ends first: stopping then releases.
+		if err := l.c.Resign(ctx); err != nil {
+			klog.FromContext(ctx).Error(err, "Resigning took too long; the candidate releases the Lease as it stops",
+				"lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
+		}
+	} else {
+		klog.FromContext(ctx).Info("The elector released the Lease after its term had ended; the Lease goes to the next holder once no renewal has been sent for the lease duration",
+			"lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
+	}
+	return l.stop(ctx)
+}
+
+// Close ends the Lock without the elector's release, e.g. when the elector
+// never led or did not release: it deletes the LeaseCandidate, and lets the
+// Lease go only if no renewal through the Lock was sent for LeaseDuration
+// (otherwise the election controller elects the next holder when the Lease
+// expires). It waits for the candidate to stop, or for ctx.
+func (l *Lock) Close(ctx context.Context) error {
+	return l.stop(ctx)
+}
+
+// start runs the candidate from the elector's first call on, with the
+// caller's logger.
+func (l *Lock) start(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return fmt.Errorf("%s: %w", l.Describe(), ErrClosed)
+	}
+	if l.cancel != nil {
+		return nil
+	}
+	// The candidate outlives the call that starts it.
+	runCtx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.FromContext(ctx)))
+	l.cancel, l.done = cancel, make(chan struct{})
+	go func() {
+		defer close(l.done)
+		err := l.c.Run(runCtx)
+		l.mu.Lock()
+		l.runErr = err
+		l.mu.Unlock()
+	}()
+	return nil
+}
+
+// stop ends the candidate's Run and waits for it, or for ctx.
+func (l *Lock) stop(ctx context.Context) error {
+	l.mu.Lock()
+	l.closed = true
+	cancel, done := l.cancel, l.done
+	l.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: stopping the candidate: %w", l.Describe(), ctx.Err())
+	}
+}
+
+// callError names the Lease in an error of the candidate, and tells why a
+// candidate that stopped running did.
+func (l *Lock) callError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, candidate.ErrNotRunning) {
+		l.mu.Lock()
+		runErr, closed := l.runErr, l.closed
+		l.mu.Unlock()
+		switch {
+		case runErr != nil:
+			return fmt.Errorf("%s: the candidate failed: %w", l.Describe(), runErr)
+		case closed:
+			return fmt.Errorf("%s: %w", l.Describe(), ErrClosed)
+		}
+	}
+	return fmt.Errorf("%s: %w", l.Describe(), err)
+}
+
+// forever is the lease duration reported for a Lease held by another: as
+// long as client-go can count, so that it never counts it expired.
+const forever = math.MaxInt32
+
+// recordOf is lease as the elector of identity must see it: as it is when it
+// names identity and nobody else is preferred; otherwise held, for ever, by
+// its holder, or by the preferred holder when the Lease names identity.
+func recordOf(lease *coordinationv1.Lease, identity string) *resourcelock.LeaderElectionRecord {
+	r := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
+	if r.PreferredHolder == identity {
+		r.PreferredHolder = ""
+	}
+	if r.HolderIdentity == identity && r.PreferredHolder == "" {
+		return r
+	}
+	if r.HolderIdentity == identity {
+		r.HolderIdentity = r.PreferredHolder
+	}
+	r.LeaseDurationSeconds = forever
+	return r
+}
+
+// IdentityFor maps an elector identity to a valid candidate name (a DNS-1123
+// subdomain, as LeaseCandidate names must be). A valid identity is kept as
+// it is. Any other, such as controller-runtime's and kube-controller-manager's
+// default host_uuid, is lowercased, every run of other characters than
+// letters and digits becomes a hyphen, and a hash of the original is
+// appended, so that two identities that differ only in those characters
+// stay distinct: "Node-1_6f1c..." becomes "node-1-6f1c...-1a2b3c4d".
+func IdentityFor(id string) string {
+	if id == "" || len(validation.IsDNS1123Subdomain(id)) == 0 {
+		return id
+	}
+	var b strings.Builder
+	hyphen := false
+	for _, r := range strings.ToLower(id) {
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+			hyphen = false
+		} else if !hyphen && b.Len() > 0 {
+			b.WriteByte('-')
+			hyphen = true
+		}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	suffix := fmt.Sprintf("%08x", h.Sum32())
+	base := strings.TrimSuffix(b.String(), "-")
+	if limit := validation.DNS1123SubdomainMaxLength - len(suffix) - 1; len(base) > limit {
+		base = strings.TrimSuffix(base[:limit], "-")
+	}
+	if base == "" {
+		return suffix
+	}
+	return base + "-" + suffix
+}
