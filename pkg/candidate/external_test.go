@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/utils/ptr"
@@ -42,6 +43,7 @@ func TestExternalRenewalLeadsOnlyThroughRenew(t *testing.T) {
 			t.Errorf("after Renew: IsLeader=%v Token=%d,%v, Lease transitions %d (named at %d)", c.IsLeader(), token, ok,
 				ptr.Deref(lease.Spec.LeaseTransitions, -1), ptr.Deref(named.Spec.LeaseTransitions, 0))
 		}
+		synctest.Wait() // OnStartedLeading runs on a goroutine of its own
 		if !slices.Contains(h.entries(), "started leading") {
 			t.Error("OnStartedLeading did not run for the term")
 		}

@@ -81,9 +81,9 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	res := strategy.ResolveStrategy(cands)
 	if res.Conflict {
 		if c.events.emit(key, lease, corev1.EventTypeWarning, ReasonStrategyConflict, "Elect",
-			"Candidates at binary version %s ask for different strategies (%s); not electing until they agree", res.BinaryVersion, describeConflict(res.Conflicting)) {
+			"Candidates at binary version %s ask for different strategies (%s); not electing until they agree", res.BinaryVersion, strategy.DescribeConflict(res.Conflicting)) {
 			c.opts.Metrics.Conflicts.Inc()
-			logger.V(2).Info("Strategy conflict; not electing", "binaryVersion", res.BinaryVersion, "candidates", describeConflict(res.Conflicting))
+			logger.V(2).Info("Strategy conflict; not electing", "binaryVersion", res.BinaryVersion, "candidates", strategy.DescribeConflict(res.Conflicting))
 		}
 		return untilDeadline(now, nextExpiry), nil
 	}
@@ -556,14 +556,6 @@ func (e *election) describeCandidates() string {
 	parts := make([]string, 0, len(cands))
 	for _, lc := range cands {
 		parts = append(parts, fmt.Sprintf("%s(binary %s, emulation %s)", lc.Name, lc.Spec.BinaryVersion, lc.Spec.EmulationVersion))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func describeConflict(cs []strategy.CandidateStrategy) string {
-	parts := make([]string, 0, len(cs))
-	for _, c := range cs {
-		parts = append(parts, fmt.Sprintf("%s: %q", c.Name, c.Strategy))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -158,7 +158,7 @@ func (j Judge) Summarize(in Input, now time.Time) Summary {
 		s.Invalid = invalidAll(live, "the candidates disagree on the strategy")
 		s.State = StateConflict
 		s.Why = fmt.Sprintf("The candidates at binary version %s ask for different strategies (%s), so nobody is elected until they agree.",
-			res.BinaryVersion, describeConflict(res.Conflicting))
+			res.BinaryVersion, strategy.DescribeConflict(res.Conflicting))
 		return s
 	}
 	var strat strategy.Strategy
@@ -361,14 +361,6 @@ func describeInvalid(inv []strategy.InvalidCandidate) string {
 		parts = append(parts, fmt.Sprintf("%s: %v", i.Candidate.Name, i.Reason))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func describeConflict(cs []strategy.CandidateStrategy) string {
-	parts := make([]string, 0, len(cs))
-	for _, c := range cs {
-		parts = append(parts, fmt.Sprintf("%s: %q", c.Name, c.Strategy))
-	}
-	return strings.Join(parts, ", ")
 }
 
 func joinStrategies(names []coordinationv1.CoordinatedLeaseStrategy) string {

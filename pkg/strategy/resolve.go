@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -27,6 +28,16 @@ type Resolution struct {
 type CandidateStrategy struct {
 	Name, Namespace string
 	Strategy        coordinationv1.CoordinatedLeaseStrategy
+}
+
+// DescribeConflict names each conflicting candidate with the strategy it asks
+// for, as Events, logs and kubectl cle say it: `a: "X", b: "Y"`.
+func DescribeConflict(cs []CandidateStrategy) string {
+	parts := make([]string, 0, len(cs))
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%s: %q", c.Name, c.Strategy))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ResolveStrategy decides the strategy of a Lease from its candidates: the newest binaries decide, because

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,29 +64,11 @@ func kubeconfig(t *testing.T, m apiMode) string {
 	return path
 }
 
-// syncBuffer is a bytes.Buffer that the watch can write while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // plugin runs kubectl-cle with args against the mode's server, in ns, the
 // API mode chosen automatically.
-func plugin(ctx context.Context, t *testing.T, kc, ns string, out *syncBuffer, args ...string) (stderr string, code int) {
+func plugin(ctx context.Context, t *testing.T, kc, ns string, out *framework.SyncBuffer, args ...string) (stderr string, code int) {
 	t.Helper()
-	var errOut syncBuffer
+	var errOut framework.SyncBuffer
 	full := append([]string{"--kubeconfig", kc, "-n", ns}, args...)
 	code = app.Main(ctx, full, genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: &errOut})
 	return errOut.String(), code
@@ -96,7 +77,7 @@ func plugin(ctx context.Context, t *testing.T, kc, ns string, out *syncBuffer, a
 // run runs a command to completion and returns its output.
 func run(t *testing.T, kc, ns string, args ...string) string {
 	t.Helper()
-	var out syncBuffer
+	var out framework.SyncBuffer
 	if stderr, code := plugin(context.Background(), t, kc, ns, &out, args...); code != 0 {
 		t.Fatalf("kubectl cle %s: exit %d: %s", strings.Join(args, " "), code, stderr)
 	}
@@ -175,7 +156,7 @@ func TestElection(t *testing.T) {
 		m.server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name})
 		kc := kubeconfig(t, m)
 
-		var watchOut syncBuffer
+		var watchOut framework.SyncBuffer
 		watchCtx, stopWatch := context.WithCancel(context.Background())
 		watchDone := make(chan int)
 		go func() {
@@ -326,7 +307,7 @@ func TestStates(t *testing.T) {
 		if got := run(t, kc, ns, "describe", "expired"); !regexp.MustCompile(`Why:\s+Holder gone stopped renewing the Lease \(expired \S+ ago\): the controller names gone`).MatchString(got) {
 			t.Errorf("describe expired:\n%s", got)
 		}
-		var out syncBuffer
+		var out framework.SyncBuffer
 		if stderr, code := plugin(ctx, t, kc, ns, &out, "status", "missing"); code == 0 || !strings.Contains(stderr, `leases.coordination.k8s.io "missing" not found`) {
 			t.Errorf("status of a missing Lease: exit %d, stderr %q", code, stderr)
 		}

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -194,27 +193,7 @@ func freeAddr(t *testing.T) string {
 // the Deployment's flags.
 type controllerProcess struct {
 	health string
-	logs   *lockedBuffer
-}
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func newLockedBuffer() *lockedBuffer { return &lockedBuffer{} }
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs   *framework.SyncBuffer
 }
 
 // startController runs the cle-controller binary with the args of the
@@ -225,7 +204,7 @@ func startController(t *testing.T, m apiMode, bin string, args []string, ns, use
 	if err := m.server.WriteUserKubeconfig(kc, user); err != nil {
 		t.Fatal(err)
 	}
-	p := &controllerProcess{health: freeAddr(t), logs: newLockedBuffer()}
+	p := &controllerProcess{health: freeAddr(t), logs: &framework.SyncBuffer{}}
 	args = append(append([]string{}, args...),
 		"--kubeconfig="+kc, "--namespaces="+ns,
 		// The framework idles the built-in controller by holding its Lease,
