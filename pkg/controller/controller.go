@@ -120,6 +120,11 @@ type Controller struct {
 	// states is the source of the cle_candidates metric while this
 	// controller runs.
 	states *func() map[string]int
+	// leaseStates is the source of the cle_leases metric, from outcomes:
+	// the state of each Lease with candidates as reconcile last judged it.
+	leaseStates *func() map[string]int
+	outcomeMu   sync.Mutex
+	outcomes    map[types.NamespacedName]string
 
 	registrations []registration
 }
@@ -159,10 +164,12 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		events:      newEventDeduper(opts.Recorder),
 		neededSince: map[types.NamespacedName]time.Time{},
 		queuedAt:    map[types.NamespacedName]time.Time{},
+		outcomes:    map[types.NamespacedName]string{},
 	}
-	states := c.candidateStates
-	c.states = &states
+	states, leaseStates := c.candidateStates, c.leaseOutcomes
+	c.states, c.leaseStates = &states, &leaseStates
 	opts.Metrics.candidates.source.Store(c.states)
+	opts.Metrics.leases.source.Store(c.leaseStates)
 	c.leaseStores = storesByNamespace(informers.Leases, informers.Namespaces)
 	c.candidateStores = storesByNamespace(informers.Candidates, informers.Namespaces)
 
@@ -410,6 +417,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		}
 		// A controller that stopped has no candidates to report.
 		c.opts.Metrics.candidates.source.CompareAndSwap(c.states, nil)
+		c.opts.Metrics.leases.source.CompareAndSwap(c.leaseStates, nil)
 	}()
 
 	var wg sync.WaitGroup
@@ -491,6 +499,39 @@ func (c *Controller) cachedCandidate(key types.NamespacedName) *coordinationv1be
 		}
 	}
 	return nil
+}
+
+// The states of cle_leases.
+const (
+	leaseOptimal    = "optimal"
+	leasePreempting = "preempting"
+	leaseVacant     = "vacant"
+	leaseExpired    = "expired"
+	leaseConflict   = "conflict"
+	leaseUnmanaged  = "unmanaged"
+)
+
+// noteOutcome records the state reconcile left the Lease key in; "" forgets
+// it (no candidates left).
+func (c *Controller) noteOutcome(key types.NamespacedName, state string) {
+	c.outcomeMu.Lock()
+	defer c.outcomeMu.Unlock()
+	if state == "" {
+		delete(c.outcomes, key)
+		return
+	}
+	c.outcomes[key] = state
+}
+
+// leaseOutcomes counts Leases by state for the cle_leases metric.
+func (c *Controller) leaseOutcomes() map[string]int {
+	states := map[string]int{leaseOptimal: 0, leasePreempting: 0, leaseVacant: 0, leaseExpired: 0, leaseConflict: 0, leaseUnmanaged: 0}
+	c.outcomeMu.Lock()
+	defer c.outcomeMu.Unlock()
+	for _, s := range c.outcomes {
+		states[s]++
+	}
+	return states
 }
 
 // candidateStates counts candidates by state for the cle_candidates metric.

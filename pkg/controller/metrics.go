@@ -22,7 +22,10 @@ type Metrics struct {
 	queue *queueMetrics
 	// candidates reports, when scraped, the candidates of the controller
 	// that currently uses these metrics, by state.
-	candidates *candidateStates
+	candidates *stateGauge
+	// leases reports, when scraped, the Leases with candidates by the state
+	// of their election.
+	leases *stateGauge
 }
 
 const namespace = "cle"
@@ -72,7 +75,13 @@ func NewMetrics() *Metrics {
 			Help: "Times a candidate was skipped because its strategy cannot rank it (e.g. a version that does not parse).",
 		}),
 		queue: newQueueMetrics(),
-		candidates: &candidateStates{desc: prometheus.NewDesc("cle_candidates",
+		leases: &stateGauge{desc: prometheus.NewDesc("cle_leases",
+			"Leases with candidates by the state of their election as last judged: optimal (a live holder no candidate beats on merit), "+
+				"preempting (a live candidate beats the holder on merit; preferredHolder names it), vacant (no Lease or no holder), "+
+				"expired (the holder stopped renewing), conflict (candidates disagree on the strategy, or none has a valid binaryVersion), "+
+				"unmanaged (held by a non-candidate, or a strategy this controller does not run).",
+			[]string{"state"}, nil)},
+		candidates: &stateGauge{desc: prometheus.NewDesc("cle_candidates",
 			"Candidates by the state the controller judges them in: alive, pinged, unresponsive, unknown (not renewed recently and not pinged).",
 			[]string{"state"}, nil)},
 	}
@@ -82,7 +91,7 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Register(r prometheus.Registerer) error {
 	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingTimeouts, m.Conflicts, m.InvalidCandidate}
 	cs = append(cs, m.queue.collectors()...)
-	cs = append(cs, m.candidates)
+	cs = append(cs, m.candidates, m.leases)
 	for _, c := range cs {
 		if err := r.Register(c); err != nil {
 			return err
@@ -140,17 +149,17 @@ func (q *queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return q.retriesV.WithLabelValues(name)
 }
 
-// candidateStates reports, when scraped, how many candidates the controller
-// currently judges to be in each state.
-// A controller built for a new leadership term takes the source over.
-type candidateStates struct {
+// stateGauge reports, when scraped, how many objects the controller
+// currently judges to be in each state. A controller built for a new
+// leadership term takes the source over.
+type stateGauge struct {
 	desc   *prometheus.Desc
 	source atomic.Pointer[func() map[string]int]
 }
 
-func (c *candidateStates) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *stateGauge) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c *candidateStates) Collect(ch chan<- prometheus.Metric) {
+func (c *stateGauge) Collect(ch chan<- prometheus.Metric) {
 	source := c.source.Load()
 	if source == nil {
 		return

@@ -75,6 +75,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	if len(cands) == 0 {
 		c.clearNeeded(key)
 		c.events.forget(key)
+		c.noteOutcome(key, "")
 		return untilDeadline(now, nextExpiry), nil
 	}
 
@@ -85,6 +86,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 			c.opts.Metrics.Conflicts.Inc()
 			logger.V(2).Info("Strategy conflict; not electing", "binaryVersion", res.BinaryVersion, "candidates", strategy.DescribeConflict(res.Conflicting))
 		}
+		c.noteOutcome(key, leaseConflict)
 		return untilDeadline(now, nextExpiry), nil
 	}
 	c.events.resolve(key, ReasonStrategyConflict)
@@ -95,12 +97,14 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 			c.reportInvalid(ctx, key, lease, lc, "any strategy", fmt.Errorf("binaryVersion %q is not a strict semantic version", lc.Spec.BinaryVersion))
 		}
 		logger.V(2).Info("No candidate has a valid binaryVersion; not electing", "candidates", len(cands))
+		c.noteOutcome(key, leaseConflict)
 		return untilDeadline(now, nextExpiry), nil
 	}
 	strat, ok := c.opts.Strategies.Get(res.Strategy)
 	if !ok {
 		// Another controller owns this strategy: no pings, no writes.
 		logger.V(4).Info("Strategy not handled here; leaving the Lease alone", "strategy", res.Strategy)
+		c.noteOutcome(key, leaseUnmanaged)
 		return untilDeadline(now, nextExpiry), nil
 	}
 	ranked, invalid := strat.Rank(cands)
@@ -120,11 +124,14 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 		// Its tenure is not part of any election's latency.
 		c.clearNeeded(key)
 		logger.V(4).Info("Lease held by a non-candidate; waiting for release or expiry", "holder", e.holder)
+		c.noteOutcome(key, leaseUnmanaged)
 		return untilDeadline(now, e.deadline), nil
 	}
 	e.judge()
 	pingErr := e.ping(ctx)
-	if err := e.write(ctx); err != nil {
+	err := e.write(ctx)
+	c.noteOutcome(key, e.outcome())
+	if err != nil {
 		return untilDeadline(now, e.deadline), errors.Join(err, pingErr)
 	}
 	if e.leaseLive && !e.wrote {
@@ -212,6 +219,21 @@ func (e *election) judgeLease() {
 		return
 	}
 	e.leaseExpiredAt = expiry
+}
+
+// outcome is the state of the election once this step is done, for
+// cle_leases.
+func (e *election) outcome() string {
+	switch {
+	case e.leaseLive && e.best != nil && e.best.Name != e.holder:
+		return leasePreempting
+	case e.leaseLive || e.wrote: // live, or just given to the winner
+		return leaseOptimal
+	case !e.leaseExpiredAt.IsZero():
+		return leaseExpired
+	default:
+		return leaseVacant
+	}
 }
 
 // holderIsCandidate reports whether the holder takes part in coordinated
