@@ -33,6 +33,10 @@ bench: kube-bin ## Run the benchmarks: ranking, and election latencies on a real
 bench-scale: kube-bin ## Run the scale benchmark (1,000 and 10,000 Leases, ~20 min; not part of make test). ARGS passes flags.
 	hack/bench-scale.sh $(ARGS)
 
+.PHONY: image
+image: ## Build the container image (cle-controller and kubectl-cle) into _output/image without a container runtime: cle.tar and an OCI layout.
+	hack/image.sh
+
 .PHONY: kube-bin
 kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version).
 	hack/kube-bin.sh >/dev/null

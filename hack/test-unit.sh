@@ -7,4 +7,6 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
 mapfile -t pkgs < <(go list ./... | grep -v '/test/integration/')
 go test -race -count=1 "${pkgs[@]}"
+# The image builder: builds the static binaries and reads the image back.
+(cd hack/tools/image && go test -count=1 ./...)
 hack/fuzz.sh

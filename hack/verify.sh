@@ -16,8 +16,9 @@ fi
 
 go vet ./... || failed=1
 (cd contrib/controller-runtime && go vet ./...) || failed=1
+(cd hack/tools/image && go vet ./...) || failed=1
 
-for mod in . hack/tools/kube contrib/controller-runtime; do
+for mod in . hack/tools/kube hack/tools/image contrib/controller-runtime; do
   if ! (cd "${mod}" && go mod tidy -diff); then
     echo "verify: ${mod}/go.mod or go.sum is not tidy; run: (cd ${mod} && go mod tidy)" >&2
     failed=1

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds cle's container image without a container runtime: static binaries of
+# cle-controller and kubectl-cle in one layer, user 65532:65532, entrypoint
+# cle-controller. Writes _output/image/cle.tar (docker load, kind load
+# image-archive, ctr images import) and _output/image/oci (an OCI layout for
+# crane push or skopeo). VERSION, IMAGE and GOARCH override the defaults.
+set -o errexit -o nounset -o pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${root}"
+version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+arch=${GOARCH:-amd64}
+image=${IMAGE:-ghcr.io/cle-dev/cle:${version}}
+out=_output/image
+mkdir -p "${out}/bin"
+CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
+	-ldflags "-s -w -X github.com/cle-dev/cle/cmd/cle-controller/app.Version=${version}" \
+	-o "${out}/bin/" ./cmd/cle-controller ./cmd/kubectl-cle
+# The commit time, not the build time: the same commit gives the same image.
+created=$(git log -1 --format=%cI 2>/dev/null || true)
+(cd hack/tools/image && go run . --bin-dir="${root}/${out}/bin" --tarball="${root}/${out}/cle.tar" \
+	--layout="${root}/${out}/oci" --tag="${image}" --version="${version}" --revision="${revision}" \
+	--arch="${arch}" ${created:+--created="${created}"})

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"archive/tar"
+	"debug/elf"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// TestImage builds the image from freshly built static binaries, as
+// hack/image.sh does, reads both outputs back and checks what a cluster
+// relies on: it runs as non-root, its entrypoint is cle-controller, it holds
+// both static binaries, and the controller it holds reports the version
+// stamped into it.
+func TestImage(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	const version = "v9.8.7-test"
+	cmd := exec.Command("go", "build", "-trimpath",
+		"-ldflags", "-s -w -X github.com/cle-dev/cle/cmd/cle-controller/app.Version="+version,
+		"-o", bin+"/", "./cmd/cle-controller", "./cmd/kubectl-cle")
+	cmd.Dir = filepath.Join("..", "..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the binaries: %v\n%s", err, out)
+	}
+	o := options{
+		binDir: bin, tarPath: filepath.Join(dir, "cle.tar"), layoutDir: filepath.Join(dir, "oci"),
+		ref: "example.com/cle:" + version, version: version, revision: "abc123", source: "https://example.com/cle",
+		arch: runtime.GOARCH,
+	}
+	img, err := build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := write(img, o); err != nil {
+		t.Fatal(err)
+	}
+	want, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fromTar, err := tarball.ImageFromPath(o.tarPath, nil)
+	if err != nil {
+		t.Fatalf("read the tarball back: %v", err)
+	}
+	idx, err := layout.ImageIndexFromPath(o.layoutDir)
+	if err != nil {
+		t.Fatalf("read the OCI layout back: %v", err)
+	}
+	fromLayout, err := idx.Image(want)
+	if err != nil {
+		t.Fatalf("the OCI layout has no image %s: %v", want, err)
+	}
+	for name, got := range map[string]v1.Image{"tarball": fromTar, "layout": fromLayout} {
+		t.Run(name, func(t *testing.T) { checkImage(t, got, dir, version) })
+	}
+}
+
+func checkImage(t *testing.T, img v1.Image, dir, version string) {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cf.Config.User != "65532:65532" {
+		t.Errorf("user %q, want 65532:65532 (non-root)", cf.Config.User)
+	}
+	if got := strings.Join(cf.Config.Entrypoint, " "); got != "/cle-controller" {
+		t.Errorf("entrypoint %q, want /cle-controller", got)
+	}
+	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+		t.Errorf("platform %s/%s, want linux/%s", cf.OS, cf.Architecture, runtime.GOARCH)
+	}
+	for k, v := range map[string]string{
+		"org.opencontainers.image.version":  version,
+		"org.opencontainers.image.revision": "abc123",
+		"org.opencontainers.image.source":   "https://example.com/cle",
+	} {
+		if cf.Config.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, cf.Config.Labels[k], v)
+		}
+	}
+
+	files := extract(t, img, t.TempDir())
+	if !strings.Contains(files["etc/passwd"].content, "nonroot:x:65532:65532:") {
+		t.Errorf("/etc/passwd does not name user 65532: %q", files["etc/passwd"].content)
+	}
+	for _, b := range binaries {
+		f, ok := files[b]
+		if !ok {
+			t.Errorf("/%s is missing", b)
+			continue
+		}
+		if f.mode&0o111 != 0o111 {
+			t.Errorf("/%s has mode %o, want it executable by everyone", b, f.mode)
+		}
+		if dynamic, err := isDynamic(f.path); err != nil || dynamic {
+			t.Errorf("/%s: dynamically linked %v (%v), want a static binary for a base without libc", b, dynamic, err)
+		}
+	}
+	// The test runs on linux: the image's controller runs here.
+	out, err := exec.Command(files["cle-controller"].path, "--version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), version) {
+		t.Errorf("/cle-controller --version: %q, %v; want it to print %s", out, err, version)
+	}
+}
+
+type file struct {
+	path, content string
+	mode          int64
+}
+
+// extract unpacks the image's filesystem into dir; small files' contents are
+// kept for the checks.
+func extract(t *testing.T, img v1.Image, dir string) map[string]file {
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	files := map[string]file{}
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		name := strings.TrimPrefix(hdr.Name, "/")
+		path := filepath.Join(dir, filepath.Base(name))
+		content, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, content, os.FileMode(hdr.Mode)&0o777); err != nil {
+			t.Fatal(err)
+		}
+		f := file{path: path, mode: hdr.Mode}
+		if len(content) < 4096 {
+			f.content = string(content)
+		}
+		files[name] = f
+	}
+}
+
+// isDynamic reports whether an ELF binary asks for a dynamic loader.
+func isDynamic(path string) (bool, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			return true, nil
+		}
+	}
+	return false, nil
+}
