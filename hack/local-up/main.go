@@ -1,10 +1,14 @@
-// Command local-up runs a local demonstration of coordinated leader election
-// until interrupted: a control plane (etcd and kube-apiserver built by
-// hack/kube-bin.sh) on loopback, an election controller, and three example
-// candidates at different emulation versions contending for one Lease. It
-// writes a kubeconfig and prints the kubectl commands that show the election.
-// Ctrl-C stops the candidates (they release the Lease), the controller and
-// the control plane, in that order.
+// Command local-up runs a local demonstration of coordinated leader election:
+// a control plane (etcd and kube-apiserver built by hack/kube-bin.sh) on
+// loopback, an election controller, and three replicas of an example
+// component at version 1.35 contending for one Lease, shown live by
+// `kubectl cle watch`. Then it upgrades the replicas to 1.36 one at a time,
+// the leader first, and checks at each step that the leader is never newer
+// than a live replica: leadership stays on 1.35 until no 1.35 replica is
+// left. It writes a kubeconfig and prints the kubectl commands to look
+// around, and runs until interrupted (or exits after the upgrade with
+// --exit-after-demo). Ctrl-C stops the replicas (they hand the Lease over),
+// the watch, the controller and the control plane, in that order.
 package main
 
 import (
@@ -33,6 +37,9 @@ type options struct {
 	namespace  string
 	lease      string
 	candidates int
+	upgrade    bool
+	exitAfter  bool
+	stepPause  time.Duration
 }
 
 func main() {
@@ -44,7 +51,10 @@ func main() {
 	flag.StringVar(&o.logDir, "log-dir", "_output/local-up/logs", "where the controller's and the candidates' logs go")
 	flag.StringVar(&o.namespace, "namespace", "default", "namespace of the example Lease and candidates")
 	flag.StringVar(&o.lease, "lease", "example", "name of the example Lease")
-	flag.IntVar(&o.candidates, "candidates", 3, "number of example candidates (0-3); 0 starts only the control plane")
+	flag.IntVar(&o.candidates, "candidates", 3, "number of example replicas (0-3); 0 starts only the control plane")
+	flag.BoolVar(&o.upgrade, "upgrade", true, "after the first election, upgrade the replicas from 1.35 to 1.36 one at a time, the leader first")
+	flag.DurationVar(&o.stepPause, "step-pause", 3*time.Second, "pause between the steps of the upgrade, to read what happened")
+	flag.BoolVar(&o.exitAfter, "exit-after-demo", false, "stop everything and exit once the demonstration is done, instead of waiting for Ctrl-C (for tests)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "local-up: %v\n", err)
@@ -52,13 +62,14 @@ func main() {
 	}
 }
 
-// versions of the example candidates, started newest first so that the
-// election visibly moves to the oldest emulation version as they join.
-var versions = []struct{ identity, emulation string }{
-	{"candidate-1-36", "1.36.0"},
-	{"candidate-1-35", "1.35.0"},
-	{"candidate-1-34", "1.34.0"},
-}
+// The example component's versions before and after the upgrade.
+const (
+	oldVersion = "1.35.0"
+	newVersion = "1.36.0"
+)
+
+// replicas names the example component's replicas.
+var replicas = []string{"replica-a", "replica-b", "replica-c"}
 
 func run(o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -70,8 +81,8 @@ func run(o options) error {
 	if o.controller == "builtin" && !o.native {
 		return errors.New("--controller=builtin needs --native")
 	}
-	if o.candidates < 0 || o.candidates > len(versions) {
-		return fmt.Errorf("--candidates must be between 0 and %d", len(versions))
+	if o.candidates < 0 || o.candidates > len(replicas) {
+		return fmt.Errorf("--candidates must be between 0 and %d", len(replicas))
 	}
 
 	server, err := framework.Start(ctx, framework.Options{
@@ -80,6 +91,7 @@ func run(o options) error {
 		// framework's idler holding its Lease, so exactly one controller
 		// elects.
 		IdleBuiltinController: o.native && o.controller == "cle",
+		PortableCRD:           !o.native,
 		Logf:                  logf,
 	})
 	if err != nil {
@@ -138,38 +150,40 @@ func run(o options) error {
 		controller = "the controller built into kube-apiserver"
 	}
 	logs, _ := filepath.Abs(o.logDir)
+	cleBin, _ := filepath.Abs(o.binDir)
 	fmt.Printf(`
 Control plane running at %s, mode %s.
 Election controller: %s.
 Server logs: %s; controller and candidate logs: %s
 In another terminal:
 
-  export KUBECONFIG=%s PATH=%s:$PATH
-  kubectl get leases,leasecandidates -n %s -w        # who holds the Lease, who is a candidate
-  kubectl get lease %s -n %s -o yaml                  # holderIdentity, preferredHolder, leaseTransitions
+  export KUBECONFIG=%s PATH=%s:%s:$PATH
+  kubectl cle watch -n %s                          # one line per change of holder, preferred holder, candidates
+  kubectl cle status -n %s                         # who holds, who should, the election's state
+  kubectl cle describe %s -n %s                    # the candidates ranked, recent Events, and why
   kubectl get events -n %s --field-selector involvedObject.kind=Lease
 
 Stop a leader with "kill <pid>" (it hands over) or "kill -STOP <pid>" (it loses the Lease when it expires).
 Press Ctrl-C to stop everything.
 
-`, server.URL(), mode, controller, server.Dir(), logs, kubeconfig, binDir, o.namespace, o.lease, o.namespace, o.namespace)
+`, server.URL(), mode, controller, server.Dir(), logs, kubeconfig, cleBin, binDir, o.namespace, o.namespace, o.lease, o.namespace, o.namespace)
 
-	for i, v := range versions[:o.candidates] {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(3 * time.Second):
-			}
-		}
-		c, err := startChild(o, v.identity, "candidate",
-			"--kubeconfig="+kubeconfig, "--namespace="+o.namespace, "--lease="+o.lease,
-			"--identity="+v.identity, "--binary-version=1.36.0", "--emulation-version="+v.emulation)
-		if err != nil {
+	d := &demo{o: o, ctx: ctx, kubeconfig: kubeconfig, client: framework.MustClient(server.Config()), children: &children, live: map[string]string{}}
+	if o.candidates > 0 {
+		if err := d.startWatch(binDir); err != nil {
 			return err
 		}
-		children = append(children, c)
-		fmt.Printf("started %s (emulation version %s), pid %d\n", v.identity, v.emulation, c.cmd.Process.Pid)
+		if err := d.run(); err != nil {
+			if ctx.Err() != nil {
+				fmt.Println()
+				return nil // interrupted: stop everything
+			}
+			return err
+		}
+	}
+	if o.exitAfter {
+		fmt.Println("\nDemonstration done; stopping.")
+		return nil
 	}
 	<-ctx.Done()
 	fmt.Println()
@@ -194,11 +208,19 @@ func startChild(o options, name, binary string, args ...string) (*child, error) 
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("%s not built (run make build): %w", binary, err)
 	}
+	return startCommand(o, name, path, nil, args...)
+}
+
+// startCommand starts path with args, and env added to the environment.
+func startCommand(o options, name, path string, env []string, args ...string) (*child, error) {
 	logFile, err := os.Create(filepath.Join(o.logDir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stderr = logFile
 	// Its own process group, so that Ctrl-C in the terminal reaches only
 	// local-up, which stops the children in order.

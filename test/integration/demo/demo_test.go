@@ -1,0 +1,123 @@
+// Package demo runs the README's main command, make run (hack/local-up), end to
+// end in its non-interactive mode, and checks what it shows and what it leaves
+// behind.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+func TestRollingUpgradeDemo(t *testing.T) {
+	if _, err := framework.BinDir(); err != nil { // kube-apiserver, etcd, kubectl
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/",
+		"./hack/local-up", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
+	build.Dir = framework.RepoPath(".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	for _, mode := range []struct {
+		name string
+		args []string
+	}{
+		{"native", nil},
+		{"portable", []string{"--native=false"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			var out, errOut bytes.Buffer
+			cmd := exec.CommandContext(ctx, filepath.Join(bin, "local-up"), append([]string{
+				"--bin-dir=" + bin, "--exit-after-demo", "--step-pause=0",
+				"--kubeconfig-out=" + filepath.Join(dir, "kubeconfig"), "--log-dir=" + filepath.Join(dir, "logs"),
+			}, mode.args...)...)
+			cmd.Stdout, cmd.Stderr = &out, &errOut
+			err := cmd.Run()
+			transcript := out.String()
+			if err != nil {
+				t.Fatalf("local-up: %v\nstdout:\n%s\nstderr:\n%s", err, transcript, errOut.String())
+			}
+			checkTranscript(t, transcript)
+			if left := processesMentioning(t, bin, "cle-integration-"+strconv.Itoa(cmd.Process.Pid)+"-"); len(left) > 0 {
+				t.Errorf("left running after local-up exited: %v", left)
+			}
+			if t.Failed() {
+				t.Logf("transcript:\n%s", transcript)
+			}
+		})
+	}
+}
+
+// checkTranscript checks what a person watching sees: the first election, each
+// upgrade step with the leader on an old replica while one is left, the watch's
+// holder changes, kubectl cle status after each step, and the end.
+func checkTranscript(t *testing.T, transcript string) {
+	t.Helper()
+	for _, want := range []string{
+		"Starting 3 replicas of an example component at version 1.35.0",
+		"Step 1/3: stopping replica-a (1.35.0, the leader)",
+		"Step 3/3: starting replica-c-v1-36 at 1.36.0",
+		"Upgrade done: replica-a-v1-36 leads at 1.36.0",
+	} {
+		if !strings.Contains(transcript, want) {
+			t.Errorf("the transcript does not say %q", want)
+		}
+	}
+	// The watch shows every holder the Lease had, in order: the old replicas,
+	// then the first upgraded one.
+	holders := regexp.MustCompile(`\[watch\] .* holder \S+ -> (\S+) \(term`).FindAllStringSubmatch(transcript, -1)
+	var named []string
+	for _, m := range holders {
+		if m[1] != "<none>" {
+			named = append(named, m[1])
+		}
+	}
+	if got, want := strings.Join(named, " "), "replica-a replica-b replica-c replica-a-v1-36"; got != want {
+		t.Errorf("the watch showed the holders %q, want %q", got, want)
+	}
+	if n := strings.Count(transcript, "$ kubectl cle status"); n != 4 {
+		t.Errorf("kubectl cle status shown %d times, want 4 (after the election and each step)", n)
+	}
+	if n := len(regexp.MustCompile(`(?m)^example +OldestEmulationVersion +\S+ +<none> +\S+ +3 +\d+ +optimal`).FindAllString(transcript, -1)); n != 4 {
+		t.Errorf("%d status tables show the Lease optimal with 3 candidates, want 4", n)
+	}
+}
+
+// processesMentioning lists the processes whose command line mentions any of
+// needles.
+func processesMentioning(t *testing.T, needles ...string) []string {
+	t.Helper()
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, path := range cmdlines {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		line := strings.ReplaceAll(string(data), "\x00", " ")
+		for _, n := range needles {
+			if strings.Contains(line, n) {
+				found = append(found, filepath.Base(filepath.Dir(path))+" "+line)
+				break
+			}
+		}
+	}
+	return found
+}
