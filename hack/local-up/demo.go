@@ -48,6 +48,20 @@ func (d *demo) startWatch(kubeBinDir string) error {
 		return fmt.Errorf("start kubectl cle watch: %w", err)
 	}
 	*d.children = append(*d.children, c)
+	// The watch prints the Lease's state once it has listed it: only then can
+	// it show the first election.
+	select {
+	case <-c.printed:
+	case <-time.After(stepTimeout):
+		return fmt.Errorf("kubectl cle watch printed nothing within %s (see %s)", stepTimeout, c.log.Name())
+	case <-d.ctx.Done():
+		return d.ctx.Err()
+	}
+	select {
+	case <-c.exited:
+		return fmt.Errorf("kubectl cle watch exited: %v (see %s)", c.err, c.log.Name())
+	default:
+	}
 	return nil
 }
 

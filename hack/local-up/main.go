@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -197,6 +198,8 @@ type child struct {
 	cmd    *exec.Cmd
 	log    *os.File
 	exited chan struct{} // closed once the process is reaped
+	// printed is closed when the child prints its first line (or exits).
+	printed chan struct{}
 	err    error         // its exit status, after exited
 }
 
@@ -234,14 +237,17 @@ func startCommand(o options, name, path string, env []string, args ...string) (*
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, log: logFile, exited: make(chan struct{})}
+	c := &child{name: name, cmd: cmd, log: logFile, exited: make(chan struct{}), printed: make(chan struct{})}
 	// Reap it as soon as it exits (one killed by hand must not linger as a
 	// zombie), after echoing all it printed.
 	go func() {
 		defer close(c.exited)
+		var once sync.Once
+		defer once.Do(func() { close(c.printed) })
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			fmt.Printf("%s  [%s] %s\n", time.Now().Format("15:04:05.000"), name, sc.Text())
+			once.Do(func() { close(c.printed) })
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 		c.err = cmd.Wait()

@@ -97,6 +97,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.started = true
 	keys := slices.Collect(maps.Keys(w.leases))
 	keys = append(keys, slices.Collect(maps.Keys(w.cands))...)
+	if w.Name != "" {
+		// A named Lease is reported even before it or its candidates exist,
+		// so that the reader knows the watch is in place.
+		keys = append(keys, types.NamespacedName{Namespace: w.Namespace, Name: w.Name})
+	}
 	slices.SortFunc(keys, compareKeys)
 	for _, key := range slices.Compact(keys) {
 		w.report(key)
@@ -200,7 +205,9 @@ func (w *Watcher) report(key types.NamespacedName) {
 	stamp := now.Format(TimeFormat) + "  " + key.String() + "  "
 	tail := fmt.Sprintf("  [%s, best %s]", cur.state, none(cur.best))
 	var lines []string
-	if !seen {
+	if !seen && lease == nil && len(cands) == 0 {
+		lines = append(lines, "no Lease and no LeaseCandidates yet")
+	} else if !seen {
 		lines = append(lines, fmt.Sprintf("holder %s (term %d), preferredHolder %s, candidates %s",
 			none(cur.holder), cur.term, none(cur.preferred), none(strings.Join(cur.candidates, " "))))
 	} else {

@@ -77,9 +77,14 @@ func checkTranscript(t *testing.T, transcript string) {
 			t.Errorf("the transcript does not say %q", want)
 		}
 	}
-	// The watch shows every holder the Lease had, in order: the old replicas,
-	// then the first upgraded one.
-	holders := regexp.MustCompile(`\[watch\] .* holder \S+ -> (\S+) \(term`).FindAllStringSubmatch(transcript, -1)
+	// The watch is in place before the first replica starts (it reports the
+	// Lease absent), and then shows every holder the Lease had, in order: the
+	// old replicas, then the first upgraded one.
+	w, r := strings.Index(transcript, "[watch] "), strings.Index(transcript, "[replica-a] ")
+	if w < 0 || r < w || !strings.Contains(strings.SplitN(transcript[w:], "\n", 2)[0], "no Lease and no LeaseCandidates yet") {
+		t.Errorf("the watch's first line, before replica-a's, does not report the Lease absent")
+	}
+	holders := regexp.MustCompile(`\[watch\] .* holder (?:\S+ -> )?(\S+) \(term`).FindAllStringSubmatch(transcript, -1)
 	var named []string
 	for _, m := range holders {
 		if m[1] != "<none>" {

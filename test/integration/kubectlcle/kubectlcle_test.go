@@ -160,10 +160,16 @@ func TestElection(t *testing.T) {
 		watchCtx, stopWatch := context.WithCancel(context.Background())
 		watchDone := make(chan int)
 		go func() {
-			_, code := plugin(watchCtx, t, kc, ns, &watchOut, "watch")
+			_, code := plugin(watchCtx, t, kc, ns, &watchOut, "watch", "example")
 			watchDone <- code
 		}()
 		t.Cleanup(func() { stopWatch(); <-watchDone })
+		// A watch on a named Lease says so when neither it nor a candidate
+		// exists yet: from then on it sees every change.
+		poll(t, "watch in place", 30*time.Second, func() (bool, string) {
+			out := watchOut.String()
+			return strings.Contains(out, "no Lease and no LeaseCandidates yet"), out
+		})
 
 		startCandidate(t, m, ns, "example", "newer", "1.36.0", "1.36.0")
 		poll(t, "newer optimal", 30*time.Second, func() (bool, string) {
@@ -219,7 +225,8 @@ func TestElection(t *testing.T) {
 		stamp := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\S+  ` + regexp.QuoteMeta(ns+"/example") + `  `
 		var pattern []string
 		for _, line := range []string{
-			`holder <none> \(term 0\), preferredHolder <none>, candidates newer\(emulation 1\.36\.0, binary 1\.36\.0, OldestEmulationVersion\)  \[vacant, best newer\]`,
+			`no Lease and no LeaseCandidates yet  \[unmanaged, best <none>\]`,
+			`candidates \+newer\(emulation 1\.36\.0, binary 1\.36\.0, OldestEmulationVersion\)  \[vacant, best newer\]`,
 			`holder <none> -> newer \(term 0\)  \[optimal, best newer\]`,
 			`candidates \+old\(emulation 1\.35\.0, binary 1\.36\.0, OldestEmulationVersion\)  \[preempting, best old\]`,
 			`preferredHolder <none> -> old  \[preempting, best old\]`,
