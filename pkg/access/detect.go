@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,8 +18,8 @@ import (
 )
 
 // ErrNativeUnavailable means the server cannot store native coordinated
-// leader election: it does not serve coordination.k8s.io/v1beta1
-// LeaseCandidates, or it drops Lease spec.strategy (the
+// leader election: it serves no coordination.k8s.io LeaseCandidate version
+// cle knows, or it drops Lease spec.strategy (the
 // CoordinatedLeaderElection feature gate is off).
 var ErrNativeUnavailable = errors.New("native coordinated leader election is not available on this server")
 
@@ -67,9 +68,10 @@ func NewClients(cfg *rest.Config) (Clients, error) {
 
 // Detect returns the access layer for mode: ModeAuto or a Mode.
 //
-// Native mode needs the server to serve coordination.k8s.io/v1beta1
-// LeaseCandidates and to keep spec.strategy on a Lease, which is checked with
-// a server-side dry-run create that stores nothing; an explicit native mode
+// Native mode needs the server to serve LeaseCandidates (it uses the newest of
+// coordination.k8s.io/v1beta1 and v1alpha2 that the server serves) and to
+// keep spec.strategy on a Lease, which is checked with a server-side dry-run
+// create that stores nothing; an explicit native mode
 // on a server that cannot do it fails with ErrNativeUnavailable. Portable
 // mode needs the CRD of CRDManifest; without it Detect fails with
 // ErrCRDMissing and says what to apply. ModeAuto picks native when the
@@ -89,25 +91,35 @@ func Detect(ctx context.Context, clients Clients, mode string) (Interface, error
 		if m == ModePortable {
 			return detectPortable(ctx, clients)
 		}
-		if err := probeNative(ctx, clients.Kube); err != nil {
+		n, err := probeNative(ctx, clients.Kube)
+		if err != nil {
 			return nil, err
 		}
-		return NewNative(clients.Kube), nil
+		logNative(logger, n)
+		return n, nil
 	}
-	nativeErr := probeNative(ctx, clients.Kube)
+	n, nativeErr := probeNative(ctx, clients.Kube)
 	if nativeErr == nil {
-		logger.V(2).Info("Server supports native coordinated leader election")
-		return NewNative(clients.Kube), nil
+		logNative(logger, n)
+		return n, nil
 	}
 	if !errors.Is(nativeErr, ErrNativeUnavailable) {
 		return nil, nativeErr
 	}
-	logger.V(2).Info("Native coordinated leader election unavailable, trying portable mode", "reason", nativeErr.Error())
 	acc, err := detectPortable(ctx, clients)
 	if err != nil {
 		return nil, fmt.Errorf("%w; native mode is not possible either: %w", err, nativeErr)
 	}
+	logger.Info("Native coordinated leader election is not available on this server; using portable mode", "reason", nativeErr.Error())
 	return acc, nil
+}
+
+func logNative(logger klog.Logger, n *native) {
+	if n.candidates.groupVersion != nativeCandidateAPIs[0].groupVersion {
+		logger.Info("The server does not serve the newest LeaseCandidate API; native mode uses an older one", "newest", nativeCandidateAPIs[0].groupVersion, "using", n.candidates.groupVersion)
+		return
+	}
+	logger.V(2).Info("Server supports native coordinated leader election", "leaseCandidates", n.candidates.groupVersion)
 }
 
 // detectPortable returns the portable access layer once the server is seen
@@ -142,26 +154,39 @@ func servesResource(resources *metav1.APIResourceList, name string) bool {
 	return false
 }
 
-func probeNative(ctx context.Context, client kubernetes.Interface) error {
-	resources, err := client.Discovery().ServerResourcesForGroupVersion("coordination.k8s.io/v1beta1")
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: coordination.k8s.io/v1beta1 is not served", ErrNativeUnavailable)
+// probeNative returns the native access layer over the newest LeaseCandidate
+// version the server serves, once a dry-run create shows that the server keeps
+// Lease spec.strategy.
+func probeNative(ctx context.Context, client kubernetes.Interface) (*native, error) {
+	var api *nativeCandidateAPI
+	var tried []string
+	for i := range nativeCandidateAPIs {
+		gv := nativeCandidateAPIs[i].groupVersion
+		tried = append(tried, gv)
+		resources, err := client.Discovery().ServerResourcesForGroupVersion(gv)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("discover %s: %w", gv, err)
+		}
+		if servesResource(resources, "leasecandidates") {
+			api = &nativeCandidateAPIs[i]
+			break
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("discover coordination.k8s.io/v1beta1: %w", err)
-	}
-	if !servesResource(resources, "leasecandidates") {
-		return fmt.Errorf("%w: coordination.k8s.io/v1beta1 does not serve leasecandidates", ErrNativeUnavailable)
+	if api == nil {
+		return nil, fmt.Errorf("%w: the server serves no LeaseCandidate API (tried %s)", ErrNativeUnavailable, strings.Join(tried, ", "))
 	}
 	probe, err := client.CoordinationV1().Leases(ProbeNamespace).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "cle-probe-"},
 		Spec:       coordinationv1.LeaseSpec{Strategy: ptr.To(coordinationv1.OldestEmulationVersion)},
 	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
-		return fmt.Errorf("probe Lease spec.strategy with a dry-run create: %w", err)
+		return nil, fmt.Errorf("probe Lease spec.strategy with a dry-run create: %w", err)
 	}
 	if probe.Spec.Strategy == nil {
-		return fmt.Errorf("%w: the server drops Lease spec.strategy (CoordinatedLeaderElection gate off)", ErrNativeUnavailable)
+		return nil, fmt.Errorf("%w: the server drops Lease spec.strategy (CoordinatedLeaderElection gate off)", ErrNativeUnavailable)
 	}
-	return nil
+	return &native{client: client, candidates: *api}, nil
 }

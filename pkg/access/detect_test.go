@@ -18,18 +18,20 @@ import (
 
 // fakeServer is what a Detect test's server serves.
 type fakeServer struct {
-	nativeCandidates bool // coordination.k8s.io/v1beta1 leasecandidates
-	keepsStrategy    bool // the dry-run Lease comes back with spec.strategy
-	crd              bool // cle.dev/v1beta1 leasecandidates
-	probeErr         error
+	// candidateVersions are the coordination.k8s.io versions that serve
+	// leasecandidates.
+	candidateVersions []string
+	keepsStrategy     bool // the dry-run Lease comes back with spec.strategy
+	crd               bool // cle.dev/v1beta1 leasecandidates
+	probeErr          error
 }
 
 func (s fakeServer) clients(t *testing.T) (Clients, *fake.Clientset) {
 	t.Helper()
 	kube := fake.NewClientset()
 	disc := kube.Discovery().(*fakediscovery.FakeDiscovery)
-	if s.nativeCandidates {
-		disc.Resources = append(disc.Resources, &metav1.APIResourceList{GroupVersion: "coordination.k8s.io/v1beta1", APIResources: []metav1.APIResource{{Name: "leasecandidates", Namespaced: true, Kind: "LeaseCandidate"}}})
+	for _, v := range s.candidateVersions {
+		disc.Resources = append(disc.Resources, &metav1.APIResourceList{GroupVersion: "coordination.k8s.io/" + v, APIResources: []metav1.APIResource{{Name: "leasecandidates", Namespaced: true, Kind: "LeaseCandidate"}}})
 	}
 	if s.crd {
 		disc.Resources = append(disc.Resources, &metav1.APIResourceList{GroupVersion: "cle.dev/v1beta1", APIResources: []metav1.APIResource{{Name: "leasecandidates", Namespaced: true, Kind: "LeaseCandidate"}}})
@@ -52,7 +54,8 @@ func (s fakeServer) clients(t *testing.T) (Clients, *fake.Clientset) {
 }
 
 func TestDetect(t *testing.T) {
-	gateOn := fakeServer{nativeCandidates: true, keepsStrategy: true}
+	beta, alpha, both := []string{"v1beta1"}, []string{"v1alpha2"}, []string{"v1alpha2", "v1beta1"}
+	gateOn := fakeServer{candidateVersions: beta, keepsStrategy: true}
 	tests := []struct {
 		name   string
 		server fakeServer
@@ -63,22 +66,28 @@ func TestDetect(t *testing.T) {
 		wantErrs  []error
 		wantText  string
 		wantProbe bool
+		// wantVersion is the LeaseCandidate version of a native result.
+		wantVersion string
 	}{
-		{name: "auto on a gate-on server", server: gateOn, mode: ModeAuto, want: ModeNative, wantProbe: true},
-		{name: "auto on a gate-on server with the CRD", server: fakeServer{nativeCandidates: true, keepsStrategy: true, crd: true}, mode: ModeAuto, want: ModeNative, wantProbe: true},
+		{name: "auto on a gate-on server", server: gateOn, mode: ModeAuto, want: ModeNative, wantProbe: true, wantVersion: "coordination.k8s.io/v1beta1"},
+		{name: "auto on a server with v1alpha2 and v1beta1", server: fakeServer{candidateVersions: both, keepsStrategy: true}, mode: ModeAuto, want: ModeNative, wantProbe: true, wantVersion: "coordination.k8s.io/v1beta1"},
+		{name: "auto on a server with only v1alpha2", server: fakeServer{candidateVersions: alpha, keepsStrategy: true, crd: true}, mode: ModeAuto, want: ModeNative, wantProbe: true, wantVersion: "coordination.k8s.io/v1alpha2"},
+		{name: "native on a server with only v1alpha2", server: fakeServer{candidateVersions: alpha, keepsStrategy: true}, mode: "native", want: ModeNative, wantProbe: true, wantVersion: "coordination.k8s.io/v1alpha2"},
+		{name: "native without a LeaseCandidate API", server: fakeServer{keepsStrategy: true, crd: true}, mode: "native", wantErrs: []error{ErrNativeUnavailable}, wantText: "tried coordination.k8s.io/v1beta1, coordination.k8s.io/v1alpha2"},
+		{name: "auto on a gate-on server with the CRD", server: fakeServer{candidateVersions: beta, keepsStrategy: true, crd: true}, mode: ModeAuto, want: ModeNative, wantProbe: true},
 		{name: "auto without v1beta1", server: fakeServer{crd: true}, mode: ModeAuto, want: ModePortable},
-		{name: "auto when the server strips strategy", server: fakeServer{nativeCandidates: true, crd: true}, mode: ModeAuto, want: ModePortable, wantProbe: true},
+		{name: "auto when the server strips strategy", server: fakeServer{candidateVersions: beta, crd: true}, mode: ModeAuto, want: ModePortable, wantProbe: true},
 		{
 			name: "auto without native or CRD", server: fakeServer{}, mode: ModeAuto,
 			wantErrs: []error{ErrCRDMissing, ErrNativeUnavailable}, wantText: "kubectl apply -k manifests/crd",
 		},
 		{
-			name: "auto when the probe is denied", server: fakeServer{nativeCandidates: true, crd: true, probeErr: apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("no"))},
+			name: "auto when the probe is denied", server: fakeServer{candidateVersions: beta, crd: true, probeErr: apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("no"))},
 			mode: ModeAuto, wantText: "forbidden", wantProbe: true,
 		},
 		{name: "native on a gate-on server", server: gateOn, mode: "native", want: ModeNative, wantProbe: true},
-		{name: "native when the server strips strategy", server: fakeServer{nativeCandidates: true, crd: true}, mode: "native", wantErrs: []error{ErrNativeUnavailable}, wantProbe: true},
-		{name: "portable on a gate-on server with the CRD", server: fakeServer{nativeCandidates: true, keepsStrategy: true, crd: true}, mode: "portable", want: ModePortable},
+		{name: "native when the server strips strategy", server: fakeServer{candidateVersions: beta, crd: true}, mode: "native", wantErrs: []error{ErrNativeUnavailable}, wantProbe: true},
+		{name: "portable on a gate-on server with the CRD", server: fakeServer{candidateVersions: beta, keepsStrategy: true, crd: true}, mode: "portable", want: ModePortable},
 		{name: "portable without the CRD", server: gateOn, mode: "portable", wantErrs: []error{ErrCRDMissing}, wantText: CRDManifestFile},
 		{name: "unknown mode", server: gateOn, mode: "sideways", wantText: `unknown API mode "sideways"`},
 	}
@@ -100,6 +109,9 @@ func TestDetect(t *testing.T) {
 				}
 				if acc.Mode() != tc.want {
 					t.Errorf("mode = %s, want %s", acc.Mode(), tc.want)
+				}
+				if n, ok := acc.(*native); ok && tc.wantVersion != "" && n.CandidateVersion() != tc.wantVersion {
+					t.Errorf("LeaseCandidate version = %s, want %s", n.CandidateVersion(), tc.wantVersion)
 				}
 				return
 			}

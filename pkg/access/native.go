@@ -15,20 +15,56 @@ import (
 
 // native is the access layer over the Kubernetes coordination API.
 type native struct {
-	client kubernetes.Interface
+	client     kubernetes.Interface
+	candidates nativeCandidateAPI
 }
 
-// NewNative returns the native-mode access layer.
+// nativeCandidateAPI is one served version of coordination.k8s.io
+// LeaseCandidates, seen as *coordinationv1beta1.LeaseCandidate whatever the
+// version on the wire.
+type nativeCandidateAPI struct {
+	// groupVersion is what discovery calls the version.
+	groupVersion string
+	client       func(kubernetes.Interface, string) CandidateClient
+	informer     func(kubernetes.Interface, string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer
+}
+
+// nativeCandidateAPIs are the LeaseCandidate versions cle can use, newest
+// first: native mode uses the first one the server serves. Supporting a new
+// version is one entry here and its conversion.
+var nativeCandidateAPIs = []nativeCandidateAPI{
+	{
+		groupVersion: coordinationv1beta1.SchemeGroupVersion.String(),
+		client: func(c kubernetes.Interface, ns string) CandidateClient {
+			return nativeCandidates{c.CoordinationV1beta1().LeaseCandidates(ns)}
+		},
+		informer: func(c kubernetes.Interface, ns string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+			lc := c.CoordinationV1beta1().LeaseCandidates(ns)
+			return newInformer(c, &coordinationv1beta1.LeaseCandidate{}, resync, tweak,
+				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return lc.List(ctx, o) },
+				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return lc.Watch(ctx, o) })
+		},
+	},
+	v1alpha2CandidateAPI,
+}
+
+// NewNative returns the native-mode access layer over the newest
+// LeaseCandidate version cle knows (coordination.k8s.io/v1beta1). Detect
+// picks the newest one the server serves.
 func NewNative(client kubernetes.Interface) Interface {
-	return &native{client: client}
+	return &native{client: client, candidates: nativeCandidateAPIs[0]}
 }
 
 func (n *native) Mode() Mode { return ModeNative }
 
 func (n *native) ControllerLockName() string { return NativeControllerLock }
 
+// CandidateVersion is the coordination.k8s.io version that native mode reads
+// and writes LeaseCandidates in.
+func (n *native) CandidateVersion() string { return n.candidates.groupVersion }
+
 func (n *native) LeaseCandidates(namespace string) CandidateClient {
-	return nativeCandidates{n.client.CoordinationV1beta1().LeaseCandidates(namespace)}
+	return n.candidates.client(n.client, namespace)
 }
 
 func (n *native) Leases(namespace string) LeaseClient {
@@ -36,10 +72,7 @@ func (n *native) Leases(namespace string) LeaseClient {
 }
 
 func (n *native) NewCandidateInformer(namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
-	c := n.client.CoordinationV1beta1().LeaseCandidates(namespace)
-	return newInformer(n.client, &coordinationv1beta1.LeaseCandidate{}, resync, tweak,
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) },
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return c.Watch(ctx, o) })
+	return n.candidates.informer(n.client, namespace, resync, tweak)
 }
 
 func (n *native) NewLeaseInformer(namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -111,10 +113,26 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	client := clients.Kube
-	acc, err := access.Detect(ctx, clients, o.APIMode)
-	if err != nil {
-		return fmt.Errorf("choose API mode %q: %w", o.APIMode, err)
+
+	// The probes answer from the start: live while the API mode cannot be
+	// chosen yet (a missing CRD, a server being upgraded), not ready until
+	// the controller runs.
+	s := &state{}
+	health := leaderelection.NewLeaderHealthzAdaptor(o.LeaderElectRenewDeadline)
+	var servers sync.WaitGroup
+	defer servers.Wait()
+	if err := serve(ctx, &servers, o.HealthProbeBindAddress, map[string]http.Handler{
+		"/healthz": check(func(r *http.Request) error { return health.Check(r) }),
+		"/readyz":  check(func(*http.Request) error { return s.ready() }),
+	}); err != nil {
+		return err
 	}
+
+	acc, err := detectMode(ctx, clients, o.APIMode, time.Minute)
+	if err != nil {
+		return err
+	}
+	s.mode.Store(true)
 	logger.Info("API mode chosen", "requested", o.APIMode, "mode", acc.Mode())
 
 	registry := prometheus.NewRegistry()
@@ -140,21 +158,11 @@ func Run(ctx context.Context, o *Options) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, "cle-controller")
 
-	s := &state{}
-	health := leaderelection.NewLeaderHealthzAdaptor(o.LeaderElectRenewDeadline)
-	var servers sync.WaitGroup
-	defer servers.Wait()
 	metricsHandlers := map[string]http.Handler{"/metrics": promhttp.HandlerFor(registry, promhttp.HandlerOpts{})}
 	if o.Profiling {
 		maps.Copy(metricsHandlers, profilingHandlers())
 	}
 	if err := serve(ctx, &servers, o.MetricsBindAddress, metricsHandlers); err != nil {
-		return err
-	}
-	if err := serve(ctx, &servers, o.HealthProbeBindAddress, map[string]http.Handler{
-		"/healthz": check(func(r *http.Request) error { return health.Check(r) }),
-		"/readyz":  check(func(*http.Request) error { return s.ready() }),
-	}); err != nil {
 		return err
 	}
 
@@ -248,14 +256,50 @@ func Run(ctx context.Context, o *Options) error {
 	return nil
 }
 
+// detectMode chooses the API mode. While it cannot (the CRD is not installed
+// yet, the server does not serve what an explicit mode needs, the server is
+// unreachable), it says why and tries again with a growing pause up to
+// maxRetry, rather than exit and be restarted in a loop; only an invalid mode
+// or the end of ctx ends it.
+func detectMode(ctx context.Context, clients access.Clients, mode string, maxRetry time.Duration) (access.Interface, error) {
+	logger := klog.FromContext(ctx)
+	if mode != access.ModeAuto {
+		if _, err := access.ParseMode(mode); err != nil {
+			return nil, err
+		}
+	}
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: maxRetry}
+	for {
+		acc, err := access.Detect(ctx, clients, mode)
+		if err == nil {
+			return acc, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("choose API mode %q: %w", mode, err)
+		}
+		pause := backoff.Step()
+		logger.Error(err, "Cannot choose the API mode yet; retrying", "requested", mode, "retryIn", pause.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("choose API mode %q: %w", mode, err)
+		case <-time.After(pause):
+		}
+	}
+}
+
 // state is what the probes report.
 type state struct {
+	mode    atomic.Bool // the API mode is chosen
 	leading atomic.Bool
 	current atomic.Pointer[controller.Controller]
 }
 
-// ready: a standby replica is ready; the active one once its caches synced.
+// ready: not before the API mode is chosen; then a standby replica is ready,
+// and the active one once its caches synced.
 func (s *state) ready() error {
+	if !s.mode.Load() {
+		return errors.New("the API mode is not chosen yet")
+	}
 	if !s.leading.Load() {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/cle-dev/cle/pkg/access"
@@ -98,7 +99,7 @@ cle-controller chooses it (--api-mode).
 	root.SetErr(o.streams.ErrOut)
 	fs := root.PersistentFlags()
 	o.ConfigFlags.AddFlags(fs)
-	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (as cle-controller: native when the server serves coordination.k8s.io/v1beta1 LeaseCandidates and keeps Lease spec.strategy on a dry-run create in kube-system, else portable), native or portable.")
+	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (as cle-controller: native when the server serves coordination.k8s.io LeaseCandidates (v1beta1 or v1alpha2) and keeps Lease spec.strategy on a dry-run create in kube-system, else portable), native or portable.")
 	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "Candidates not renewed for this long are expired and left out, as with cle-controller's --candidate-ttl.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "Lease duration of Leases without leaseDurationSeconds, as with cle-controller's --lease-duration.")
 
@@ -179,7 +180,9 @@ func (o *Options) setup(ctx context.Context) (kubectlcle.Source, kubectlcle.Judg
 	if err != nil {
 		return kubectlcle.Source{}, kubectlcle.Judge{}, "", err
 	}
-	acc, err := access.Detect(ctx, clients, o.APIMode)
+	// Which mode was chosen and why is a controller's news; here it shows
+	// with -v=1 and above.
+	acc, err := access.Detect(klog.NewContext(ctx, klog.FromContext(ctx).V(1)), clients, o.APIMode)
 	if err != nil {
 		hint := ""
 		if o.APIMode == access.ModeAuto && !errors.Is(err, access.ErrCRDMissing) {
