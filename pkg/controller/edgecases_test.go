@@ -343,3 +343,37 @@ func TestEqualCandidateJoiningASettledElection(t *testing.T) {
 		t.Errorf("holder %q preferredHolder %q, want b and old", holderOf(got), preferredOf(got))
 	}
 }
+
+// TestReleasedLeaseNotGivenToADepartedCandidate pins the stop of a leader:
+// it deletes its LeaseCandidate, then releases the Lease. The two informers
+// are separate watches, so the controller may see the release first, with
+// the departed candidate still cached as the best. It must not name it:
+// nobody would renew, and the Lease would stay leaderless for a whole lease
+// duration. It checks the winner of a re-election with a live read, waits
+// for the cache, and then elects the next best.
+func TestReleasedLeaseNotGivenToADepartedCandidate(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	h.list(lease(heldBy("a"), transitions(3)))
+	h.reconcile()
+	h.expectNoWrites("a holds")
+
+	if err := h.client.Tracker().Delete(candidatesGVR, testNS, "a"); err != nil {
+		t.Fatal(err)
+	}
+	released := h.serverLease()
+	released.Spec.HolderIdentity = ptr.To("")
+	released.ResourceVersion = h.nextRV()
+	if err := h.client.Tracker().Update(leasesGVR, released, testNS); err != nil {
+		t.Fatal(err)
+	}
+	h.syncLeases() // the candidate cache still holds a
+	h.reconcile()
+	h.expectNoWrites("release seen before a's deletion")
+
+	h.syncCandidates()
+	h.reconcile()
+	if got := h.expectOneLeaseWrite("update"); holderOf(got) != "b" || ptr.Deref(got.Spec.LeaseTransitions, 0) != 4 {
+		t.Errorf("elected %q at term %d, want b at term 4", holderOf(got), ptr.Deref(got.Spec.LeaseTransitions, 0))
+	}
+}

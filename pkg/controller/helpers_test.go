@@ -357,6 +357,14 @@ func (h *harness) addObjects(initial bool, objs ...runtime.Object) {
 // stores and the handlers, as the informers would: candidates first.
 func (h *harness) sync() {
 	h.t.Helper()
+	h.syncCandidates()
+	h.syncLeases()
+}
+
+// syncCandidates delivers what changed in the server's LeaseCandidates, as
+// the candidate informer would.
+func (h *harness) syncCandidates() {
+	h.t.Helper()
 	store := h.inf.Candidates[0].GetIndexer()
 	server := map[string]runtime.Object{}
 	for _, obj := range h.serverObjects(candidatesGVR, "LeaseCandidate") {
@@ -380,9 +388,14 @@ func (h *harness) sync() {
 			h.handle(func() { h.c.onCandidateDelete(obj) })
 		}
 	}
+}
 
+// syncLeases delivers what changed in the server's Leases, as the Lease
+// informer would.
+func (h *harness) syncLeases() {
+	h.t.Helper()
 	lstore := h.inf.Leases[0].GetIndexer()
-	server = map[string]runtime.Object{}
+	server := map[string]runtime.Object{}
 	for _, obj := range h.serverObjects(leasesGVR, "Lease") {
 		server[mustKey(obj)] = obj
 	}

@@ -452,6 +452,11 @@ func (e *election) neededAt() time.Time {
 func (e *election) elect(ctx context.Context) error {
 	c := e.c
 	logger := klog.FromContext(ctx)
+	if e.rec.held {
+		if gone, err := e.bestDeparted(ctx); err != nil || gone {
+			return err
+		}
+	}
 	now := metav1.NewMicroTime(e.now)
 	name := e.strat.Name()
 	leases := c.access.Leases(e.key.Namespace)
@@ -512,6 +517,31 @@ func (e *election) elect(ctx context.Context) error {
 		"term", ptr.Deref(written.Spec.LeaseTransitions, 0), "created", result == resultCreated)
 	return nil
 }
+
+// bestDeparted reads the winner of a re-election from the API server. A
+// leader that stops deletes its candidate and then releases the Lease; the
+// two arrive on separate watches, and when the release comes first the
+// cache still offers the departed candidate as the best. Naming it would
+// leave the Lease leaderless for a lease duration, so the election waits
+// for the deletion to reach the cache (its event wakes the Lease again). A
+// first election needs no such read: no holder is leaving.
+func (e *election) bestDeparted(ctx context.Context) (bool, error) {
+	live, err := e.c.access.LeaseCandidates(e.best.Namespace).Get(ctx, e.best.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return false, fmt.Errorf("read candidate %s before electing it: %w", e.best.Name, err)
+	case live.UID == e.best.UID:
+		return false, nil
+	}
+	e.logger.V(2).Info("The best candidate is gone from the API; electing once the cache shows it", "candidate", e.best.Name)
+	e.deadline = earliest(e.deadline, e.now.Add(departedRecheck))
+	return true, nil
+}
+
+// departedRecheck bounds the wait for the cache to show a departed
+// candidate's deletion, should its event be lost to a relist.
+const departedRecheck = time.Second
 
 // steer keeps a live Lease whose holder is a candidate right: preferredHolder
 // names the best candidate when that is better than the holder on merit, and
