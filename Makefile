@@ -21,6 +21,10 @@ test-unit: ## Run the unit tests with -race and a short fuzz run.
 test-integration: kube-bin ## Run the integration tests against a real kube-apiserver and etcd.
 	hack/test-integration.sh
 
+.PHONY: test-matrix
+test-matrix: ## Run the integration suites against each supported Kubernetes minor release (not part of make test; VERSIONS="1.34 1.37" picks some).
+	hack/test-matrix.sh
+
 .PHONY: verify
 verify: ## Check formatting, go vet and that go.mod/go.sum are tidy.
 	hack/verify.sh
@@ -38,7 +42,7 @@ image: ## Build the container image (cle-controller and kubectl-cle) into _outpu
 	hack/image.sh
 
 .PHONY: kube-bin
-kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version).
+kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version; CLE_KUBE_VERSION=1.35 picks a release).
 	hack/kube-bin.sh >/dev/null
 
 .PHONY: run

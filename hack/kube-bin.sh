@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # Builds Kubernetes and etcd binaries from the Go modules pinned in
-# hack/tools/kube/go.mod into a per-version cache outside the repository, and
-# prints the cache directory. Arguments name the binaries to ensure (default:
-# kube-apiserver kube-scheduler etcd kubectl; kubectl runs the kubectl-cle
-# plugin and renders the kustomize manifests in tests). A warm run only
-# checks that they exist.
+# hack/tools/kube/<minor>/go.mod into a per-version cache outside the
+# repository, and prints the cache directory. CLE_KUBE_VERSION picks the
+# Kubernetes minor release (e.g. 1.35); by default the newest one there is.
+# Arguments name the binaries to ensure (default: kube-apiserver
+# kube-scheduler etcd kubectl; kubectl runs the kubectl-cle plugin and renders
+# the kustomize manifests in tests). A warm run only checks that they exist.
+#
+#   hack/kube-bin.sh --list   prints the minor releases there are tools for
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-tools="${root}/hack/tools/kube"
+versions=$(cd "${root}/hack/tools/kube" && ls -d 1.* | sort -V)
+if [[ "${1:-}" == --list ]]; then
+  echo "${versions}"
+  exit 0
+fi
+minor=${CLE_KUBE_VERSION:-$(tail -n 1 <<<"${versions}")}
+minor=${minor#v}
+tools="${root}/hack/tools/kube/${minor}"
+[[ -f "${tools}/go.mod" ]] || { echo "kube-bin: no tools module for Kubernetes ${minor}; there are: $(echo ${versions}); add one with hack/kube-tools-add.sh" >&2; exit 2; }
 
 mod_version() { awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' "${tools}/go.mod"; }
 kube_version=$(mod_version k8s.io/kubernetes)

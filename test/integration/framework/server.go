@@ -260,6 +260,9 @@ func (s *Server) startAPIServer(ctx context.Context, bin string) error {
 			"--etcd-servers=" + s.etcdURL,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
+			// No endpoints for the kubernetes Service: nothing here needs
+			// them, and from 1.37 the reconciler refuses a loopback address.
+			"--endpoint-reconciler-type=none",
 			"--secure-port=" + strconv.Itoa(port),
 			"--cert-dir=" + certDir,
 			"--token-auth-file=" + filepath.Join(s.dir, "tokens.csv"),
