@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +40,12 @@ type RunningController struct {
 	Controller *controller.Controller
 	Metrics    *controller.Metrics
 	Access     access.Interface
+	stop       func()
 }
+
+// Stop stops the controller before the test ends; it is safe to call more
+// than once.
+func (r *RunningController) Stop() { r.stop() }
 
 // StartController runs cle's election controller in this process until the
 // test ends, and returns once its caches have synced: objects created after
@@ -96,16 +102,17 @@ func (s *Server) StartController(t testing.TB, o ControllerOptions) *RunningCont
 		defer close(done)
 		c.Run(ctx, o.Workers)
 	}()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		<-done
 		waitInformers()
 		broadcaster.Shutdown()
 	})
+	t.Cleanup(stop)
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return c.HasSynced(), nil
 	}); err != nil {
 		t.Fatalf("controller caches not synced: %v", err)
 	}
-	return &RunningController{Controller: c, Metrics: opts.Metrics, Access: acc}
+	return &RunningController{Controller: c, Metrics: opts.Metrics, Access: acc, stop: stop}
 }

@@ -124,6 +124,8 @@ func TestApply(t *testing.T) {
 			{dir: "static-pod/rbac", kinds: []string{"ClusterRole", "ClusterRoleBinding"}},
 			{dir: "static-pod", dryRun: true, kinds: []string{"Pod"}},
 			{dir: "examples", kinds: []string{"Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment"}},
+			{dir: "migration/native", kinds: []string{"Deployment"}},
+			{dir: "migration/portable", kinds: []string{"Deployment"}},
 		} {
 			manifest := render(t, tc.dir)
 			for _, kind := range tc.kinds {
@@ -139,6 +141,28 @@ func TestApply(t *testing.T) {
 		// The portable overlay switches the API mode.
 		if !bytes.Contains(render(t, "portable"), []byte("- --api-mode=portable\n")) {
 			t.Error("manifests/portable does not set --api-mode=portable")
+		}
+		// The migration overlays add cle-controller-next, in their mode, with
+		// Pods of its own, next to cle-controller.
+		for _, mode := range []string{"native", "portable"} {
+			manifest := render(t, "migration/"+mode)
+			if got := deploymentArgs(t, manifest); len(got) == 0 || got[0] != "--api-mode="+mode {
+				t.Errorf("manifests/migration/%s: cle-controller-next args %v, want --api-mode=%s first", mode, got, mode)
+			}
+			if n := strings.Count(string(manifest), "app.kubernetes.io/name: cle-controller-next\n"); n != 4 {
+				t.Errorf("manifests/migration/%s names cle-controller-next's Pods in %d places, want 4 (labels, selector, template, anti-affinity)", mode, n)
+			}
+		}
+		deployments, err := m.server.Client().AppsV1().Deployments("cle-system").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, d := range deployments.Items {
+			names = append(names, d.Name)
+		}
+		if strings.Join(names, " ") != "cle-controller cle-controller-next" {
+			t.Errorf("Deployments in cle-system after applying everything: %v, want cle-controller and cle-controller-next", names)
 		}
 	})
 }
