@@ -52,6 +52,13 @@ const (
 	PreferredHolderAnnotation = "cle.dev/preferred-holder"
 )
 
+// WriterAnnotation names, on a LeaseCandidate of either mode, the Kubernetes
+// user that registers and renews it (a ServiceAccount's user name, such as
+// system:serviceaccount:team-a:my-controller). The admission policies of
+// manifests/policies let only that user write the candidate, and only the
+// election controller change its pingTime.
+const WriterAnnotation = "cle.dev/writer"
+
 // Default names of the election controller's own leader-election Lease, in
 // kube-system. In native mode it is the Lease of the controller built into
 // kube-apiserver: contending for the same Lease makes exactly one coordinated

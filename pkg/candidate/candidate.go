@@ -62,6 +62,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -191,16 +192,20 @@ func (c *Candidate) Run(ctx context.Context) error {
 		"lease", klog.KRef(c.cfg.Namespace, c.cfg.LeaseName), "identity", c.cfg.Identity)
 	ctx = klog.NewContext(ctx, logger)
 
-	acc, err := c.accessLayer(ctx)
+	acc, clients, err := c.accessLayer(ctx)
 	if err != nil {
 		return err
 	}
 	if acc == nil {
 		return nil // ctx done before the API could be reached
 	}
+	writer, ok := c.writer(ctx, clients)
+	if !ok {
+		return nil // ctx done before the server answered
+	}
 
 	el := newElector(c, acc)
-	reg := newRegistrar(c, acc)
+	reg := newRegistrar(c, acc, writer)
 
 	// The informers outlive ctx: the shutdown steps read from them.
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
@@ -247,20 +252,21 @@ func (c *Candidate) Run(ctx context.Context) error {
 
 // accessLayer returns the injected access layer, or detects one, retrying
 // until ctx is done unless the requested mode is unavailable on the server.
-func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, error) {
+// It also returns the clients it detected the layer with (none when the layer
+// was injected).
+func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, access.Clients, error) {
 	if c.cfg.Access != nil {
-		return c.cfg.Access, nil
+		return c.cfg.Access, access.Clients{}, nil
 	}
 	clients := c.cfg.Clients
 	if clients.Kube == nil {
 		var err error
 		if clients, err = access.NewClients(c.cfg.RestConfig); err != nil {
-			return nil, err
+			return nil, access.Clients{}, err
 		}
 	}
 	var acc access.Interface
-	backoff := wait.Backoff{Duration: c.cfg.RetryPeriod / 4, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 4 * c.cfg.RetryPeriod}
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+	err := wait.ExponentialBackoffWithContext(ctx, c.startupBackoff(), func(ctx context.Context) (bool, error) {
 		var err error
 		acc, err = access.Detect(ctx, clients, c.cfg.APIMode)
 		switch {
@@ -274,12 +280,50 @@ func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, error) {
 		}
 	})
 	if ctx.Err() != nil {
-		return nil, nil
+		return nil, clients, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("API mode %q: %w", c.cfg.APIMode, err)
+		return nil, clients, fmt.Errorf("API mode %q: %w", c.cfg.APIMode, err)
 	}
-	return acc, nil
+	return acc, clients, nil
+}
+
+// startupBackoff paces the retries of the requests Run makes before it
+// starts: quick at first, then at most a few retry periods apart.
+func (c *Candidate) startupBackoff() wait.Backoff {
+	return wait.Backoff{Duration: c.cfg.RetryPeriod / 4, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 4 * c.cfg.RetryPeriod}
+}
+
+// writer returns the user name to record on the LeaseCandidate: Writer if
+// set, else the one the server reports for this process's credentials, else
+// "" (no client to ask, or a server that cannot tell). Transient failures are
+// retried; ok is false only when ctx ended first.
+func (c *Candidate) writer(ctx context.Context, clients access.Clients) (name string, ok bool) {
+	if c.cfg.Writer != "" || clients.Kube == nil {
+		return c.cfg.Writer, true
+	}
+	logger := klog.FromContext(ctx)
+	err := wait.ExponentialBackoffWithContext(ctx, c.startupBackoff(), func(ctx context.Context) (bool, error) {
+		review, err := clients.Kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			name = review.Status.UserInfo.Username
+			return true, nil
+		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsMethodNotSupported(err):
+			// The server has no SelfSubjectReview API (before 1.28) or
+			// does not let this user ask: nothing to wait for.
+			logger.Info("Cannot learn this process's user name; the LeaseCandidate is not annotated with it, so admission policies cannot tie it to this user (set Config.Writer)", "err", err)
+			return true, nil
+		default:
+			logger.Error(err, "Asking the server for this process's user name failed; retrying")
+			return false, nil
+		}
+	})
+	if err != nil {
+		return "", false
+	}
+	logger.V(2).Info("Writing the LeaseCandidate as", "user", name)
+	return name, true
 }
 
 // tokenKey is the context key of the fencing token in leader work's context.

@@ -81,6 +81,15 @@ type Config struct {
 	// Strategy is the election strategy this candidate asks for. Default
 	// OldestEmulationVersion.
 	Strategy coordinationv1.CoordinatedLeaseStrategy
+	// Writer is the user name this process authenticates as. It is recorded
+	// on the LeaseCandidate in the annotation access.WriterAnnotation, which
+	// the admission policies of manifests/policies use to let only this user
+	// write the candidate. Empty means: ask the server (a SelfSubjectReview,
+	// which every authenticated user may create) when Run starts; with Access
+	// set there is no client to ask, and the candidate goes unannotated
+	// unless Writer is set. A server that cannot answer (before Kubernetes
+	// 1.28) leaves the candidate unannotated too.
+	Writer string
 
 	// LeaseDuration is how long other parties wait, after they last saw the
 	// Lease renewed, before they treat it as expired. It is written into the

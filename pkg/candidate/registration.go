@@ -20,6 +20,9 @@ type registrar struct {
 	client access.CandidateClient
 	watched[*coordinationv1beta1.LeaseCandidate]
 	wake chan struct{}
+	// writer is the user name recorded in access.WriterAnnotation; empty
+	// when unknown, and then the annotation is left as it is.
+	writer string
 
 	// renewedAt is when this process last wrote its candidate, on its own
 	// clock; zero until the first write of this run, so a restart always
@@ -29,9 +32,10 @@ type registrar struct {
 	created   bool
 }
 
-func newRegistrar(c *Candidate, acc access.Interface) *registrar {
+func newRegistrar(c *Candidate, acc access.Interface, writer string) *registrar {
 	r := &registrar{
 		c:      c,
+		writer: writer,
 		client: acc.LeaseCandidates(c.cfg.Namespace),
 		watched: watched[*coordinationv1beta1.LeaseCandidate]{
 			informer: acc.NewCandidateInformer(c.cfg.Namespace, 0, oneObject(c.cfg.Identity)),
@@ -89,10 +93,12 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 			logger.Info("LeaseCandidate was deleted; creating it again")
 		}
 		what = "create"
-		written, err = r.client.Create(reqCtx, &coordinationv1beta1.LeaseCandidate{
+		created := &coordinationv1beta1.LeaseCandidate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Identity},
 			Spec:       r.spec(coordinationv1beta1.LeaseCandidateSpec{}, now),
-		})
+		}
+		r.annotate(&created.ObjectMeta)
+		written, err = r.client.Create(reqCtx, created)
 		if apierrors.IsAlreadyExists(err) {
 			// The informer has not caught up yet; its event wakes us.
 			return cfg.RetryPeriod
@@ -160,7 +166,19 @@ func (r *registrar) spec(old coordinationv1beta1.LeaseCandidateSpec, renew time.
 func (r *registrar) update(ctx context.Context, lc *coordinationv1beta1.LeaseCandidate, renew time.Time) (*coordinationv1beta1.LeaseCandidate, error) {
 	clone := lc.DeepCopy()
 	clone.Spec = r.spec(clone.Spec, renew)
+	r.annotate(&clone.ObjectMeta)
 	return r.client.Update(ctx, clone)
+}
+
+// annotate records the writer's user name, when known, in m.
+func (r *registrar) annotate(m *metav1.ObjectMeta) {
+	if r.writer == "" {
+		return
+	}
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[access.WriterAnnotation] = r.writer
 }
 
 // pinged reports a ping not answered yet: a pingTime later than renewTime.
@@ -169,13 +187,15 @@ func (r *registrar) pinged(lc *coordinationv1beta1.LeaseCandidate) bool {
 	return ping != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(ping))
 }
 
-// outdated reports a spec that does not say what this process is (e.g. it
-// restarted with new versions, or somebody edited it).
+// outdated reports a candidate that does not say what this process is (e.g.
+// it restarted with new versions, or runs as another user, or somebody edited
+// it).
 func (r *registrar) outdated(lc *coordinationv1beta1.LeaseCandidate) bool {
 	cfg := &r.c.cfg
 	s := lc.Spec
 	return s.LeaseName != cfg.LeaseName || s.BinaryVersion != cfg.BinaryVersion ||
-		s.EmulationVersion != cfg.EmulationVersion || s.Strategy != cfg.Strategy || s.RenewTime == nil
+		s.EmulationVersion != cfg.EmulationVersion || s.Strategy != cfg.Strategy || s.RenewTime == nil ||
+		(r.writer != "" && lc.Annotations[access.WriterAnnotation] != r.writer)
 }
 
 // delete removes the LeaseCandidate, conditional on its UID so that a
