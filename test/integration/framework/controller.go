@@ -23,6 +23,9 @@ type ControllerOptions struct {
 	// UserAgent marks the controller's requests (and its managedFields
 	// entries). Default "cle-controller-under-test".
 	UserAgent string
+	// User is who the controller authenticates as: one of the server's
+	// Options.Users. Default AdminUser, a member of system:masters.
+	User string
 	// APIMode is passed to access.Detect; default "auto".
 	APIMode string
 	// Workers defaults to 2.
@@ -67,6 +70,13 @@ func (s *Server) StartController(t testing.TB, o ControllerOptions) *RunningCont
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	cfg := s.Config()
+	if o.User != "" {
+		var err error
+		if cfg, err = s.UserConfig(o.User); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+	}
 	cfg.UserAgent = o.UserAgent
 	clients, err := access.NewClients(cfg)
 	if err != nil {
