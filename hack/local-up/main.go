@@ -200,7 +200,7 @@ type child struct {
 	exited chan struct{} // closed once the process is reaped
 	// printed is closed when the child prints its first line (or exits).
 	printed chan struct{}
-	err    error         // its exit status, after exited
+	err     error // its exit status, after exited
 }
 
 func startChild(o options, name, binary string, args ...string) (*child, error) {
