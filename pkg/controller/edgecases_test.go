@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -376,4 +378,56 @@ func TestReleasedLeaseNotGivenToADepartedCandidate(t *testing.T) {
 	if got := h.expectOneLeaseWrite("update"); holderOf(got) != "b" || ptr.Deref(got.Spec.LeaseTransitions, 0) != 4 {
 		t.Errorf("elected %q at term %d, want b at term 4", holderOf(got), ptr.Deref(got.Spec.LeaseTransitions, 0))
 	}
+}
+
+// TestFencingTokenExhausted pins what happens to a Lease whose leaseTransitions
+// the API accepted at the int32 maximum: a new holder cannot be numbered above
+// it, so the controller elects nobody, says why once, and does not retry a
+// write the API would reject (found by FuzzReconcile: the token wrapped to a
+// negative number). A live holder at that token is left as it is.
+func TestFencingTokenExhausted(t *testing.T) {
+	t.Run("expired Lease", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(candidate("a", "1.30.0", "1.30.0"))
+		h.list(lease(heldBy("gone"), durationSeconds(1), transitions(math.MaxInt32)))
+		h.step(2 * time.Second)
+		for i := range 3 {
+			if _, err := h.reconcileOnly(); err != nil {
+				t.Fatalf("reconcile %d: %v, want no error (nothing to retry)", i, err)
+			}
+		}
+		h.expectNoWrites("token exhausted")
+		evs := h.takeEvents()
+		if got := eventsWithReason(evs, ReasonTermsExhausted); len(got) != 1 || !strings.Contains(got[0], "Cannot elect a") {
+			t.Errorf("events %q, want one %s naming a", evs, ReasonTermsExhausted)
+		}
+		if n := h.metric("cle_elections_total"); n != 0 {
+			t.Errorf("elections = %v, want none", n)
+		}
+	})
+	t.Run("Lease deleted at the highest token", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(candidate("a", "1.30.0", "1.30.0"))
+		h.list(lease(heldBy("a"), transitions(math.MaxInt32)))
+		h.reconcile()
+		h.expectNoWrites("held by a at the highest token")
+		if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
+			t.Fatal(err)
+		}
+		h.sync()
+		h.reconcile()
+		h.expectNoWrites("re-creating would reuse a token")
+		if got := eventsWithReason(h.takeEvents(), ReasonTermsExhausted); len(got) != 1 {
+			t.Errorf("%s events %q, want one", ReasonTermsExhausted, got)
+		}
+	})
+	t.Run("one below the highest token: elected at it", func(t *testing.T) {
+		h := newHarness(t)
+		h.create(candidate("a", "1.30.0", "1.30.0"))
+		h.list(lease(durationSeconds(1), transitions(math.MaxInt32-1)))
+		h.reconcile()
+		if got := h.expectOneLeaseWrite("update"); holderOf(got) != "a" || ptr.Deref(got.Spec.LeaseTransitions, 0) != math.MaxInt32 {
+			t.Errorf("holder %q term %v, want a in term %d", holderOf(got), got.Spec.LeaseTransitions, int32(math.MaxInt32))
+		}
+	})
 }

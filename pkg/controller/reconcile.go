@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ const (
 	ReasonNoEligible         = "NoEligibleCandidate"
 	ReasonInvalidCandidate   = "InvalidCandidate"
 	ReasonPingFailed         = "PingFailed"
+	ReasonTermsExhausted     = "FencingTokenExhausted"
 )
 
 // liveness is what the controller knows of a candidate at one instant.
@@ -460,6 +462,21 @@ func (e *election) elect(ctx context.Context) error {
 	now := metav1.NewMicroTime(e.now)
 	name := e.strat.Name()
 	leases := c.access.Leases(e.key.Namespace)
+	term, ok := e.nextTerm()
+	if !ok {
+		// The fencing token cannot go up any more, and a holder named under
+		// a token already used could act alongside the one that used it.
+		// No write (the API rejects the overflow anyway) and no retry
+		// (nothing the candidates do can help): only an operator can reset
+		// the token, by lowering or deleting the Lease and restarting the
+		// controller, which otherwise remembers the highest token seen.
+		if c.events.emit(e.key, e.lease, corev1.EventTypeWarning, ReasonTermsExhausted, "Elect",
+			"Cannot elect %s: leaseTransitions has reached %d, the highest fencing token there is", e.best.Name, int32(math.MaxInt32)) {
+			logger.Info("Not electing: the Lease's fencing token cannot go higher", "best", e.best.Name, "leaseTransitions", int32(math.MaxInt32))
+		}
+		return nil
+	}
+	c.events.resolve(e.key, ReasonTermsExhausted)
 	var (
 		written *coordinationv1.Lease
 		err     error
@@ -467,10 +484,6 @@ func (e *election) elect(ctx context.Context) error {
 	)
 	if e.lease == nil {
 		result = resultCreated
-		transitions := int32(0)
-		if e.rec.held {
-			transitions = e.rec.maxTransitions + 1
-		}
 		written, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: e.key.Namespace, Name: e.key.Name},
 			Spec: coordinationv1.LeaseSpec{
@@ -479,7 +492,7 @@ func (e *election) elect(ctx context.Context) error {
 				LeaseDurationSeconds: ptr.To(int32(c.opts.LeaseDuration / time.Second)),
 				AcquireTime:          &now,
 				RenewTime:            &now,
-				LeaseTransitions:     ptr.To(transitions),
+				LeaseTransitions:     ptr.To(term),
 			},
 		})
 	} else {
@@ -493,7 +506,7 @@ func (e *election) elect(ctx context.Context) error {
 		if ptr.Deref(clone.Spec.LeaseDurationSeconds, 0) <= 0 {
 			clone.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.LeaseDuration / time.Second))
 		}
-		clone.Spec.LeaseTransitions = ptr.To(max(ptr.Deref(clone.Spec.LeaseTransitions, 0), e.rec.maxTransitions) + 1)
+		clone.Spec.LeaseTransitions = ptr.To(term)
 		written, err = leases.Update(ctx, clone)
 	}
 	if err != nil {
@@ -542,6 +555,23 @@ func (e *election) bestDeparted(ctx context.Context) (bool, error) {
 // departedRecheck bounds the wait for the cache to show a departed
 // candidate's deletion, should its event be lost to a relist.
 const departedRecheck = time.Second
+
+// nextTerm returns the leaseTransitions of the next election: above every
+// value this Lease has had, even across its deletion, and 0 for the first
+// holder of a Lease with no history. It reports false when the token is at
+// its highest value and cannot go above it.
+func (e *election) nextTerm() (int32, bool) {
+	highest := e.rec.maxTransitions
+	if e.lease != nil {
+		highest = max(highest, ptr.Deref(e.lease.Spec.LeaseTransitions, 0))
+	} else if !e.rec.held {
+		return 0, true
+	}
+	if highest == math.MaxInt32 {
+		return 0, false
+	}
+	return max(highest, 0) + 1, true
+}
 
 // steer keeps a live Lease whose holder is a candidate right: preferredHolder
 // names the best candidate when that is better than the holder on merit, and
