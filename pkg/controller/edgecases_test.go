@@ -2,16 +2,19 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/strategy"
@@ -428,6 +431,61 @@ func TestFencingTokenExhausted(t *testing.T) {
 		h.reconcile()
 		if got := h.expectOneLeaseWrite("update"); holderOf(got) != "a" || ptr.Deref(got.Spec.LeaseTransitions, 0) != math.MaxInt32 {
 			t.Errorf("holder %q term %v, want a in term %d", holderOf(got), got.Spec.LeaseTransitions, int32(math.MaxInt32))
+		}
+	})
+}
+
+// TestEventNotesFitTheAPI pins that every Event fits in the note kube-apiserver
+// accepts (1024 bytes), however many candidates a Lease has and however long
+// what they wrote: the server rejects a longer Event and the recorder drops
+// it, so a Lease with a few dozen candidates got no LeaderElected Event.
+func TestEventNotesFitTheAPI(t *testing.T) {
+	noteOf := func(ev string) string { return strings.SplitN(ev, " ", 3)[2] }
+	t.Run("many candidates", func(t *testing.T) {
+		h := newHarness(t)
+		for i := range 100 {
+			h.create(candidate(fmt.Sprintf("candidate-with-a-long-name-%03d", i), "1.36.0", fmt.Sprintf("1.%d.0", 30+i%5)))
+		}
+		h.reconcile()
+		evs := eventsWithReason(h.takeEvents(), ReasonLeaderElected)
+		if len(evs) != 1 {
+			t.Fatalf("LeaderElected events %q, want one", evs)
+		}
+		note := noteOf(evs[0])
+		if len(note) > maxNote {
+			t.Errorf("note is %d bytes, more than the API's %d", len(note), maxNote)
+		}
+		for _, want := range []string{"Elected candidate-with-a-long-name-000 ", "candidate-with-a-long-name-009(", ", and 90 more"} {
+			if !strings.Contains(note, want) {
+				t.Errorf("note %q does not contain %q", note, want)
+			}
+		}
+		if strings.Contains(note, "candidate-with-a-long-name-010(") {
+			t.Errorf("note %q names more than %d candidates", note, maxDescribed)
+		}
+	})
+	t.Run("a conflict among many", func(t *testing.T) {
+		h := newHarness(t)
+		for i := range 50 {
+			s := oev
+			if i%2 == 1 {
+				s = "example.com/custom"
+			}
+			h.create(candidate(fmt.Sprintf("c%02d", i), "1.36.0", "1.36.0", withStrategy(s)))
+		}
+		h.reconcile()
+		evs := eventsWithReason(h.takeEvents(), ReasonStrategyConflict)
+		if len(evs) != 1 || len(noteOf(evs[0])) > maxNote || !strings.HasSuffix(evs[0], noteCut) {
+			t.Errorf("StrategyConflict events %q, want one cut to %d bytes", evs, maxNote)
+		}
+	})
+	t.Run("a long multi-byte note is cut on a character", func(t *testing.T) {
+		rec := events.NewFakeRecorder(1)
+		d := newEventDeduper(rec)
+		d.emit(leaseKey, nil, "Warning", "R", "A", "%s", strings.Repeat("é", maxNote))
+		note := noteOf(<-rec.Events)
+		if len(note) > maxNote || !utf8.ValidString(note) || !strings.HasSuffix(note, noteCut) {
+			t.Errorf("note of %d bytes (valid UTF-8: %v) %q, want at most %d, valid, ending in %q", len(note), utf8.ValidString(note), note, maxNote, noteCut)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,7 +50,7 @@ func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *co
 		// The Lease does not exist (yet): the Event still names it.
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	}
-	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", msg)
+	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", boundNote(msg))
 	return true
 }
 
@@ -58,7 +59,28 @@ func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *co
 // like an earlier one (the same winner elected again after the Lease was
 // deleted, the same preferred holder set again after it was cleared).
 func (d *eventDeduper) emitChange(lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) {
-	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", fmt.Sprintf(note, args...))
+	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", boundNote(fmt.Sprintf(note, args...)))
+}
+
+// maxNote is the longest note, in bytes, that kube-apiserver accepts in an
+// Event; it rejects a longer one, and the recorder drops it for good.
+const maxNote = 1024
+
+// noteCut ends a note that was cut to fit.
+const noteCut = " [...]"
+
+// boundNote cuts a note that does not fit in an Event, on a character
+// boundary: what candidates write (names, versions) has no length limit of
+// its own, and an Event cut short is better than none.
+func boundNote(note string) string {
+	if len(note) <= maxNote {
+		return note
+	}
+	cut := maxNote - len(noteCut)
+	for cut > 0 && !utf8.RuneStart(note[cut]) {
+		cut--
+	}
+	return note[:cut] + noteCut
 }
 
 // resolve forgets the last Event of topic on a Lease: the situation it

@@ -629,18 +629,26 @@ func (e *election) steer(ctx context.Context) error {
 
 // describeCandidates lists the candidates by name: the informer's index
 // returns them in random order, and an Event's note must not change (and so
-// defeat its deduplication) when nothing else did.
+// defeat its deduplication) when nothing else did. Past maxDescribed it
+// names the first ones and counts the rest, so that the Event stays readable
+// and within what the API accepts.
 func (e *election) describeCandidates() string {
 	cands := slices.Clone(e.all)
 	slices.SortFunc(cands, func(a, b *coordinationv1beta1.LeaseCandidate) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace))
 	})
-	parts := make([]string, 0, len(cands))
-	for _, lc := range cands {
+	parts := make([]string, 0, min(len(cands), maxDescribed)+1)
+	for _, lc := range cands[:min(len(cands), maxDescribed)] {
 		parts = append(parts, fmt.Sprintf("%s(binary %s, emulation %s)", lc.Name, lc.Spec.BinaryVersion, lc.Spec.EmulationVersion))
+	}
+	if more := len(cands) - maxDescribed; more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
 	}
 	return strings.Join(parts, ", ")
 }
+
+// maxDescribed is how many candidates an Event names.
+const maxDescribed = 10
 
 func earliest(a, b time.Time) time.Time {
 	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
