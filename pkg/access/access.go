@@ -22,7 +22,9 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -78,6 +80,9 @@ type Interface interface {
 	ControllerLockName() string
 	// LeaseCandidates accesses the LeaseCandidates of one namespace.
 	LeaseCandidates(namespace string) CandidateClient
+	// CandidateReference refers to a LeaseCandidate as the API serves it in
+	// this mode, e.g. as the related object of an Event.
+	CandidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference
 	// Leases accesses the Leases of one namespace.
 	Leases(namespace string) LeaseClient
 	// NewCandidateInformer returns an informer on the LeaseCandidates of
@@ -117,5 +122,13 @@ func ParseMode(s string) (Mode, error) {
 		return m, nil
 	default:
 		return "", fmt.Errorf("unknown API mode %q: want %q or %q", s, ModeNative, ModePortable)
+	}
+}
+
+// candidateReference refers to lc as a LeaseCandidate of group version gv.
+func candidateReference(gv schema.GroupVersion, lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
+	return &corev1.ObjectReference{
+		APIVersion: gv.String(), Kind: "LeaseCandidate",
+		Namespace: lc.Namespace, Name: lc.Name, UID: lc.UID, ResourceVersion: lc.ResourceVersion,
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -65,6 +66,10 @@ func (n *native) CandidateVersion() string { return n.candidates.groupVersion }
 
 func (n *native) LeaseCandidates(namespace string) CandidateClient {
 	return n.candidates.client(n.client, namespace)
+}
+
+func (n *native) CandidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
+	return candidateReference(coordinationv1beta1.SchemeGroupVersion, lc)
 }
 
 func (n *native) Leases(namespace string) LeaseClient {

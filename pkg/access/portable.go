@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,6 +50,10 @@ func (p *portable) ControllerLockName() string { return PortableControllerLock }
 
 func (p *portable) LeaseCandidates(namespace string) CandidateClient {
 	return portableCandidates{p.dyn.Resource(CandidateResource).Namespace(namespace)}
+}
+
+func (p *portable) CandidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
+	return candidateReference(CandidateResource.GroupVersion(), lc)
 }
 
 func (p *portable) Leases(namespace string) LeaseClient {

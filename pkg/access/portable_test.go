@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -420,5 +421,24 @@ func TestConvertWatch(t *testing.T) {
 	case <-w.(*convertingWatch).done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("converting goroutine still running 10s after Stop, with an event nobody receives")
+	}
+}
+
+// TestCandidateReference pins that each mode refers to a candidate where it
+// is served: Events name it as their related object.
+func TestCandidateReference(t *testing.T) {
+	lc := &coordinationv1beta1.LeaseCandidate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "uid-a", ResourceVersion: "7"}}
+	for _, tc := range []struct {
+		acc        Interface
+		apiVersion string
+	}{
+		{NewNative(fake.NewClientset()), "coordination.k8s.io/v1beta1"},
+		{newFakePortable(t, fake.NewClientset(), newFakeDynamic()), "cle.dev/v1beta1"},
+	} {
+		got := tc.acc.CandidateReference(lc)
+		want := corev1.ObjectReference{APIVersion: tc.apiVersion, Kind: "LeaseCandidate", Namespace: "ns", Name: "a", UID: "uid-a", ResourceVersion: "7"}
+		if *got != want {
+			t.Errorf("%s: %+v, want %+v", tc.acc.Mode(), *got, want)
+		}
 	}
 }

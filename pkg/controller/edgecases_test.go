@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -488,4 +491,49 @@ func TestEventNotesFitTheAPI(t *testing.T) {
 			t.Errorf("note of %d bytes (valid UTF-8: %v) %q, want at most %d, valid, ending in %q", len(note), utf8.ValidString(note), note, maxNote, noteCut)
 		}
 	})
+}
+
+// relatedRecorder records the related object of each Event by reason.
+type relatedRecorder struct {
+	mu      sync.Mutex
+	related map[string][]string // reason -> "Kind apiVersion ns/name" of each Event's related object ("" if none)
+}
+
+func (r *relatedRecorder) Eventf(_, related runtime.Object, _, reason, _, _ string, _ ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := ""
+	if ref, ok := related.(*corev1.ObjectReference); ok {
+		s = ref.Kind + " " + ref.APIVersion + " " + ref.Namespace + "/" + ref.Name
+	}
+	r.related[reason] = append(r.related[reason], s)
+}
+
+// TestEventsNameTheCandidateAsRelated pins that Events about one candidate name
+// it as their related object. The Event recorder folds an Event into an
+// earlier one with the same Lease, reason, action and related object, keeping
+// the earlier note: without the candidate there, the second of two invalid
+// candidates of a Lease that does not exist yet was never reported.
+func TestEventsNameTheCandidateAsRelated(t *testing.T) {
+	rec := &relatedRecorder{related: map[string][]string{}}
+	h := newHarness(t, func(o *Options) { o.Recorder = rec })
+	h.create(
+		candidate("bad1", "1.36", "1.36.0"),
+		candidate("bad2", "v1.36.0", "1.36.0"),
+		candidate("good", "1.36.0", "1.36.0"),
+	)
+	h.reconcile()
+	h.create(candidate("better", "1.36.0", "1.35.0"))
+	h.reconcile()
+	ref := func(name string) string { return "LeaseCandidate coordination.k8s.io/v1beta1 " + testNS + "/" + name }
+	for reason, want := range map[string][]string{
+		ReasonInvalidCandidate:   {ref("bad1"), ref("bad2")},
+		ReasonLeaderElected:      {ref("good")},
+		ReasonPreferredHolderSet: {ref("better")},
+	} {
+		got := slices.Sorted(slices.Values(rec.related[reason]))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s Events relate to %q, want %q", reason, got, want)
+		}
+	}
 }

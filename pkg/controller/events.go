@@ -6,7 +6,9 @@ import (
 	"unicode/utf8"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 )
@@ -27,12 +29,19 @@ func newEventDeduper(r events.EventRecorder) *eventDeduper {
 // on it said the same. It reports whether the Event was news, so that
 // counters of the same situation count changes, not reconciles.
 func (d *eventDeduper) emit(key types.NamespacedName, lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) bool {
-	return d.emitFor(key, reason, lease, eventType, reason, action, note, args...)
+	return d.emitFor(key, reason, lease, nil, eventType, reason, action, note, args...)
 }
 
 // emitFor is emit with an explicit deduplication topic, for Events of one
-// reason about different subjects (e.g. one per invalid candidate).
-func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) bool {
+// reason about different subjects (e.g. one per invalid candidate), and the
+// subject as the Event's related object.
+//
+// The related object matters beyond telling who the Event is about: the
+// Event recorder folds an Event into an earlier one with the same Lease (at
+// the same resourceVersion), reason, action and related object, counting it
+// but keeping the earlier note. Without the candidate as related object, the
+// second candidate found invalid on a Lease in a row would only be counted.
+func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *coordinationv1.Lease, related *corev1.ObjectReference, eventType, reason, action, note string, args ...any) bool {
 	msg := fmt.Sprintf(note, args...)
 	d.mu.Lock()
 	topics := d.last[key]
@@ -50,16 +59,26 @@ func (d *eventDeduper) emitFor(key types.NamespacedName, topic string, lease *co
 		// The Lease does not exist (yet): the Event still names it.
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	}
-	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", boundNote(msg))
+	d.recorder.Eventf(lease, relatedObject(related), eventType, reason, action, "%s", boundNote(msg))
 	return true
 }
 
-// emitChange records an Event about a write the controller just made. Every
-// such write is a change, so it is never deduplicated away, even when it reads
-// like an earlier one (the same winner elected again after the Lease was
-// deleted, the same preferred holder set again after it was cleared).
-func (d *eventDeduper) emitChange(lease *coordinationv1.Lease, eventType, reason, action, note string, args ...any) {
-	d.recorder.Eventf(lease, nil, eventType, reason, action, "%s", boundNote(fmt.Sprintf(note, args...)))
+// emitChange records an Event about a write the controller just made, with
+// the candidate it concerns as related object. Every such write is a change,
+// so it is never deduplicated away here, even when it reads like an earlier
+// one (the same winner elected again after the Lease was deleted, the same
+// preferred holder set again after it was cleared).
+func (d *eventDeduper) emitChange(lease *coordinationv1.Lease, related *corev1.ObjectReference, eventType, reason, action, note string, args ...any) {
+	d.recorder.Eventf(lease, relatedObject(related), eventType, reason, action, "%s", boundNote(fmt.Sprintf(note, args...)))
+}
+
+// relatedObject is ref as the recorder takes it: no object at all, not a nil
+// reference, when there is none.
+func relatedObject(ref *corev1.ObjectReference) runtime.Object {
+	if ref == nil {
+		return nil
+	}
+	return ref
 }
 
 // maxNote is the longest note, in bytes, that kube-apiserver accepts in an

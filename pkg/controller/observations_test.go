@@ -210,9 +210,9 @@ func TestEventDeduper(t *testing.T) {
 	d.emit(leaseKey, nil, "Warning", "R", "A", "note %d", 1) // no Lease yet: still emitted
 	d.emit(leaseKey, lease(), "Warning", "R", "A", "note %d", 1)
 	d.emit(other, nil, "Warning", "R", "A", "note %d", 1)
-	d.emitFor(leaseKey, "t1", nil, "Warning", "R", "A", "note %d", 1)
-	d.emitFor(leaseKey, "t2", nil, "Warning", "R", "A", "note %d", 1)
-	d.emitFor(leaseKey, "t2", nil, "Warning", "R", "A", "note %d", 1)
+	d.emitFor(leaseKey, "t1", nil, nil, "Warning", "R", "A", "note %d", 1)
+	d.emitFor(leaseKey, "t2", nil, nil, "Warning", "R", "A", "note %d", 1)
+	d.emitFor(leaseKey, "t2", nil, nil, "Warning", "R", "A", "note %d", 1)
 	d.emit(leaseKey, nil, "Warning", "R", "A", "note %d", 2)
 	d.forget(leaseKey)
 	d.emit(leaseKey, nil, "Warning", "R", "A", "note %d", 2)

@@ -149,7 +149,7 @@ const ownWriteWait = 5 * time.Second
 
 // reportInvalid tells, once per change, that a candidate cannot take part.
 func (c *Controller) reportInvalid(ctx context.Context, key types.NamespacedName, lease *coordinationv1.Lease, lc *coordinationv1beta1.LeaseCandidate, under string, reason error) {
-	if c.events.emitFor(key, "candidate/"+lc.Name, lease, corev1.EventTypeWarning, ReasonInvalidCandidate, "Elect",
+	if c.events.emitFor(key, "candidate/"+lc.Name, lease, c.access.CandidateReference(lc), corev1.EventTypeWarning, ReasonInvalidCandidate, "Elect",
 		"Candidate %s cannot take part under %s: %v", lc.Name, under, reason) {
 		c.opts.Metrics.InvalidCandidate.Inc()
 		klog.FromContext(ctx).V(2).Info("Invalid candidate", "candidate", klog.KObj(lc), "reason", reason)
@@ -373,7 +373,7 @@ func (e *election) ping(ctx context.Context) error {
 			logger.V(4).Info("Candidate changed before its ping; waiting for the new version", "candidate", klog.KObj(lc), "err", err)
 		default:
 			e.c.obs.notePing(lc, e.now, false)
-			if e.c.events.emitFor(e.key, "ping/"+lc.Name, e.lease, corev1.EventTypeWarning, ReasonPingFailed, "Ping",
+			if e.c.events.emitFor(e.key, "ping/"+lc.Name, e.lease, e.c.access.CandidateReference(lc), corev1.EventTypeWarning, ReasonPingFailed, "Ping",
 				"Cannot ping candidate %s (%v); it is treated as unresponsive if it does not renew within %s", lc.Name, err, e.c.opts.PingTimeout) {
 				logger.Info("Pinging a candidate failed; retrying until the ping timeout", "candidate", klog.KObj(lc), "err", err, "pingTimeout", e.c.opts.PingTimeout)
 			}
@@ -524,7 +524,7 @@ func (e *election) elect(ctx context.Context) error {
 	if since, ok := c.takeNeeded(e.key); ok {
 		c.opts.Metrics.ElectionLatency.Observe(c.opts.Clock.Since(since).Seconds())
 	}
-	c.events.emitChange(written, corev1.EventTypeNormal, ReasonLeaderElected, "Elect",
+	c.events.emitChange(written, c.access.CandidateReference(e.best), corev1.EventTypeNormal, ReasonLeaderElected, "Elect",
 		"Elected %s under %s (term %d): %s", e.best.Name, name, ptr.Deref(written.Spec.LeaseTransitions, 0), e.describeCandidates())
 	logger.V(2).Info("Elected leader", "holder", e.best.Name, "previousHolder", e.holder, "strategy", name,
 		"term", ptr.Deref(written.Spec.LeaseTransitions, 0), "created", result == resultCreated)
@@ -620,7 +620,7 @@ func (e *election) steer(ctx context.Context) error {
 		logger.V(2).Info("Cleared preferredHolder", "holder", e.holder, "was", current)
 	default:
 		e.c.opts.Metrics.Preemptions.Inc()
-		e.c.events.emitChange(e.lease, corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
+		e.c.events.emitChange(e.lease, e.c.access.CandidateReference(e.best), corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
 			"%s is better than holder %s under %s; asked the holder to hand over", want, e.holder, name)
 		logger.V(2).Info("Set preferredHolder", "preferredHolder", want, "holder", e.holder, "was", current)
 	}
