@@ -31,14 +31,17 @@ type replica struct {
 
 var servingRE = regexp.MustCompile(`"Serving" address="([^"]+)" paths=\[([^\]]*)\]`)
 
-func startReplica(t *testing.T, bin, kubeconfig, ns, id string) *replica {
+// startReplica runs a cle-controller process in namespace ns; extra flags
+// come after (and so override) the ones given here.
+func startReplica(t *testing.T, bin, kubeconfig, ns, id string, extra ...string) *replica {
 	t.Helper()
 	r := &replica{id: id}
-	r.child = framework.StartChild(t, id, bin, "--kubeconfig="+kubeconfig, "--namespaces="+ns,
-		"--leader-elect-resource-namespace="+ns, "--leader-elect-resource-name=cle-controller",
-		"--leader-elect-identity="+id,
+	args := append([]string{"--kubeconfig=" + kubeconfig, "--namespaces=" + ns,
+		"--leader-elect-resource-namespace=" + ns, "--leader-elect-resource-name=cle-controller",
+		"--leader-elect-identity=" + id,
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=250ms",
-		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2"}, extra...)
+	r.child = framework.StartChild(t, id, bin, args...)
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		for _, m := range servingRE.FindAllStringSubmatch(r.child.Logs(), -1) {
 			switch m[2] {
