@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/cmd/kubectl-cle/app"
@@ -106,32 +105,11 @@ func statusOf(t *testing.T, kc, ns string, args ...string) []kubectlcle.LeaseSta
 // startCandidate runs a candidate of the library until the test ends.
 func startCandidate(t *testing.T, m apiMode, ns, lease, id, binary, emulation string) {
 	t.Helper()
-	c, err := candidate.New(candidate.Config{
-		RestConfig:       m.server.Config(),
-		APIMode:          m.name,
-		Namespace:        ns,
-		LeaseName:        lease,
-		Identity:         id,
-		BinaryVersion:    binary,
-		EmulationVersion: emulation,
-		LeaseDuration:    4 * time.Second,
-		RenewDeadline:    3 * time.Second,
-		RetryPeriod:      500 * time.Millisecond,
-		Callbacks:        candidate.Callbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }},
+	framework.RunCandidate(t, candidate.Config{
+		RestConfig: m.server.Config(), APIMode: m.name, Namespace: ns, LeaseName: lease, Identity: id,
+		BinaryVersion: binary, EmulationVersion: emulation,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatalf("candidate %s: %v", id, err)
-	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("candidate %s: %v", id, err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 func poll(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {

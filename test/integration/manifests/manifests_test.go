@@ -22,7 +22,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -274,24 +273,10 @@ func (p *controllerProcess) ready() (bool, string) {
 // ends: it answers the controller's pings.
 func startCandidate(t *testing.T, m apiMode, ns, lease, id string) {
 	t.Helper()
-	c, err := candidate.New(candidate.Config{
+	framework.RunCandidate(t, candidate.Config{
 		RestConfig: m.server.Config(), APIMode: m.name, Namespace: ns, LeaseName: lease, Identity: id,
 		BinaryVersion: "1.36.0", EmulationVersion: "1.36.0",
-		Callbacks: candidate.Callbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("candidate %s: %v", id, err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 func newAccess(t *testing.T, m apiMode) access.Interface {

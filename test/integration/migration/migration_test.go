@@ -15,7 +15,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/access"
@@ -119,33 +118,12 @@ type runningCandidate struct {
 // startCandidate runs a candidate of the library in mode until stopped.
 func startCandidate(t *testing.T, ns, id string, mode access.Mode, leaders *leadership) *runningCandidate {
 	t.Helper()
-	c, err := candidate.New(candidate.Config{
-		RestConfig:       server.Config(),
-		APIMode:          string(mode),
-		Namespace:        ns,
-		LeaseName:        "example",
-		Identity:         id,
-		BinaryVersion:    "1.36.0",
-		EmulationVersion: "1.36.0",
-		LeaseDuration:    15 * time.Second,
-		RenewDeadline:    10 * time.Second,
-		RetryPeriod:      time.Second,
-		Callbacks:        candidate.Callbacks{OnStartedLeading: leaders.callback(id)},
+	stop := framework.RunCandidate(t, candidate.Config{
+		RestConfig: server.Config(), APIMode: string(mode), Namespace: ns, LeaseName: "example", Identity: id,
+		BinaryVersion: "1.36.0", EmulationVersion: "1.36.0",
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second,
+		Callbacks: candidate.Callbacks{OnStartedLeading: leaders.callback(id)},
 	})
-	if err != nil {
-		t.Fatalf("candidate %s: %v", id, err)
-	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("candidate %s: %v", id, err)
-		}
-	}()
-	stop := sync.OnceFunc(func() { cancel(); <-done })
-	t.Cleanup(stop)
 	return &runningCandidate{id: id, mode: mode, stop: stop}
 }
 

@@ -145,31 +145,11 @@ func TestNativeOverV1alpha2(t *testing.T) {
 // "example" until the test ends.
 func runCandidate(t *testing.T, s *framework.Server, ns, id, emulation string) {
 	t.Helper()
-	c, err := candidate.New(candidate.Config{
-		RestConfig:       s.Config(),
-		Namespace:        ns,
-		LeaseName:        "example",
-		Identity:         id,
-		BinaryVersion:    "1.36.0",
-		EmulationVersion: emulation,
-		LeaseDuration:    4 * time.Second,
-		RenewDeadline:    3 * time.Second,
-		RetryPeriod:      500 * time.Millisecond,
-		Callbacks:        candidate.Callbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }},
+	framework.RunCandidate(t, candidate.Config{
+		RestConfig: s.Config(), Namespace: ns, LeaseName: "example", Identity: id,
+		BinaryVersion: "1.36.0", EmulationVersion: emulation,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
 	})
-	if err != nil {
-		t.Fatalf("candidate %s: %v", id, err)
-	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("candidate %s: %v", id, err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 func waitHolder(t *testing.T, s *framework.Server, ns, holder string) *coordinationv1.Lease {

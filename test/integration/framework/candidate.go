@@ -1,0 +1,38 @@
+package framework
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/cle-dev/cle/pkg/candidate"
+)
+
+// RunCandidate runs a candidate of the library with cfg until the test ends
+// or the returned stop is called (safe to call more than once). Stop waits
+// for Run to return: a leader has released the Lease and the LeaseCandidate
+// is deleted by then. A nil OnStartedLeading leads until leadership ends.
+func RunCandidate(t testing.TB, cfg candidate.Config) (stop func()) {
+	t.Helper()
+	if cfg.Callbacks.OnStartedLeading == nil {
+		cfg.Callbacks.OnStartedLeading = func(ctx context.Context) { <-ctx.Done() }
+	}
+	c, err := candidate.New(cfg)
+	if err != nil {
+		t.Fatalf("candidate %s: %v", cfg.Identity, err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil {
+			t.Errorf("candidate %s: %v", cfg.Identity, err)
+		}
+	}()
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return stop
+}
