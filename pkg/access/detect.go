@@ -92,6 +92,12 @@ func Detect(ctx context.Context, clients Clients, mode string) (Interface, error
 			return detectPortable(ctx, clients)
 		}
 		n, err := probeNative(ctx, clients.Kube)
+		if errors.Is(err, errStrategyProbeForbidden) && n != nil {
+			// A candidate with least privilege may not create Leases in
+			// kube-system; native mode was asked for explicitly, so trust it.
+			logger.Info("Cannot check that the server keeps Lease spec.strategy; using native mode as asked", "reason", err.Error())
+			err = nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -182,11 +188,20 @@ func probeNative(ctx context.Context, client kubernetes.Interface) (*native, err
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "cle-probe-"},
 		Spec:       coordinationv1.LeaseSpec{Strategy: ptr.To(coordinationv1.OldestEmulationVersion)},
 	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	n := &native{client: client, candidates: *api}
+	if apierrors.IsForbidden(err) {
+		return n, fmt.Errorf("%w: %w", errStrategyProbeForbidden, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("probe Lease spec.strategy with a dry-run create: %w", err)
 	}
 	if probe.Spec.Strategy == nil {
 		return nil, fmt.Errorf("%w: the server drops Lease spec.strategy (CoordinatedLeaderElection gate off)", ErrNativeUnavailable)
 	}
-	return &native{client: client, candidates: *api}, nil
+	return n, nil
 }
+
+// errStrategyProbeForbidden: the dry-run create that checks Lease
+// spec.strategy was denied. probeNative then also returns the access layer
+// for the LeaseCandidate version found, for an explicit native mode to use.
+var errStrategyProbeForbidden = errors.New("probe Lease spec.strategy with a dry-run create")

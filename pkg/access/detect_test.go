@@ -86,6 +86,14 @@ func TestDetect(t *testing.T) {
 			mode: ModeAuto, wantText: "forbidden", wantProbe: true,
 		},
 		{name: "native on a gate-on server", server: gateOn, mode: "native", want: ModeNative, wantProbe: true},
+		{
+			name: "native when the probe is denied", server: fakeServer{candidateVersions: beta, probeErr: apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("no"))},
+			mode: "native", want: ModeNative, wantProbe: true, wantVersion: "coordination.k8s.io/v1beta1",
+		},
+		{
+			name: "native when the probe fails otherwise", server: fakeServer{candidateVersions: beta, probeErr: apierrors.NewInternalError(errors.New("etcd down"))},
+			mode: "native", wantText: "etcd down", wantProbe: true,
+		},
 		{name: "native when the server strips strategy", server: fakeServer{candidateVersions: beta, crd: true}, mode: "native", wantErrs: []error{ErrNativeUnavailable}, wantProbe: true},
 		{name: "portable on a gate-on server with the CRD", server: fakeServer{candidateVersions: beta, keepsStrategy: true, crd: true}, mode: "portable", want: ModePortable},
 		{name: "portable without the CRD", server: gateOn, mode: "portable", wantErrs: []error{ErrCRDMissing}, wantText: CRDManifestFile},

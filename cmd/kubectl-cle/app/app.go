@@ -186,7 +186,7 @@ func (o *Options) setup(ctx context.Context) (kubectlcle.Source, kubectlcle.Judg
 	if err != nil {
 		hint := ""
 		if o.APIMode == access.ModeAuto && !errors.Is(err, access.ErrCRDMissing) {
-			hint = " (choosing needs a dry-run create of a Lease in " + access.ProbeNamespace + "; --api-mode=portable needs only discovery)"
+			hint = " (choosing needs a dry-run create of a Lease in " + access.ProbeNamespace + "; --api-mode=native or portable needs only discovery)"
 		}
 		return kubectlcle.Source{}, kubectlcle.Judge{}, "", fmt.Errorf("choose the API mode%s: %w", hint, err)
 	}
