@@ -11,6 +11,17 @@
 //	stopped-leading identity=<id>
 //	new-leader identity=<id> leader=<holder>
 //	write identity=<id> token=<n> seq=<n> result=ok|refused|fenced|error
+//	witness identity=<id> token=<n> seq=<n> result=ok|refused|fenced|error
+//
+// With --witness-url the leader also reports to a witness, an HTTP service
+// that stands for a resource guarded by the Lease: every --witness-interval
+// it POSTs a JSON witnessWrite (identity, fencing token, sequence number, its
+// own clock's time) through a write-guarded HTTP client. The witness answers
+// 409 Conflict to a token older than one it has accepted ("fenced").
+//
+// --clock-offset runs the library on a clock that is that far ahead (or,
+// negative, behind) of the machine's, to show that elections do not depend on
+// the candidates' clocks agreeing.
 //
 // A write is "refused" by the write-guarded client when this process is not
 // leader, and "fenced" when the ConfigMap already carries a newer term's
@@ -42,6 +53,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
@@ -65,6 +77,9 @@ type options struct {
 	writeInterval    time.Duration
 	stopDelay        time.Duration
 	healthAddr       string
+	witnessURL       string
+	witnessInterval  time.Duration
+	clockOffset      time.Duration
 }
 
 func main() {
@@ -86,6 +101,9 @@ func main() {
 	fs.DurationVar(&o.writeInterval, "write-interval", 100*time.Millisecond, "interval of the leader's ConfigMap writes")
 	fs.DurationVar(&o.stopDelay, "stop-delay", 0, "how long leader work keeps going (and writing) after it was told to stop, as slow or careless work does; the guarded client must refuse those writes")
 	fs.StringVar(&o.healthAddr, "health-addr", "", "if set, serve the leader-election health check at http://<addr>/healthz")
+	fs.StringVar(&o.witnessURL, "witness-url", "", "if set, the leader POSTs a fenced write (identity, token, time) to this URL every --witness-interval through a write-guarded HTTP client")
+	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
+	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the election on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := goflagSet()
 	fs.AddGoFlagSet(klogFlags)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -132,6 +150,7 @@ func run(ctx context.Context, o options) error {
 	restConfig.UserAgent = "cle-example-candidate/" + o.identity
 
 	out := &printer{identity: o.identity}
+	var witness *http.Client // set before Run, used only while leading
 	var c *candidate.Candidate
 	c, err = candidate.New(candidate.Config{
 		RestConfig:             restConfig,
@@ -146,15 +165,21 @@ func run(ctx context.Context, o options) error {
 		RenewDeadline:          o.renewDeadline,
 		RetryPeriod:            o.retryPeriod,
 		CandidateRenewInterval: o.candidateRenew,
+		Clock:                  offsetClock{offset: o.clockOffset},
 		Callbacks: candidate.Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				token, _ := candidate.TokenFrom(ctx)
 				out.print("started-leading token=%d", token)
 				logger.Info("Leading", "token", token)
+				var wg sync.WaitGroup
+				if o.witnessURL != "" {
+					wg.Go(func() { reportToWitness(ctx, witness, token, o, out) })
+				}
 				if o.writeConfigMap != "" {
 					lead(ctx, token, o, out)
 				}
 				<-ctx.Done()
+				wg.Wait()
 			},
 			OnStoppedLeading: func() {
 				out.print("stopped-leading")
@@ -175,6 +200,15 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		writer = guarded
+	}
+	if o.witnessURL != "" {
+		// The guard refuses a write while this process is not leader and
+		// cancels one in flight when the term ends; the witness's token check
+		// is what stops a write that got past it before that.
+		witness, err = rest.HTTPClientFor(c.WrapConfig(&rest.Config{Host: o.witnessURL, Timeout: 2 * time.Second}))
+		if err != nil {
+			return fmt.Errorf("witness client: %w", err)
+		}
 	}
 	if o.healthAddr != "" {
 		if err := serveHealth(ctx, o.healthAddr, c.HealthCheck(20*time.Second)); err != nil {
@@ -248,9 +282,9 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 	}
 }
 
-// errFenced is the error of a write skipped because the ConfigMap carries a
-// newer term's token.
-var errFenced = errors.New("the ConfigMap carries a newer term's token")
+// errFenced is the error of a write fenced off because a newer term has
+// written: the ConfigMap carries its token, or the witness accepted it.
+var errFenced = errors.New("a newer term has written")
 
 // fencedWriter writes the ConfigMap as the leader of one term. Its writes are
 // fenced: each is an update conditional on a version of the ConfigMap known
