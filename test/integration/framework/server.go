@@ -443,6 +443,19 @@ func (s *Server) RestartAPIServer(ctx context.Context) error {
 	return s.StartAPIServer(ctx)
 }
 
+// RestartEtcd stops etcd (SIGTERM) and starts it again on the same ports and
+// data, and waits until it is healthy. kube-apiserver keeps running and
+// reconnects by itself; requests fail meanwhile.
+func (s *Server) RestartEtcd(ctx context.Context) error {
+	if err := s.etcd.stop(30 * time.Second); err != nil {
+		return err
+	}
+	if err := s.etcd.start(); err != nil {
+		return err
+	}
+	return s.waitReady(ctx, s.etcd, "etcd", http.DefaultClient, s.etcdURL+"/health", 30*time.Second)
+}
+
 // PauseAPIServer freezes kube-apiserver with SIGSTOP: connections stay open
 // but nothing is answered, as with a hung server.
 func (s *Server) PauseAPIServer() error { return s.apiserver.signal(syscall.SIGSTOP) }
