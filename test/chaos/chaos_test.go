@@ -1,0 +1,412 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Timings of the candidates. The SIGSTOP of a leader and the freeze of
+// kube-apiserver are sized from them.
+const (
+	leaseDuration = 4 * time.Second
+	renewDeadline = 3 * time.Second
+	retryPeriod   = 500 * time.Millisecond
+	leaseName     = "chaos"
+	// stuckAfter ends the run: the election has not recovered from a fault
+	// at all.
+	stuckAfter = 60 * time.Second
+)
+
+// candidateSpec is one examples/candidate process. They are listed best
+// first (oldest emulation version), and their clocks disagree.
+type candidateSpec struct {
+	identity, emulation string
+	clockOffset         time.Duration
+}
+
+var candidateSpecs = []candidateSpec{
+	{"cand-a", "1.34.0", 0},
+	{"cand-b", "1.35.0", 7 * time.Second},
+	{"cand-c", "1.36.0", -5 * time.Second},
+}
+
+// violations collects invariant violations from every goroutine; each one
+// fails the test.
+type violations struct {
+	mu     sync.Mutex
+	list   []string
+	start  time.Time
+	logf   func(string, ...any)
+	closed bool
+}
+
+func (v *violations) add(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	msg := fmt.Sprintf("+%s ", time.Since(v.start).Round(time.Millisecond)) + fmt.Sprintf(format, args...)
+	v.list = append(v.list, msg)
+	if !v.closed {
+		v.logf("VIOLATION %s", msg)
+	}
+}
+
+func (v *violations) all() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.closed = true
+	return append([]string(nil), v.list...)
+}
+
+// env is one chaos run.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	rng     *rand.Rand
+	v       *violations
+	rec     *recorder
+	witness *witness
+	ctrl    *proc
+	cands   []*proc
+	slack   time.Duration
+
+	mu         sync.Mutex
+	faults     map[string]int
+	recoveries []recovery
+	// ctrlBaseline is the controller's first figures in steady state;
+	// ctrlLast its latest ones.
+	ctrlBaseline, ctrlLast procStats
+	// windows are the faults injected, from start to recovery.
+	windows []window
+}
+
+type window struct {
+	fault      string
+	start, end time.Time
+}
+
+// recovery is how long the election took to be healthy after one fault.
+type recovery struct {
+	fault, phase, leader string
+	took                 time.Duration
+}
+
+func TestChaos(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
+		}
+	}
+	var duration time.Duration
+	if s := os.Getenv("CHAOS_DURATION"); s != "" {
+		var err error
+		if duration, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("CHAOS_DURATION=%q: %v", s, err)
+		}
+	}
+	slack := time.Second
+	if s := os.Getenv("CHAOS_SLACK"); s != "" {
+		var err error
+		if slack, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("CHAOS_SLACK=%q: %v", s, err)
+		}
+	}
+	// Printed on stderr too, so that a run cut short still tells its seed.
+	fmt.Fprintf(os.Stderr, "chaos: seed %d (replay with CHAOS_SEED=%d)\n", seed, seed)
+	t.Logf("seed %d (replay with CHAOS_SEED=%d), duration %v, recovery bound %v", seed, seed, duration, leaseDuration+slack)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var logMu sync.Mutex
+	logDone := false
+	t.Cleanup(func() { logMu.Lock(); logDone = true; logMu.Unlock() })
+	v := &violations{start: time.Now(), logf: func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		if !logDone {
+			t.Logf(format, args...)
+		}
+	}}
+	e := &env{
+		t: t, ctx: ctx, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), v: v, slack: slack,
+		faults: map[string]int{},
+	}
+	e.setUp()
+
+	// Wait for the first election: the best candidate leads and acts.
+	e.waitHealthy("start", "first election", time.Now(), 30*time.Second)
+
+	begin := time.Now()
+	order := e.rng.Perm(len(faultKinds))
+	for i := 0; ; i++ {
+		var f fault
+		switch {
+		case i < len(order):
+			f = faultKinds[order[i]]
+		case time.Since(begin) < duration:
+			f = faultKinds[e.rng.IntN(len(faultKinds))]
+		default:
+			f = fault{}
+		}
+		if f.name == "" || t.Failed() && duration == 0 {
+			break
+		}
+		e.mu.Lock()
+		e.faults[f.name]++
+		e.mu.Unlock()
+		t.Logf("+%s fault %d: %s", time.Since(begin).Round(time.Millisecond), i+1, f.name)
+		w := window{fault: f.name, start: time.Now()}
+		if err := f.inject(e); err != nil {
+			t.Fatalf("fault %s: %v", f.name, err)
+		}
+		w.end = time.Now()
+		e.mu.Lock()
+		e.windows = append(e.windows, w)
+		e.mu.Unlock()
+		// A quiet spell between faults, of random length.
+		e.pause(time.Duration(500+e.rng.IntN(1500)) * time.Millisecond)
+	}
+	e.finish(time.Since(begin))
+}
+
+// setUp starts the witness, the recorder, the controller and the candidates.
+func (e *env) setUp() {
+	t := e.t
+	ns := server.CreateNamespace(t)
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := server.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	ctrlBin, candBin, err := buildBinaries(filepath.Join(dir, "bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e.rec = newRecorder(e.v, leaseName)
+	if err := e.rec.start(e.ctx, server.Client(), ns); err != nil {
+		t.Fatal(err)
+	}
+	e.witness = newWitness(e.rec, leaseName, e.v)
+	t.Cleanup(e.witness.Close)
+
+	e.ctrl = &proc{name: "cle-controller", bin: ctrlBin, logPath: filepath.Join(dir, "cle-controller.log"), v: e.v, args: []string{
+		"--kubeconfig=" + kubeconfig, "--api-mode=native", "--namespaces=" + ns,
+		// Its own Lease lives in the test namespace: the built-in
+		// controller's one is held by the framework's idler.
+		"--leader-elect-resource-namespace=" + ns, "--leader-elect-resource-name=cle-controller",
+		"--leader-elect-identity=cle-controller-0",
+		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=250ms",
+		// A frozen or killed best candidate costs one ping timeout per
+		// election, and one that was just restarted must not pass for alive
+		// on its creation alone once it is gone again.
+		"--ping-timeout=300ms", "--candidate-freshness=2s",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2",
+	}}
+	procs := []*proc{e.ctrl}
+	for _, c := range candidateSpecs {
+		procs = append(procs, &proc{name: c.identity, bin: candBin, logPath: filepath.Join(dir, c.identity+".log"), v: e.v, args: []string{
+			"--kubeconfig=" + kubeconfig, "--api-mode=native", "--namespace=" + ns, "--lease=" + leaseName,
+			"--identity=" + c.identity, "--binary-version=1.36.0", "--emulation-version=" + c.emulation,
+			"--lease-duration=" + leaseDuration.String(), "--renew-deadline=" + renewDeadline.String(),
+			"--retry-period=" + retryPeriod.String(),
+			"--witness-url=" + e.witness.URL(), "--clock-offset=" + c.clockOffset.String(), "-v=2",
+		}})
+	}
+	e.cands = procs[1:]
+	t.Cleanup(func() {
+		for _, p := range procs {
+			if err := p.stop(); err != nil {
+				t.Errorf("stop %s: %v", p.name, err)
+			}
+		}
+		if t.Failed() {
+			for _, p := range procs {
+				all, _ := p.logs()
+				if len(all) > 200_000 {
+					all = "...\n" + all[len(all)-200_000:]
+				}
+				t.Logf("---- %s log ----\n%s", p.name, all)
+			}
+		}
+	})
+	for _, p := range procs {
+		if err := p.start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go e.watchController()
+}
+
+// watchController scrapes the controller's /metrics every second. Its first
+// figures in steady state (its first run, five seconds after the first
+// election) are the baseline; every later run's must stay within bounds of
+// them: a restart starts from scratch, so the figures do not depend on how
+// long the run has lasted, unless something leaks.
+func (e *env) watchController() {
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		e.ctrl.mu.Lock()
+		since := time.Since(e.ctrl.started)
+		e.ctrl.mu.Unlock()
+		addr := e.ctrl.metricsAddr()
+		if addr == "" || since < 5*time.Second || !e.ctrl.live() {
+			continue
+		}
+		s, err := scrape(e.ctx, addr)
+		if err != nil {
+			continue // killed or frozen meanwhile; the next tick tells
+		}
+		e.mu.Lock()
+		if e.ctrlBaseline == (procStats{}) {
+			e.ctrlBaseline = s
+		}
+		base := e.ctrlBaseline
+		e.ctrlLast = s
+		e.mu.Unlock()
+		if s.goroutines > 2*base.goroutines+50 {
+			e.v.add("cle-controller goroutines grew from %.0f to %.0f", base.goroutines, s.goroutines)
+		}
+		if s.rss > 2*base.rss+64<<20 {
+			e.v.add("cle-controller resident memory grew from %.0f MiB to %.0f MiB", base.rss/(1<<20), s.rss/(1<<20))
+		}
+	}
+}
+
+// bestLive is the best-ranked candidate that is running and not frozen.
+func (e *env) bestLive() *proc {
+	for _, p := range e.cands {
+		if p.live() {
+			return p
+		}
+	}
+	return nil
+}
+
+// leader is the candidate the Lease names, if it is one of ours.
+func (e *env) leader() *proc {
+	l, _ := e.rec.current(leaseName)
+	for _, p := range e.cands {
+		if p.name == l.holder {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitHealthy waits until the best live candidate holds the Lease and has
+// written to the witness after from, and records how long that took. Longer
+// than the lease duration and the slack is a violation; longer than
+// stuckAfter ends the test.
+func (e *env) waitHealthy(fault, phase string, from time.Time, limit time.Duration) {
+	e.t.Helper()
+	bound := leaseDuration + e.slack
+	ticker := time.NewTicker(20 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		if best := e.bestLive(); best != nil {
+			if l, _ := e.rec.current(leaseName); l.holder == best.name {
+				if at, ok := e.witness.acceptedAfter(best.name, from); ok {
+					took := at.Sub(from)
+					e.mu.Lock()
+					e.recoveries = append(e.recoveries, recovery{fault: fault, phase: phase, leader: best.name, took: took})
+					e.mu.Unlock()
+					e.t.Logf("    %s: %s leads and acts %s after %s", fault, best.name, took.Round(time.Millisecond), phase)
+					if fault != "start" && took > bound {
+						e.v.add("%s: %s took %s to lead and act after %s (bound %s)", fault, best.name, took.Round(time.Millisecond), phase, bound)
+					}
+					return
+				}
+			}
+		}
+		if time.Since(from) > limit {
+			l, _ := e.rec.current(leaseName)
+			e.t.Fatalf("%s: no healthy election %s after %s: the Lease names %q (preferred %q, term %d), best live candidate %v",
+				fault, limit, phase, l.holder, l.preferred, l.transitions, e.bestLive())
+		}
+		select {
+		case <-e.ctx.Done():
+			e.t.Fatal("cancelled")
+		case <-ticker.C:
+		}
+	}
+}
+
+// pause lets d pass: the length of a fault or of a quiet spell, not a wait
+// for some state.
+func (e *env) pause(d time.Duration) {
+	select {
+	case <-e.ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// finish checks what is checked at the end, and prints the summary.
+func (e *env) finish(ran time.Duration) {
+	t := e.t
+	for _, p := range append([]*proc{e.ctrl}, e.cands...) {
+		for _, line := range p.panics() {
+			e.v.add("%s panicked: %s", p.name, line)
+		}
+	}
+	ws := e.witness.stats()
+	versions, changes, candEvents := e.rec.counts(leaseName)
+	e.mu.Lock()
+	var kinds []string
+	for k, n := range e.faults {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(kinds)
+	var maxRec recovery
+	for _, r := range e.recoveries {
+		if r.fault != "start" && r.took > maxRec.took {
+			maxRec = r
+		}
+	}
+	base, last := e.ctrlBaseline, e.ctrlLast
+	e.ctrl.mu.Lock()
+	ctrlRuns := e.ctrl.starts
+	e.ctrl.mu.Unlock()
+	gapDuring := "no fault"
+	for _, w := range e.windows {
+		if !ws.maxGapAt.Before(w.start) && ws.maxGapAt.Before(w.end) {
+			gapDuring = w.fault
+		}
+	}
+	e.mu.Unlock()
+	if base == (procStats{}) {
+		e.v.add("cle-controller's /metrics was never read")
+	}
+	bad := e.v.all()
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos summary (%s of faults)\n", ran.Round(time.Second))
+	fmt.Fprintf(&b, "  faults injected: %s\n", strings.Join(kinds, " "))
+	fmt.Fprintf(&b, "  leadership changes: %d (Lease versions %d, LeaseCandidate events %d, terms at the witness %d)\n", changes, versions, candEvents, ws.terms)
+	fmt.Fprintf(&b, "  witness writes: %d, refused (stale token) %d\n", ws.writes, ws.refused)
+	fmt.Fprintf(&b, "  max recovery after a fault: %s (%s, %s, %s; bound %s)\n", maxRec.took.Round(time.Millisecond), maxRec.fault, maxRec.phase, maxRec.leader, leaseDuration+e.slack)
+	fmt.Fprintf(&b, "  max leaderless gap at the witness: %s (began at +%s, during %s)\n", ws.maxGap.Round(time.Millisecond), ws.maxGapAt.Sub(e.v.start).Round(time.Second), gapDuring)
+	fmt.Fprintf(&b, "  cle-controller (%d runs): goroutines %.0f at start, %.0f at the end; resident memory %.0f MiB at start, %.0f MiB at the end\n",
+		ctrlRuns, base.goroutines, last.goroutines, base.rss/(1<<20), last.rss/(1<<20))
+	fmt.Fprintf(&b, "  violations: %d\n", len(bad))
+	t.Log(b.String())
+	fmt.Fprintln(os.Stderr, b.String())
+	for _, msg := range bad {
+		t.Errorf("violation: %s", msg)
+	}
+}

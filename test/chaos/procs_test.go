@@ -1,0 +1,206 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cle-dev/cle/internal/promtest"
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+// buildBinaries builds cle-controller and examples/candidate into dir.
+func buildBinaries(dir string) (controller, candidate string, err error) {
+	cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/cle-dev/cle/cmd/cle-controller", "github.com/cle-dev/cle/examples/candidate")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return filepath.Join(dir, "cle-controller"), filepath.Join(dir, "candidate"), nil
+}
+
+// proc is a supervised child process: one that exits when nobody stopped it
+// is a violation, and is started again, as a kubelet restarts a container.
+type proc struct {
+	name, bin, logPath string
+	args               []string
+	v                  *violations
+
+	mu       sync.Mutex
+	child    *framework.Child
+	logFrom  int64 // size of the log when the current run started
+	started  time.Time
+	expected bool // an exit is expected (we killed or stopped it)
+	paused   bool
+	closed   bool
+	starts   int
+}
+
+func (p *proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	if info, err := os.Stat(p.logPath); err == nil {
+		p.logFrom = info.Size()
+	}
+	c, err := framework.StartProcess(p.name, p.bin, p.logPath, p.args...)
+	if err != nil {
+		return err
+	}
+	p.child, p.started, p.expected, p.paused = c, time.Now(), false, false
+	p.starts++
+	go p.supervise(c)
+	return nil
+}
+
+func (p *proc) supervise(c *framework.Child) {
+	<-c.Exited()
+	p.mu.Lock()
+	unexpected := !p.expected && !p.closed && p.child == c
+	p.mu.Unlock()
+	if unexpected {
+		p.v.add("%s exited by itself; restarting it", p.name)
+		if err := p.start(); err != nil {
+			p.v.add("restart %s: %v", p.name, err)
+		}
+	}
+}
+
+// kill sends sig (SIGKILL or SIGTERM) and waits until the process has exited.
+func (p *proc) kill(sig syscall.Signal, timeout time.Duration) error {
+	p.mu.Lock()
+	c := p.child
+	p.expected = true
+	p.mu.Unlock()
+	_ = c.Signal(syscall.SIGCONT)
+	if err := c.Signal(sig); err != nil {
+		return err
+	}
+	select {
+	case <-c.Exited():
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("%s did not exit within %s of %s", p.name, timeout, sig)
+	}
+}
+
+func (p *proc) pause() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = true
+	return p.child.Signal(syscall.SIGSTOP)
+}
+
+func (p *proc) resume() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = false
+	return p.child.Signal(syscall.SIGCONT)
+}
+
+// live reports whether the process runs and is not frozen.
+func (p *proc) live() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused || p.child == nil {
+		return false
+	}
+	select {
+	case <-p.child.Exited():
+		return false
+	default:
+		return true
+	}
+}
+
+// stop ends the process for good.
+func (p *proc) stop() error {
+	p.mu.Lock()
+	p.closed = true
+	c := p.child
+	p.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.Stop(10 * time.Second)
+}
+
+// logs is everything the process wrote, across its restarts; current is
+// what its current run wrote.
+func (p *proc) logs() (all, current string) {
+	p.mu.Lock()
+	from := p.logFrom
+	p.mu.Unlock()
+	b, _ := os.ReadFile(p.logPath)
+	if int64(len(b)) < from {
+		from = 0
+	}
+	return string(b), string(b[from:])
+}
+
+var panicRE = regexp.MustCompile(`(?m)^(panic: |fatal error: |WARNING: DATA RACE)|Observed a panic`)
+
+// panics returns the lines of the process's log that report a panic.
+func (p *proc) panics() []string {
+	all, _ := p.logs()
+	var found []string
+	for _, line := range strings.Split(all, "\n") {
+		if panicRE.MatchString(line) {
+			found = append(found, line)
+		}
+	}
+	return found
+}
+
+var metricsRE = regexp.MustCompile(`"Serving" address="([^"]+)" paths=\["/metrics"`)
+
+// metricsAddr is where the current run of the controller serves /metrics.
+func (p *proc) metricsAddr() string {
+	_, current := p.logs()
+	m := metricsRE.FindAllStringSubmatch(current, -1)
+	if len(m) == 0 {
+		return ""
+	}
+	return m[len(m)-1][1]
+}
+
+// procStats are the controller's own figures from /metrics.
+type procStats struct {
+	goroutines, rss float64
+}
+
+func scrape(ctx context.Context, addr string) (procStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return procStats{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return procStats{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return procStats{}, fmt.Errorf("/metrics: %s: %s", resp.Status, b)
+	}
+	fams, err := promtest.Parse(resp.Body)
+	if err != nil {
+		return procStats{}, err
+	}
+	return procStats{
+		goroutines: promtest.Value(fams, "go_goroutines"),
+		rss:        promtest.Value(fams, "process_resident_memory_bytes"),
+	}, nil
+}
