@@ -29,6 +29,10 @@ test-matrix: ## Run the integration suites against each supported Kubernetes min
 verify: ## Check formatting, go vet and that go.mod/go.sum are tidy.
 	hack/verify.sh
 
+.PHONY: chaos
+chaos: kube-bin ## Run the fault-injection suite and print its summary. DURATION=30m keeps injecting faults that long (default: each kind once); SEED replays a run.
+	DURATION="$(DURATION)" SEED="$(SEED)" hack/chaos.sh
+
 .PHONY: bench
 bench: kube-bin ## Run the benchmarks: ranking, and election latencies on a real kube-apiserver.
 	hack/bench.sh

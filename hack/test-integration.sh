@@ -8,6 +8,8 @@ cd "${root}"
 CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh)
 export CLE_KUBE_BIN_DIR
 go test -race -count=1 -timeout="${INTEGRATION_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/integration/...
+# The fault-injection suite in its short mode: every kind of fault once.
+CHAOS_DURATION='' go test -race -count=1 -timeout="${INTEGRATION_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/chaos/...
 # The controller-runtime adapter is a module of its own (so that the core
 # module does not depend on controller-runtime); its tests run here too.
 (cd contrib/controller-runtime && go test -race -count=1 -timeout="${INTEGRATION_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./...)
