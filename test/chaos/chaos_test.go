@@ -322,12 +322,12 @@ func (e *env) waitHealthy(fault, phase string, from time.Time, limit time.Durati
 	for {
 		if best := e.bestLive(); best != nil {
 			if l, _ := e.rec.current(leaseName); l.holder == best.name {
-				if at, ok := e.witness.acceptedAfter(best.name, from); ok {
-					took := at.Sub(from)
+				if w, ok := e.witness.acceptedAfter(best.name, from); ok {
+					took := w.received.Sub(from)
 					e.mu.Lock()
 					e.recoveries = append(e.recoveries, recovery{fault: fault, phase: phase, leader: best.name, took: took})
 					e.mu.Unlock()
-					e.t.Logf("    %s: %s leads and acts %s after %s", fault, best.name, took.Round(time.Millisecond), phase)
+					e.t.Logf("    %s: %s leads and acts (token %d) %s after %s", fault, best.name, w.Token, took.Round(time.Millisecond), phase)
 					if fault != "start" && took > bound {
 						e.v.add("%s: %s took %s to lead and act after %s (bound %s)", fault, best.name, took.Round(time.Millisecond), phase, bound)
 					}

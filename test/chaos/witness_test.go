@@ -93,17 +93,16 @@ func (w *witness) serve(rw http.ResponseWriter, req *http.Request) {
 	rw.WriteHeader(http.StatusNoContent)
 }
 
-// acceptedAfter returns when identity's first write accepted after t
-// arrived.
-func (w *witness) acceptedAfter(identity string, t time.Time) (time.Time, bool) {
+// acceptedAfter returns identity's first write accepted after t.
+func (w *witness) acceptedAfter(identity string, t time.Time) (record, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range w.writes {
 		if r.accepted && r.Identity == identity && !r.received.Before(t) {
-			return r.received, true
+			return r, true
 		}
 	}
-	return time.Time{}, false
+	return record{}, false
 }
 
 // stats summarises the writes: how many, how many refused, how many terms,
