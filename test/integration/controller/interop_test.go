@@ -132,13 +132,19 @@ func TestClientGoCoordinatedElectors(t *testing.T) {
 }
 
 // TestKubeSchedulers: three real kube-scheduler processes with the
-// CoordinatedLeaderElection gate, at emulation versions 1.35, 1.36 and 1.36:
-// the 1.35 one leads kube-system/kube-scheduler.
+// CoordinatedLeaderElection gate, one emulating the release before theirs
+// and two their own (1.36, 1.37 and 1.37 for 1.37 binaries): the older one
+// leads kube-system/kube-scheduler.
 func TestKubeSchedulers(t *testing.T) {
 	bin, err := framework.Binary("kube-scheduler")
 	if err != nil {
 		t.Fatal(err)
 	}
+	minor, err := framework.BinaryMinor("kube-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, own := fmt.Sprintf("1.%d", minor-1), fmt.Sprintf("1.%d", minor)
 	const ns, leaseName = metav1.NamespaceSystem, "kube-scheduler"
 	client := server.Client()
 	cleanup := func() {
@@ -167,7 +173,7 @@ func TestKubeSchedulers(t *testing.T) {
 	if err := server.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	for i, emulated := range []string{"1.35", "1.36", "1.36"} {
+	for i, emulated := range []string{older, own, own} {
 		framework.StartChild(t, fmt.Sprintf("kube-scheduler-%d-%s", i, emulated), bin,
 			"--kubeconfig="+kubeconfig,
 			"--authentication-kubeconfig="+kubeconfig,
@@ -183,7 +189,8 @@ func TestKubeSchedulers(t *testing.T) {
 		)
 	}
 
-	// The candidate that emulates 1.35 is the one to lead: find its identity.
+	// The candidate that emulates the older release is the one to lead: find
+	// its identity.
 	e := newEnv(t, modes[0], ns)
 	var want string
 	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -197,15 +204,15 @@ func TestKubeSchedulers(t *testing.T) {
 				continue
 			}
 			n++
-			if lc.Spec.EmulationVersion == "1.35.0" {
+			if lc.Spec.EmulationVersion == older+".0" {
 				want = lc.Name
 			}
 		}
 		return n == 3 && want != "", nil
 	}); err != nil {
-		t.Fatalf("three kube-scheduler candidates, one emulating 1.35.0, never registered: %v", err)
+		t.Fatalf("three kube-scheduler candidates, one emulating %s.0, never registered: %v", older, err)
 	}
-	lease := e.waitLease(leaseName, 90*time.Second, "held by the 1.35 scheduler "+want, func(l *coordinationv1.Lease) bool {
+	lease := e.waitLease(leaseName, 90*time.Second, "held by the "+older+" scheduler "+want, func(l *coordinationv1.Lease) bool {
 		return holderIs(want)(l) && l.Spec.PreferredHolder == nil
 	})
 	// It leads for real: it renews the Lease itself.

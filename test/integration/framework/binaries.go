@@ -65,3 +65,22 @@ func repoRoot() (string, error) {
 	}
 	return root, nil
 }
+
+// BinaryMinor returns the Kubernetes minor version a binary reports with
+// --version ("Kubernetes v1.34.4" is 34), for tests whose arguments depend
+// on the release under test (a kube-scheduler emulates at most its own).
+func BinaryMinor(name string) (int, error) {
+	path, err := Binary(name)
+	if err != nil {
+		return 0, err
+	}
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return 0, fmt.Errorf("%s --version: %w", name, err)
+	}
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "Kubernetes v%d.%d.%d", &major, &minor, &patch); err != nil || major != 1 {
+		return 0, fmt.Errorf("%s --version printed %q, want Kubernetes v1.MINOR.PATCH", name, out)
+	}
+	return minor, nil
+}
