@@ -253,18 +253,11 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 	var stopAt <-chan time.Time // set once ctx is done
 	w := &fencedWriter{o: o, token: token}
 	for seq := 1; ; seq++ {
-		result := "ok"
-		if err := w.write(context.WithoutCancel(ctx), seq); err != nil {
-			switch {
-			case errors.Is(err, candidate.ErrNotLeader):
-				result = "refused"
-			case errors.Is(err, errFenced):
-				result = "fenced"
-			default:
-				result = "error"
-			}
+		err := w.write(context.WithoutCancel(ctx), seq)
+		if err != nil {
 			klog.FromContext(ctx).V(2).Info("Write failed", "err", err)
 		}
+		result := writeResult(err)
 		out.print("write token=%d seq=%d result=%s", token, seq, result)
 		for ticked := false; !ticked; {
 			select {
@@ -355,4 +348,19 @@ func (p *printer) print(format string, args ...any) {
 	// The event name comes first, then the identity, then the details.
 	name, rest, _ := strings.Cut(line, " ")
 	fmt.Println(strings.TrimSpace(name + " identity=" + p.identity + " " + rest))
+}
+
+// writeResult is how a fenced write's outcome is printed: ok, refused (this
+// process no longer leads), fenced (the target saw a newer token) or error.
+func writeResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, candidate.ErrNotLeader):
+		return "refused"
+	case errors.Is(err, errFenced):
+		return "fenced"
+	default:
+		return "error"
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,8 +11,6 @@ import (
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-
-	"github.com/cle-dev/cle/pkg/candidate"
 )
 
 // witnessWrite is the body of a write to the witness.
@@ -32,18 +29,11 @@ func reportToWitness(ctx context.Context, client *http.Client, token int32, o op
 	defer ticker.Stop()
 	clk := offsetClock{offset: o.clockOffset}
 	for seq := 1; ; seq++ {
-		result := "ok"
-		if err := postWitness(ctx, client, o.witnessURL, witnessWrite{Identity: o.identity, Token: token, Seq: seq, Time: clk.Now()}); err != nil {
-			switch {
-			case errors.Is(err, candidate.ErrNotLeader):
-				result = "refused"
-			case errors.Is(err, errFenced):
-				result = "fenced"
-			default:
-				result = "error"
-			}
+		err := postWitness(ctx, client, o.witnessURL, witnessWrite{Identity: o.identity, Token: token, Seq: seq, Time: clk.Now()})
+		if err != nil {
 			klog.FromContext(ctx).V(2).Info("Witness write failed", "err", err)
 		}
+		result := writeResult(err)
 		out.print("witness token=%d seq=%d result=%s", token, seq, result)
 		select {
 		case <-ctx.Done():
