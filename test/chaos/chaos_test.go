@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Timings of the candidates. The SIGSTOP of a leader and the freeze of
@@ -21,23 +23,39 @@ const (
 	renewDeadline = 3 * time.Second
 	retryPeriod   = 500 * time.Millisecond
 	leaseName     = "chaos"
+	// Timings of the cle-controller replicas' own election: a standby
+	// takes over from a frozen or killed active replica well within the
+	// candidates' recovery bound.
+	ctrlLeaseDuration = 2 * time.Second
+	ctrlRenewDeadline = 1500 * time.Millisecond
+	ctrlRetryPeriod   = 250 * time.Millisecond
+	ctrlLeaseName     = "cle-controller"
 	// stuckAfter ends the run: the election has not recovered from a fault
 	// at all.
 	stuckAfter = 60 * time.Second
 )
 
 // candidateSpec is one examples/candidate process. They are listed best
-// first (oldest emulation version), and their clocks disagree.
+// first (oldest emulation version), and their clocks disagree with the
+// machine's, and with each other, by seconds to minutes (the clock-skew fault
+// changes them).
 type candidateSpec struct {
 	identity, emulation string
 	clockOffset         time.Duration
 }
 
 var candidateSpecs = []candidateSpec{
-	{"cand-a", "1.34.0", 0},
-	{"cand-b", "1.35.0", 7 * time.Second},
-	{"cand-c", "1.36.0", -5 * time.Second},
+	{"cand-a", "1.34.0", 10 * time.Minute},
+	{"cand-b", "1.35.0", -10 * time.Second},
+	{"cand-c", "1.36.0", -10 * time.Minute},
 }
+
+// clockOffsets are the offsets the clock-skew fault gives a candidate.
+var clockOffsets = []time.Duration{10 * time.Second, 0, -10 * time.Second, 10 * time.Minute, -10 * time.Minute}
+
+// controllerReplicas is how many cle-controller processes run: one active,
+// the others standing by.
+const controllerReplicas = 2
 
 // violations collects invariant violations from every goroutine; each one
 // fails the test.
@@ -74,19 +92,25 @@ type env struct {
 	v       *violations
 	rec     *recorder
 	witness *witness
-	ctrl    *proc
+	ns      string
+	ctrls   []*proc
 	cands   []*proc
 	slack   time.Duration
 
 	mu         sync.Mutex
 	faults     map[string]int
 	recoveries []recovery
-	// ctrlBaseline is the controller's first figures in steady state;
-	// ctrlLast its latest ones.
-	ctrlBaseline, ctrlLast procStats
+	// ctrlStats are each controller replica's figures: its first in steady
+	// state, and its latest.
+	ctrlStats map[*proc]*ctrlFigures
 	// windows are the faults injected, from start to recovery.
 	windows []window
+	// offsetsUsed are the clock offsets candidates have run with.
+	offsetsUsed map[time.Duration]bool
 }
+
+// ctrlFigures are a controller replica's figures by role (active: true).
+type ctrlFigures struct{ baseline, last map[bool]procStats }
 
 type window struct {
 	fault      string
@@ -139,7 +163,7 @@ func TestChaos(t *testing.T) {
 	}}
 	e := &env{
 		t: t, ctx: ctx, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), v: v, slack: slack,
-		faults: map[string]int{},
+		faults: map[string]int{}, ctrlStats: map[*proc]*ctrlFigures{}, offsetsUsed: map[time.Duration]bool{},
 	}
 	e.setUp()
 
@@ -179,10 +203,12 @@ func TestChaos(t *testing.T) {
 	e.finish(time.Since(begin))
 }
 
-// setUp starts the witness, the recorder, the controller and the candidates.
+// setUp starts the witness, the recorder, the controller replicas and the
+// candidates, each candidate behind its own proxy to kube-apiserver.
 func (e *env) setUp() {
 	t := e.t
 	ns := server.CreateNamespace(t)
+	e.ns = ns
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := server.WriteKubeconfig(kubeconfig); err != nil {
@@ -200,30 +226,46 @@ func (e *env) setUp() {
 	e.witness = newWitness(e.rec, leaseName, e.v)
 	t.Cleanup(e.witness.Close)
 
-	e.ctrl = &proc{name: "cle-controller", bin: ctrlBin, logPath: filepath.Join(dir, "cle-controller.log"), v: e.v, args: []string{
-		"--kubeconfig=" + kubeconfig, "--api-mode=native", "--namespaces=" + ns,
-		// Its own Lease lives in the test namespace: the built-in
-		// controller's one is held by the framework's idler.
-		"--leader-elect-resource-namespace=" + ns, "--leader-elect-resource-name=cle-controller",
-		"--leader-elect-identity=cle-controller-0",
-		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=250ms",
-		// A frozen or killed best candidate costs one ping timeout per
-		// election, and one that was just restarted must not pass for alive
-		// on its creation alone once it is gone again.
-		"--ping-timeout=300ms", "--candidate-freshness=2s",
-		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2",
-	}}
-	procs := []*proc{e.ctrl}
+	var procs []*proc
+	for i := range controllerReplicas {
+		name := fmt.Sprintf("cle-controller-%d", i)
+		e.ctrls = append(e.ctrls, &proc{name: name, bin: ctrlBin, logPath: filepath.Join(dir, name+".log"), v: e.v, args: []string{
+			"--kubeconfig=" + kubeconfig, "--api-mode=native", "--namespaces=" + ns,
+			// Their own Lease lives in the test namespace: the built-in
+			// controller's one is held by the framework's idler.
+			"--leader-elect-resource-namespace=" + ns, "--leader-elect-resource-name=" + ctrlLeaseName,
+			"--leader-elect-identity=" + name,
+			"--leader-elect-lease-duration=" + ctrlLeaseDuration.String(),
+			"--leader-elect-renew-deadline=" + ctrlRenewDeadline.String(),
+			"--leader-elect-retry-period=" + ctrlRetryPeriod.String(),
+			// A frozen or killed best candidate costs one ping timeout per
+			// election, and one that was just restarted must not pass for
+			// alive on its creation alone once it is gone again.
+			"--ping-timeout=300ms", "--candidate-freshness=2s",
+			"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2",
+		}})
+	}
+	procs = append(procs, e.ctrls...)
 	for _, c := range candidateSpecs {
-		procs = append(procs, &proc{name: c.identity, bin: candBin, logPath: filepath.Join(dir, c.identity+".log"), v: e.v, args: []string{
-			"--kubeconfig=" + kubeconfig, "--api-mode=native", "--namespace=" + ns, "--lease=" + leaseName,
+		px, err := newProxy(strings.TrimPrefix(server.URL(), "https://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(px.Close)
+		candKubeconfig := filepath.Join(dir, c.identity+".kubeconfig")
+		if err := writeProxiedKubeconfig(kubeconfig, candKubeconfig, "https://"+px.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		e.offsetsUsed[c.clockOffset] = true
+		e.cands = append(e.cands, &proc{name: c.identity, bin: candBin, logPath: filepath.Join(dir, c.identity+".log"), v: e.v, proxy: px, args: []string{
+			"--kubeconfig=" + candKubeconfig, "--api-mode=native", "--namespace=" + ns, "--lease=" + leaseName,
 			"--identity=" + c.identity, "--binary-version=1.36.0", "--emulation-version=" + c.emulation,
 			"--lease-duration=" + leaseDuration.String(), "--renew-deadline=" + renewDeadline.String(),
 			"--retry-period=" + retryPeriod.String(),
 			"--witness-url=" + e.witness.URL(), "--clock-offset=" + c.clockOffset.String(), "-v=2",
 		}})
 	}
-	e.cands = procs[1:]
+	procs = append(procs, e.cands...)
 	t.Cleanup(func() {
 		for _, p := range procs {
 			if err := p.stop(); err != nil {
@@ -245,15 +287,31 @@ func (e *env) setUp() {
 			t.Fatal(err)
 		}
 	}
-	go e.watchController()
+	for _, c := range e.ctrls {
+		go e.watchController(c)
+	}
 }
 
-// watchController scrapes the controller's /metrics every second. Its first
-// figures in steady state (its first run, five seconds after the first
-// election) are the baseline; every later run's must stay within bounds of
-// them: a restart starts from scratch, so the figures do not depend on how
-// long the run has lasted, unless something leaks.
-func (e *env) watchController() {
+// writeProxiedKubeconfig writes a copy of the kubeconfig at from to to, with
+// every cluster's server replaced by server.
+func writeProxiedKubeconfig(from, to, server string) error {
+	cfg, err := clientcmd.LoadFromFile(from)
+	if err != nil {
+		return err
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = server
+	}
+	return clientcmd.WriteToFile(*cfg, to)
+}
+
+// watchController scrapes a controller replica's /metrics every second. Its
+// first figures in steady state (five seconds into its first run), once as
+// the active replica and once as a standby, are the baselines; every later
+// run's figures in the same role must stay within bounds of them: a restart
+// starts from scratch, so the figures do not depend on how long the run has
+// lasted, unless something leaks.
+func (e *env) watchController(ctrl *proc) {
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 	for {
@@ -262,11 +320,11 @@ func (e *env) watchController() {
 			return
 		case <-ticker.C:
 		}
-		e.ctrl.mu.Lock()
-		since := time.Since(e.ctrl.started)
-		e.ctrl.mu.Unlock()
-		addr := e.ctrl.metricsAddr()
-		if addr == "" || since < 5*time.Second || !e.ctrl.live() {
+		ctrl.mu.Lock()
+		since := time.Since(ctrl.started)
+		ctrl.mu.Unlock()
+		addr := ctrl.metricsAddr()
+		if addr == "" || since < 5*time.Second || !ctrl.live() {
 			continue
 		}
 		s, err := scrape(e.ctx, addr)
@@ -274,19 +332,32 @@ func (e *env) watchController() {
 			continue // killed or frozen meanwhile; the next tick tells
 		}
 		e.mu.Lock()
-		if e.ctrlBaseline == (procStats{}) {
-			e.ctrlBaseline = s
+		f := e.ctrlStats[ctrl]
+		if f == nil {
+			f = &ctrlFigures{baseline: map[bool]procStats{}, last: map[bool]procStats{}}
+			e.ctrlStats[ctrl] = f
 		}
-		base := e.ctrlBaseline
-		e.ctrlLast = s
+		base, ok := f.baseline[s.leading]
+		if !ok {
+			base = s
+			f.baseline[s.leading] = s
+		}
+		f.last[s.leading] = s
 		e.mu.Unlock()
 		if s.goroutines > 2*base.goroutines+50 {
-			e.v.add("cle-controller goroutines grew from %.0f to %.0f", base.goroutines, s.goroutines)
+			e.v.add("%s (%s) goroutines grew from %.0f to %.0f", ctrl.name, role(s.leading), base.goroutines, s.goroutines)
 		}
 		if s.rss > 2*base.rss+64<<20 {
-			e.v.add("cle-controller resident memory grew from %.0f MiB to %.0f MiB", base.rss/(1<<20), s.rss/(1<<20))
+			e.v.add("%s (%s) resident memory grew from %.0f MiB to %.0f MiB", ctrl.name, role(s.leading), base.rss/(1<<20), s.rss/(1<<20))
 		}
 	}
+}
+
+func role(leading bool) string {
+	if leading {
+		return "active"
+	}
+	return "standby"
 }
 
 // bestLive is the best-ranked candidate that is running and not frozen.
@@ -360,7 +431,7 @@ func (e *env) pause(d time.Duration) {
 // finish checks what is checked at the end, and prints the summary.
 func (e *env) finish(ran time.Duration) {
 	t := e.t
-	for _, p := range append([]*proc{e.ctrl}, e.cands...) {
+	for _, p := range append(append([]*proc(nil), e.ctrls...), e.cands...) {
 		for _, line := range p.panics() {
 			e.v.add("%s panicked: %s", p.name, line)
 		}
@@ -379,10 +450,32 @@ func (e *env) finish(ran time.Duration) {
 			maxRec = r
 		}
 	}
-	base, last := e.ctrlBaseline, e.ctrlLast
-	e.ctrl.mu.Lock()
-	ctrlRuns := e.ctrl.starts
-	e.ctrl.mu.Unlock()
+	var ctrlLines []string
+	for _, c := range e.ctrls {
+		c.mu.Lock()
+		runs := c.starts
+		c.mu.Unlock()
+		f := e.ctrlStats[c]
+		if f == nil {
+			e.v.add("%s's /metrics was never read", c.name)
+			continue
+		}
+		var roles []string
+		for _, leading := range []bool{true, false} {
+			if b, ok := f.baseline[leading]; ok {
+				l := f.last[leading]
+				roles = append(roles, fmt.Sprintf("%s: goroutines %.0f at first, %.0f at last, resident memory %.0f MiB at first, %.0f MiB at last",
+					role(leading), b.goroutines, l.goroutines, b.rss/(1<<20), l.rss/(1<<20)))
+			}
+		}
+		ctrlLines = append(ctrlLines, fmt.Sprintf("%s (%d runs): %s", c.name, runs, strings.Join(roles, "; ")))
+	}
+	var offsets []string
+	for _, o := range clockOffsets {
+		if e.offsetsUsed[o] {
+			offsets = append(offsets, fmt.Sprintf("%+v", o))
+		}
+	}
 	gapDuring := "no fault"
 	for _, w := range e.windows {
 		if !ws.maxGapAt.Before(w.start) && ws.maxGapAt.Before(w.end) {
@@ -390,9 +483,6 @@ func (e *env) finish(ran time.Duration) {
 		}
 	}
 	e.mu.Unlock()
-	if base == (procStats{}) {
-		e.v.add("cle-controller's /metrics was never read")
-	}
 	bad := e.v.all()
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary (%s of faults)\n", ran.Round(time.Second))
@@ -401,8 +491,10 @@ func (e *env) finish(ran time.Duration) {
 	fmt.Fprintf(&b, "  witness writes: %d, refused (stale token) %d\n", ws.writes, ws.refused)
 	fmt.Fprintf(&b, "  max recovery after a fault: %s (%s, %s, %s; bound %s)\n", maxRec.took.Round(time.Millisecond), maxRec.fault, maxRec.phase, maxRec.leader, leaseDuration+e.slack)
 	fmt.Fprintf(&b, "  max leaderless gap at the witness: %s (began at +%s, during %s)\n", ws.maxGap.Round(time.Millisecond), ws.maxGapAt.Sub(e.v.start).Round(time.Second), gapDuring)
-	fmt.Fprintf(&b, "  cle-controller (%d runs): goroutines %.0f at start, %.0f at the end; resident memory %.0f MiB at start, %.0f MiB at the end\n",
-		ctrlRuns, base.goroutines, last.goroutines, base.rss/(1<<20), last.rss/(1<<20))
+	for _, l := range ctrlLines {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	fmt.Fprintf(&b, "  candidate clock offsets: %s\n", strings.Join(offsets, " "))
 	fmt.Fprintf(&b, "  violations: %d\n", len(bad))
 	t.Log(b.String())
 	fmt.Fprintln(os.Stderr, b.String())

@@ -1,9 +1,22 @@
 // Package chaos is cle's fault-injection suite. It runs a real etcd and
-// kube-apiserver (native mode, the built-in election controller idled), the
-// cle-controller binary and three examples/candidate processes, injects
-// faults chosen by a seeded random generator (killing, freezing and stopping
-// the leader, restarting or freezing kube-apiserver, killing the controller,
-// restarting etcd), and checks the election's invariants all along:
+// kube-apiserver (native mode, the built-in election controller idled), two
+// cle-controller replicas (one active, one standing by) and three
+// examples/candidate processes, each candidate behind its own TCP proxy to
+// kube-apiserver and on a clock seconds to minutes off the machine's. It
+// injects faults chosen by a seeded random generator:
+//
+//   - the leader killed (SIGKILL), stopped gracefully (SIGTERM), or frozen
+//     (SIGSTOP) for longer than the lease duration;
+//   - latency, or a partition longer than the lease duration, between the
+//     leader and kube-apiserver (the proxy holds the bytes and delivers them
+//     late once it heals);
+//   - the leader restarted with another clock offset (±10 s, ±10 min);
+//   - kube-apiserver restarted on the same etcd, or frozen for longer than the
+//     renew deadline; etcd restarted;
+//   - the active controller replica SIGKILLed mid-election (the moment the
+//     Lease is let go), or frozen while the standby takes over and elects.
+//
+// It checks the election's invariants all along:
 //
 //   - a witness, an HTTP service that the leaders write to with their fencing
 //     tokens, never sees two terms act at once, nor a term's write after the
@@ -11,7 +24,7 @@
 //   - the Lease's leaseTransitions grows on every change of holder;
 //   - after each fault the best live candidate holds the Lease and acts
 //     within the lease duration and a slack;
-//   - no process panics, and the controller's goroutines and memory stay
+//   - no process panics, and the controllers' goroutines and memory stay
 //     bounded.
 //
 // The short run (the default, part of the integration tests) injects every

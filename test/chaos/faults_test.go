@@ -5,6 +5,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fault is one kind of fault: inject disturbs the system, undoes the
@@ -21,7 +23,11 @@ var faultKinds = []fault{
 	{"apiserver-restart", restartAPIServer},
 	{"apiserver-pause", pauseAPIServer},
 	{"controller-sigkill", killController},
+	{"controller-sigstop", freezeController},
 	{"etcd-restart", restartEtcd},
+	{"leader-latency", slowLeader},
+	{"leader-partition", partitionLeader},
+	{"clock-skew", skewClock},
 }
 
 // theLeader is the candidate leading now, which after waitHealthy is the
@@ -39,26 +45,35 @@ func (e *env) theLeader() (*proc, error) {
 // over, starts it again, and waits for it to lead again.
 func killLeader(sig syscall.Signal) func(e *env) error {
 	return func(e *env) error {
-		sigName := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM"}[sig]
-		name := "leader-" + strings.ToLower(sigName)
-		p, err := e.theLeader()
-		if err != nil {
-			return err
-		}
-		e.t.Logf("    %s %s", sigName, p.name)
-		from := time.Now()
-		if err := p.kill(sig, 15*time.Second); err != nil {
-			return err
-		}
-		e.waitHealthy(name, "the "+sigName+" of "+p.name, from, stuckAfter)
-		e.pause(time.Duration(e.rng.IntN(1000)) * time.Millisecond)
-		from = time.Now()
-		if err := p.start(); err != nil {
-			return err
-		}
-		e.waitHealthy(name, "the restart of "+p.name, from, stuckAfter)
-		return nil
+		return e.killLeader("leader-"+strings.ToLower(signalName(sig)), sig)
 	}
+}
+
+func signalName(sig syscall.Signal) string {
+	return map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM"}[sig]
+}
+
+// killLeader kills the leader with sig and brings it back, as part of the
+// fault name.
+func (e *env) killLeader(name string, sig syscall.Signal) error {
+	sigName := signalName(sig)
+	p, err := e.theLeader()
+	if err != nil {
+		return err
+	}
+	e.t.Logf("    %s %s", sigName, p.name)
+	from := time.Now()
+	if err := p.kill(sig, 15*time.Second); err != nil {
+		return err
+	}
+	e.waitHealthy(name, "the "+sigName+" of "+p.name, from, stuckAfter)
+	e.pause(time.Duration(e.rng.IntN(1000)) * time.Millisecond)
+	from = time.Now()
+	if err := p.start(); err != nil {
+		return err
+	}
+	e.waitHealthy(name, "the restart of "+p.name, from, stuckAfter)
+	return nil
 }
 
 // freezeLeader stops the leader with SIGSTOP for longer than its lease
@@ -110,16 +125,185 @@ func pauseAPIServer(e *env) error {
 	return nil
 }
 
+// activeController waits until a running controller replica holds the
+// controllers' Lease, and returns it.
+func (e *env) activeController() (*proc, error) {
+	deadline := time.Now().Add(stuckAfter)
+	ticker := time.NewTicker(20 * time.Millisecond)
+	defer ticker.Stop()
+	for {
+		l, err := server.Client().CoordinationV1().Leases(e.ns).Get(e.ctx, ctrlLeaseName, metav1.GetOptions{})
+		if err == nil && l.Spec.HolderIdentity != nil {
+			for _, c := range e.ctrls {
+				if c.name == *l.Spec.HolderIdentity && c.live() {
+					return c, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no live controller replica holds Lease %s after %s (last error: %v)", ctrlLeaseName, stuckAfter, err)
+		}
+		select {
+		case <-e.ctx.Done():
+			return nil, e.ctx.Err()
+		case <-ticker.C:
+		}
+	}
+}
+
+// killController kills the active controller replica mid-election: the
+// leader stops gracefully and lets the Lease go, and the moment the Lease is
+// seen released the active replica is SIGKILLed. The standby must take over
+// and elect; then both come back.
 func killController(e *env) error {
-	if err := e.ctrl.kill(syscall.SIGKILL, 15*time.Second); err != nil {
+	ctrl, err := e.activeController()
+	if err != nil {
 		return err
 	}
-	e.pause(time.Duration(e.rng.IntN(2000)) * time.Millisecond)
+	leader, err := e.theLeader()
+	if err != nil {
+		return err
+	}
+	e.t.Logf("    SIGTERM %s, then SIGKILL %s once the Lease is let go", leader.name, ctrl.name)
 	from := time.Now()
-	if err := e.ctrl.start(); err != nil {
+	exited := make(chan error, 1)
+	go func() { exited <- leader.kill(syscall.SIGTERM, 15*time.Second) }()
+	for {
+		if l, _ := e.rec.current(leaseName); l.holder != leader.name || time.Since(from) > 15*time.Second {
+			break
+		}
+		e.pause(time.Millisecond)
+	}
+	if err := ctrl.kill(syscall.SIGKILL, 15*time.Second); err != nil {
 		return err
 	}
-	e.waitHealthy("controller-sigkill", "the controller's restart", from, stuckAfter)
+	l, _ := e.rec.current(leaseName)
+	e.t.Logf("    %s killed %s after the SIGTERM; the Lease named %q", ctrl.name, time.Since(from).Round(time.Millisecond), l.holder)
+	if err := <-exited; err != nil {
+		return err
+	}
+	e.waitHealthy("controller-sigkill", "the SIGTERM of "+leader.name+" and the SIGKILL of "+ctrl.name, from, stuckAfter)
+	e.pause(time.Duration(e.rng.IntN(2000)) * time.Millisecond)
+	from = time.Now()
+	if err := ctrl.start(); err != nil {
+		return err
+	}
+	if err := leader.start(); err != nil {
+		return err
+	}
+	e.waitHealthy("controller-sigkill", "the restart of "+ctrl.name+" and "+leader.name, from, stuckAfter)
+	return nil
+}
+
+// freezeController freezes the active controller replica with SIGSTOP for
+// longer than its lease: the standby takes over, and must elect when the
+// leader is killed meanwhile. Once the frozen replica runs again, on a stale
+// view, the election must stay healthy.
+func freezeController(e *env) error {
+	ctrl, err := e.activeController()
+	if err != nil {
+		return err
+	}
+	e.t.Logf("    SIGSTOP %s", ctrl.name)
+	from := time.Now()
+	if err := ctrl.pause(); err != nil {
+		return err
+	}
+	standby, err := e.activeController()
+	if err != nil {
+		return err
+	}
+	e.t.Logf("    %s took over %s after the SIGSTOP", standby.name, time.Since(from).Round(time.Millisecond))
+	if err := e.killLeader("controller-sigstop", syscall.SIGKILL); err != nil {
+		return err
+	}
+	e.pause(time.Duration(e.rng.IntN(1000)) * time.Millisecond)
+	e.t.Logf("    SIGCONT %s after %s", ctrl.name, time.Since(from).Round(time.Millisecond))
+	from = time.Now()
+	if err := ctrl.resume(); err != nil {
+		return err
+	}
+	e.waitHealthy("controller-sigstop", "the SIGCONT of "+ctrl.name, from, stuckAfter)
+	return nil
+}
+
+// slowLeader delays all traffic between the leader and kube-apiserver by up
+// to half the retry period each way for a few seconds: renewals are slow but
+// in time, so the leader keeps leading and acting.
+func slowLeader(e *env) error {
+	p, err := e.theLeader()
+	if err != nil {
+		return err
+	}
+	latency := time.Duration(100+e.rng.IntN(400)) * time.Millisecond
+	lasts := time.Duration(3000+e.rng.IntN(3000)) * time.Millisecond
+	e.t.Logf("    %s latency between %s and kube-apiserver for %s", latency, p.name, lasts)
+	from := time.Now()
+	p.proxy.setLatency(latency)
+	e.waitHealthy("leader-latency", fmt.Sprintf("%s of latency began", latency), from, stuckAfter)
+	e.pause(time.Until(from.Add(lasts)))
+	p.proxy.setLatency(0)
+	e.waitHealthy("leader-latency", "the latency ended", time.Now(), stuckAfter)
+	return nil
+}
+
+// partitionLeader cuts the leader off from kube-apiserver for longer than
+// the lease duration (it can still reach the witness): it must stop acting
+// before the next best takes over. Once the partition heals, its requests
+// held meanwhile arrive late, and it leads again.
+func partitionLeader(e *env) error {
+	p, err := e.theLeader()
+	if err != nil {
+		return err
+	}
+	cut := leaseDuration + time.Second + time.Duration(e.rng.IntN(2000))*time.Millisecond
+	e.t.Logf("    partition %s from kube-apiserver for %s", p.name, cut)
+	from := time.Now()
+	p.setIsolated(true)
+	p.proxy.partition(true)
+	e.waitHealthy("leader-partition", "the partition of "+p.name, from, stuckAfter)
+	e.pause(time.Until(from.Add(cut)))
+	from = time.Now()
+	p.proxy.partition(false)
+	p.setIsolated(false)
+	e.waitHealthy("leader-partition", "the partition's end", from, stuckAfter)
+	return nil
+}
+
+// skewClock restarts the leader (gracefully) with another clock offset, one
+// no candidate has run with yet if there is one left.
+func skewClock(e *env) error {
+	p, err := e.theLeader()
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	var offset time.Duration
+	var fresh []time.Duration
+	for _, o := range clockOffsets {
+		if !e.offsetsUsed[o] {
+			fresh = append(fresh, o)
+		}
+	}
+	if len(fresh) > 0 {
+		offset = fresh[0]
+	} else {
+		offset = clockOffsets[e.rng.IntN(len(clockOffsets))]
+	}
+	e.offsetsUsed[offset] = true
+	e.mu.Unlock()
+	e.t.Logf("    restart %s with its clock %+v off", p.name, offset)
+	from := time.Now()
+	if err := p.kill(syscall.SIGTERM, 15*time.Second); err != nil {
+		return err
+	}
+	e.waitHealthy("clock-skew", "the SIGTERM of "+p.name, from, stuckAfter)
+	p.setArg("clock-offset", offset.String())
+	from = time.Now()
+	if err := p.start(); err != nil {
+		return err
+	}
+	e.waitHealthy("clock-skew", fmt.Sprintf("the restart of %s %+v off", p.name, offset), from, stuckAfter)
 	return nil
 }
 

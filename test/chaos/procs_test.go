@@ -33,6 +33,7 @@ type proc struct {
 	name, bin, logPath string
 	args               []string
 	v                  *violations
+	proxy              *proxy // between a candidate and kube-apiserver
 
 	mu       sync.Mutex
 	child    *framework.Child
@@ -40,6 +41,7 @@ type proc struct {
 	started  time.Time
 	expected bool // an exit is expected (we killed or stopped it)
 	paused   bool
+	isolated bool // cut off from kube-apiserver by its proxy
 	closed   bool
 	starts   int
 }
@@ -108,11 +110,12 @@ func (p *proc) resume() error {
 	return p.child.Signal(syscall.SIGCONT)
 }
 
-// live reports whether the process runs and is not frozen.
+// live reports whether the process runs, is not frozen and can reach
+// kube-apiserver.
 func (p *proc) live() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.paused || p.child == nil {
+	if p.paused || p.isolated || p.child == nil {
 		return false
 	}
 	select {
@@ -121,6 +124,27 @@ func (p *proc) live() bool {
 	default:
 		return true
 	}
+}
+
+// setIsolated records whether the process is cut off from kube-apiserver.
+func (p *proc) setIsolated(isolated bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isolated = isolated
+}
+
+// setArg replaces the value of --name for the next start.
+func (p *proc) setArg(name, value string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prefix := "--" + name + "="
+	for i, a := range p.args {
+		if strings.HasPrefix(a, prefix) {
+			p.args[i] = prefix + value
+			return
+		}
+	}
+	p.args = append(p.args, prefix+value)
 }
 
 // stop ends the process for good.
@@ -177,6 +201,7 @@ func (p *proc) metricsAddr() string {
 // procStats are the controller's own figures from /metrics.
 type procStats struct {
 	goroutines, rss float64
+	leading         bool // the active replica (cle_controller_leading)
 }
 
 func scrape(ctx context.Context, addr string) (procStats, error) {
@@ -202,5 +227,6 @@ func scrape(ctx context.Context, addr string) (procStats, error) {
 	return procStats{
 		goroutines: promtest.Value(fams, "go_goroutines"),
 		rss:        promtest.Value(fams, "process_resident_memory_bytes"),
+		leading:    promtest.Value(fams, "cle_controller_leading") == 1,
 	}, nil
 }

@@ -139,7 +139,14 @@ func Run(ctx context.Context, o *Options) error {
 	metrics := controller.NewMetrics()
 	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "The API mode in use (label mode).", ConstLabels: prometheus.Labels{"mode": string(acc.Mode())}})
 	modeInfo.Set(1)
-	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo), registry.Register(requests),
+	leading := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_controller_leading", Help: "1 while this replica is the active one and runs the election controller, 0 while it stands by."},
+		func() float64 {
+			if s.leading.Load() {
+				return 1
+			}
+			return 0
+		})
+	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo), registry.Register(leading), registry.Register(requests),
 		registry.Register(collectors.NewGoCollector()), registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}

@@ -143,6 +143,12 @@ func testTwoReplicas(t *testing.T, m apiMode) {
 		}
 	}
 	s := standby.scrape(t)
+	if n := promtest.Value(fams, "cle_controller_leading"); n != 1 {
+		t.Errorf("leader %s: cle_controller_leading = %v, want 1", leader.id, n)
+	}
+	if n := promtest.Value(s, "cle_controller_leading"); n != 0 {
+		t.Errorf("standby %s: cle_controller_leading = %v, want 0", standby.id, n)
+	}
 	for _, name := range []string{"cle_elections_total", "cle_pings_total", "cle_preemptions_total", "cle_leader_changes_total"} {
 		if n := promtest.Value(s, name); n != 0 {
 			t.Errorf("standby %s: %s = %v, want 0: it must not act", standby.id, name, n)
@@ -165,6 +171,7 @@ func testTwoReplicas(t *testing.T, m apiMode) {
 	e.waitLease("after-failover", 30*time.Second, "holder c", holderIs("c"))
 	// The counter follows the write it counts: poll for it.
 	standby.waitMetric(t, "after failover", "cle_elections_total", "result", "created")
+	standby.waitMetric(t, "after failover", "cle_controller_leading")
 }
 
 // waitMetric scrapes the replica until the sum of the series of name with
