@@ -3,6 +3,7 @@ package candidate
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -574,6 +575,33 @@ func TestHealthCheck(t *testing.T) {
 		}
 		if holder(h.lease()) != "better" {
 			t.Error("Lease not handed over after leader work returned")
+		}
+	})
+}
+
+// TestTermsExhausted: a Lease whose leaseTransitions is the largest there is
+// cannot give a new term a fencing token of its own, so the candidate named
+// in it does not lead: the token would wrap around to below every earlier
+// one.
+func TestTermsExhausted(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		h.put(&coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: testLease},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity: ptr.To(me), LeaseTransitions: ptr.To[int32](math.MaxInt32),
+				Strategy: ptr.To(coordinationv1.OldestEmulationVersion), LeaseDurationSeconds: ptr.To[int32](5),
+			},
+		})
+		h.step(3 * DefaultRetryPeriod)
+		if c.IsLeader() || slices.Contains(h.entries(), "started leading") {
+			t.Fatalf("leading a Lease at leaseTransitions %d: %v", int32(math.MaxInt32), h.entries())
+		}
+		if n := h.countActions("update", leasesGVR); n != 0 {
+			t.Errorf("wrote the exhausted Lease %d times", n)
+		}
+		if got := ptr.Deref(h.lease().Spec.LeaseTransitions, 0); got != math.MaxInt32 {
+			t.Errorf("leaseTransitions %d, want it left at %d", got, int32(math.MaxInt32))
 		}
 	})
 }

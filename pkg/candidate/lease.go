@@ -3,6 +3,7 @@ package candidate
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,9 +132,21 @@ func (e *elector) seeTransitions(lease *coordinationv1.Lease) {
 // above every earlier value, so that a Lease deleted and created again with
 // leaseTransitions starting over (as kube-apiserver's controller does) does
 // not give this process a token it or another process already used.
-func (e *elector) nextTerm(lease *coordinationv1.Lease) int32 {
-	return max(ptr.Deref(lease.Spec.LeaseTransitions, 0), e.highestTransitions.Load()) + 1
+//
+// It reports false when that is past the largest leaseTransitions there is:
+// no new term can have a token of its own then, and the value returned is
+// that largest one (letting the Lease go starts no term anyone can lead).
+func (e *elector) nextTerm(lease *coordinationv1.Lease) (int32, bool) {
+	highest := max(ptr.Deref(lease.Spec.LeaseTransitions, 0), e.highestTransitions.Load())
+	if highest == math.MaxInt32 {
+		return highest, false
+	}
+	return highest + 1, true
 }
+
+// errTermsExhausted: a term would need a fencing token past the largest
+// leaseTransitions there is.
+var errTermsExhausted = fmt.Errorf("%w: leaseTransitions has reached %d, so a new term cannot have a fencing token above every earlier one", ErrNotLeader, int32(math.MaxInt32))
 
 // run steps the election on every change of the Lease and on time, until ctx
 // is done; it then stops leader work and returns. It does not release the
@@ -286,7 +299,15 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 		defer context.AfterFunc(caller, cancel)()
 	}
 
-	updated, err := e.update(reqCtx, e.renewalOf(lease, sent, leading))
+	renewal, err := e.renewalOf(lease, sent, leading)
+	if err != nil {
+		// Retrying soon would not help: look again once a lease duration
+		// has passed, saying so each time.
+		e.retryAt = cfg.Clock.Now().Add(cfg.LeaseDuration)
+		logger.Error(err, "Not taking the Lease it is named for")
+		return err
+	}
+	updated, err := e.update(reqCtx, renewal)
 	if apierrors.IsConflict(err) {
 		var fresh *coordinationv1.Lease
 		fresh, err = e.leases.Get(reqCtx, cfg.LeaseName)
@@ -306,7 +327,9 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 				e.wakeSoon()
 				return errForeignRenewal // the next step decides whether to wait
 			}
-			updated, err = e.update(reqCtx, e.renewalOf(fresh, sent, leading))
+			if renewal, err = e.renewalOf(fresh, sent, leading); err == nil {
+				updated, err = e.update(reqCtx, renewal)
+			}
 		}
 	}
 	if err != nil {
@@ -343,12 +366,16 @@ func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coo
 // leaseTransitions (see nextTerm) in the same conditional write, so the
 // term's fencing token is its own whoever named this process, and whether or
 // not the controller increased it.
-func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) *coordinationv1.Lease {
+func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) (*coordinationv1.Lease, error) {
 	cfg := &e.c.cfg
 	clone := lease.DeepCopy()
 	clone.Spec.HolderIdentity = ptr.To(cfg.Identity)
 	if !leading {
-		clone.Spec.LeaseTransitions = ptr.To(e.nextTerm(lease))
+		term, ok := e.nextTerm(lease)
+		if !ok {
+			return nil, errTermsExhausted
+		}
+		clone.Spec.LeaseTransitions = ptr.To(term)
 		if clone.Spec.AcquireTime == nil && clone.Spec.RenewTime != nil {
 			// The term was acquired when the controller named the holder.
 			clone.Spec.AcquireTime = clone.Spec.RenewTime.DeepCopy()
@@ -362,7 +389,7 @@ func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading 
 	}
 	clone.Spec.RenewTime = ptr.To(metav1.NewMicroTime(renew))
 	clone.Spec.LeaseDurationSeconds = ptr.To(int32(cfg.LeaseDuration / time.Second))
-	return clone
+	return clone, nil
 }
 
 // startWork runs OnStartedLeading for the term that just began, with the
@@ -457,7 +484,8 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		// dereferences holderIdentity.
 		clone.Spec.HolderIdentity = ptr.To(to)
 		clone.Spec.PreferredHolder = nil
-		clone.Spec.LeaseTransitions = ptr.To(e.nextTerm(lease))
+		term, _ := e.nextTerm(lease) // at the largest, it stays there
+		clone.Spec.LeaseTransitions = ptr.To(term)
 		clone.Spec.AcquireTime = &now
 		clone.Spec.RenewTime = &now
 		updated, err := e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
