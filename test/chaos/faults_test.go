@@ -80,23 +80,40 @@ func (e *env) killLeader(name string, sig syscall.Signal) error {
 // duration: the next best takes over meanwhile; once it runs again, the old
 // leader must not act on its lapsed term, and takes the Lease back.
 func freezeLeader(e *env) error {
+	return e.sidelineLeader("leader-sigstop", "SIGSTOP", (*proc).pause, (*proc).resume)
+}
+
+// partitionLeader cuts the leader off from kube-apiserver for longer than
+// the lease duration (it can still reach the witness): it must stop acting
+// before the next best takes over. Once the partition heals, its requests
+// held meanwhile arrive late, and it leads again.
+func partitionLeader(e *env) error {
+	return e.sidelineLeader("leader-partition", "partition from kube-apiserver",
+		func(p *proc) error { p.setIsolated(true); p.proxy.partition(true); return nil },
+		func(p *proc) error { p.proxy.partition(false); p.setIsolated(false); return nil })
+}
+
+// sidelineLeader takes the leader out with off for longer than the lease
+// duration, waits for the next best to lead and act, brings it back with on,
+// and waits for it to lead again.
+func (e *env) sidelineLeader(fault, what string, off, on func(*proc) error) error {
 	p, err := e.theLeader()
 	if err != nil {
 		return err
 	}
-	frozen := leaseDuration + time.Second + time.Duration(e.rng.IntN(2000))*time.Millisecond
-	e.t.Logf("    SIGSTOP %s for %s", p.name, frozen)
+	lasts := leaseDuration + time.Second + time.Duration(e.rng.IntN(2000))*time.Millisecond
+	e.t.Logf("    %s %s for %s", what, p.name, lasts)
 	from := time.Now()
-	if err := p.pause(); err != nil {
+	if err := off(p); err != nil {
 		return err
 	}
-	e.waitHealthy("leader-sigstop", "the SIGSTOP of "+p.name, from, stuckAfter)
-	e.pause(time.Until(from.Add(frozen)))
+	e.waitHealthy(fault, "the "+what+" of "+p.name, from, stuckAfter)
+	e.pause(time.Until(from.Add(lasts)))
 	from = time.Now()
-	if err := p.resume(); err != nil {
+	if err := on(p); err != nil {
 		return err
 	}
-	e.waitHealthy("leader-sigstop", "the SIGCONT of "+p.name, from, stuckAfter)
+	e.waitHealthy(fault, "the end of the "+what+" of "+p.name, from, stuckAfter)
 	return nil
 }
 
@@ -244,29 +261,6 @@ func slowLeader(e *env) error {
 	e.pause(time.Until(from.Add(lasts)))
 	p.proxy.setLatency(0)
 	e.waitHealthy("leader-latency", "the latency ended", time.Now(), stuckAfter)
-	return nil
-}
-
-// partitionLeader cuts the leader off from kube-apiserver for longer than
-// the lease duration (it can still reach the witness): it must stop acting
-// before the next best takes over. Once the partition heals, its requests
-// held meanwhile arrive late, and it leads again.
-func partitionLeader(e *env) error {
-	p, err := e.theLeader()
-	if err != nil {
-		return err
-	}
-	cut := leaseDuration + time.Second + time.Duration(e.rng.IntN(2000))*time.Millisecond
-	e.t.Logf("    partition %s from kube-apiserver for %s", p.name, cut)
-	from := time.Now()
-	p.setIsolated(true)
-	p.proxy.partition(true)
-	e.waitHealthy("leader-partition", "the partition of "+p.name, from, stuckAfter)
-	e.pause(time.Until(from.Add(cut)))
-	from = time.Now()
-	p.proxy.partition(false)
-	p.setIsolated(false)
-	e.waitHealthy("leader-partition", "the partition's end", from, stuckAfter)
 	return nil
 }
 
