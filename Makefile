@@ -42,7 +42,7 @@ bench-scale: kube-bin ## Run the scale benchmark (1,000 and 10,000 Leases, ~20 m
 	hack/bench-scale.sh $(ARGS)
 
 .PHONY: image
-image: ## Build the container image (cle-controller and kubectl-cle) into _output/image without a container runtime: cle.tar and an OCI layout.
+image: ## Build the container image (cle-controller, kubectl-cle and the example candidate) into _output/image without a container runtime: cle.tar and an OCI layout.
 	hack/image.sh
 
 .PHONY: kube-bin

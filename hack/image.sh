@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds cle's container image without a container runtime: static binaries of
-# cle-controller and kubectl-cle in one layer, user 65532:65532, entrypoint
+# cle-controller, kubectl-cle and examples/candidate in one layer, user 65532:65532, entrypoint
 # cle-controller. Writes _output/image/cle.tar (docker load, kind load
 # image-archive, ctr images import) and _output/image/oci (an OCI layout for
 # crane push or skopeo). VERSION, IMAGE and GOARCH override the defaults.
@@ -16,7 +16,7 @@ out=_output/image
 mkdir -p "${out}/bin"
 CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
 	-ldflags "-s -w -X github.com/cle-dev/cle/cmd/cle-controller/app.Version=${version}" \
-	-o "${out}/bin/" ./cmd/cle-controller ./cmd/kubectl-cle
+	-o "${out}/bin/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 # The commit time, not the build time: the same commit gives the same image.
 created=$(git log -1 --format=%cI 2>/dev/null || true)
 (cd hack/tools/image && go run . --bin-dir="${root}/${out}/bin" --tarball="${root}/${out}/cle.tar" \

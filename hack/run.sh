@@ -3,10 +3,36 @@
 # cle-controller and three example candidates at different emulation
 # versions, and prints the kubectl commands that show the election; Ctrl-C
 # stops everything. Arguments go to hack/local-up (e.g. --controller=builtin).
+#
+# With KUBECONFIG set (and LOCAL unset), it runs the same demonstration on
+# that cluster instead, deployed from manifests/: it builds the image (make
+# image), loads it into a kind cluster when the context is one, applies
+# manifests/portable (unless cle-controller is installed) and
+# manifests/examples, and deletes what it created on exit. IMAGE names the
+# image the cluster pulls (default ghcr.io/cle-dev/cle:<git describe>).
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
+if [[ -n "${KUBECONFIG:-}" && -z "${LOCAL:-}" ]]; then
+	if command -v kubectl >/dev/null; then
+		kubectl=kubectl
+	else
+		CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh kubectl)
+		export CLE_KUBE_BIN_DIR
+		kubectl="${CLE_KUBE_BIN_DIR}/kubectl"
+	fi
+	context=$("${kubectl}" config current-context)
+	echo "KUBECONFIG is set: deploying to the cluster of context ${context} (LOCAL=1 make run for a local control plane)." >&2
+	hack/build.sh >/dev/null
+	IMAGE="${IMAGE:-ghcr.io/cle-dev/cle:$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
+	export IMAGE
+	hack/image.sh
+	if [[ "${context}" == kind-* ]] && command -v kind >/dev/null; then
+		kind load image-archive _output/image/cle.tar --name "${context#kind-}"
+	fi
+	exec bin/local-up --cluster --bin-dir="${root}/bin" --image="${IMAGE}" --manifests="${root}/manifests" "$@"
+fi
 CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh kube-apiserver etcd kubectl)
 export CLE_KUBE_BIN_DIR
 hack/build.sh >/dev/null

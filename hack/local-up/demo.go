@@ -27,23 +27,28 @@ type demo struct {
 	children   *[]*child
 	// live maps each running replica's identity to its version.
 	live map[string]string
+	// liveFrom, if set, tells the live replicas instead of live: in a
+	// cluster, from their LeaseCandidates.
+	liveFrom func(context.Context) (map[string]string, error)
 	// pathEnv puts bin/ (kubectl-cle) and kubectl on PATH.
 	pathEnv string
 	kubectl string
+	// pluginArgs go to every kubectl cle command.
+	pluginArgs []string
 }
 
 // stepTimeout bounds each wait of the demonstration: elections take
 // milliseconds, a handover on shutdown well under a second.
 const stepTimeout = time.Minute
 
-func (d *demo) startWatch(kubeBinDir string) error {
+func (d *demo) startWatch(kubectl string) error {
 	binDir, err := filepath.Abs(d.o.binDir)
 	if err != nil {
 		return err
 	}
-	d.pathEnv = "PATH=" + binDir + string(os.PathListSeparator) + kubeBinDir + string(os.PathListSeparator) + os.Getenv("PATH")
-	d.kubectl = filepath.Join(kubeBinDir, "kubectl")
-	c, err := startCommand(d.o, "watch", d.kubectl, d.env(), "cle", "watch", "-n", d.o.namespace, d.o.lease)
+	d.pathEnv = "PATH=" + binDir + string(os.PathListSeparator) + filepath.Dir(kubectl) + string(os.PathListSeparator) + os.Getenv("PATH")
+	d.kubectl = kubectl
+	c, err := startCommand(d.o, "watch", d.kubectl, d.env(), append([]string{"cle", "watch", "-n", d.o.namespace, d.o.lease}, d.pluginArgs...)...)
 	if err != nil {
 		return fmt.Errorf("start kubectl cle watch: %w", err)
 	}
@@ -162,26 +167,43 @@ func (d *demo) stopReplica(name string) error {
 // oldest version among the live ones, and fails if it ever names one newer
 // than a live replica.
 func (d *demo) waitForRightLeader() (string, error) {
+	var leader string
+	err := d.poll("a leader at the oldest version live", func(ctx context.Context) (bool, error) {
+		l, right, err := d.checkLeader(ctx)
+		leader = l
+		return right, err
+	})
+	return leader, err
+}
+
+// checkLeader reads the Lease's holder and reports whether it is a live
+// replica of the oldest version live; it fails if the holder is a live
+// replica newer than another live one.
+func (d *demo) checkLeader(ctx context.Context) (string, bool, error) {
+	// The Lease first: a replica that stops deletes its LeaseCandidate before
+	// it hands the Lease over, so a holder read first and found live among
+	// the candidates read next was live when it held.
+	l, err := d.leader()
+	if err != nil || l == "" {
+		return "", false, nil
+	}
+	live := d.live
+	if d.liveFrom != nil {
+		if live, err = d.liveFrom(ctx); err != nil {
+			return "", false, nil // transient: poll again
+		}
+	}
 	oldest := ""
-	for _, v := range d.live {
+	for _, v := range live {
 		if oldest == "" || version.MustParseSemantic(v).LessThan(version.MustParseSemantic(oldest)) {
 			oldest = v
 		}
 	}
-	var leader string
-	err := d.poll("a leader at "+oldest, func(ctx context.Context) (bool, error) {
-		l, err := d.leader()
-		if err != nil || l == "" {
-			return false, nil
-		}
-		v, live := d.live[l]
-		if live && v != oldest {
-			return false, fmt.Errorf("the Lease names %s at %s while a replica at %s is live: a leader newer than a peer", l, v, oldest)
-		}
-		leader = l
-		return live, nil
-	})
-	return leader, err
+	v, isLive := live[l]
+	if isLive && v != oldest {
+		return "", false, fmt.Errorf("the Lease names %s at %s while a replica at %s is live: a leader newer than a peer", l, v, oldest)
+	}
+	return l, isLive, nil
 }
 
 // leader is the Lease's holder ("" if none).
@@ -209,7 +231,12 @@ func (d *demo) candidateNames(ctx context.Context) ([]string, error) {
 
 // env is what kubectl needs to run the plugin against the local server
 // (kubectl takes no flags before a plugin's name).
-func (d *demo) env() []string { return []string{d.pathEnv, "KUBECONFIG=" + d.kubeconfig} }
+func (d *demo) env() []string {
+	if d.kubeconfig == "" {
+		return []string{d.pathEnv} // a cluster's: $KUBECONFIG as it is
+	}
+	return []string{d.pathEnv, "KUBECONFIG=" + d.kubeconfig}
+}
 
 // pause gives a person watching time to read between steps.
 func (d *demo) pause() error {
@@ -226,7 +253,7 @@ func (d *demo) pause() error {
 
 // status prints `kubectl cle status`.
 func (d *demo) status() {
-	cmd := exec.CommandContext(d.ctx, d.kubectl, "cle", "status", "-n", d.o.namespace)
+	cmd := exec.CommandContext(d.ctx, d.kubectl, append([]string{"cle", "status", "-n", d.o.namespace}, d.pluginArgs...)...)
 	cmd.Env = append(os.Environ(), d.env()...)
 	out, err := cmd.CombinedOutput()
 	fmt.Printf("\n$ kubectl cle status -n %s\n%s", d.o.namespace, out)

@@ -9,6 +9,10 @@
 // around, and runs until interrupted (or exits after the upgrade with
 // --exit-after-demo). Ctrl-C stops the replicas (they hand the Lease over),
 // the watch, the controller and the control plane, in that order.
+//
+// With --cluster it runs the same demonstration on the cluster of
+// $KUBECONFIG instead, deployed from manifests/ (see cluster.go), and deletes
+// what it created on exit.
 package main
 
 import (
@@ -41,6 +45,11 @@ type options struct {
 	upgrade    bool
 	exitAfter  bool
 	stepPause  time.Duration
+	// In a cluster (--cluster):
+	cluster        bool
+	image          string
+	manifests      string
+	rolloutTimeout time.Duration
 }
 
 func main() {
@@ -55,6 +64,10 @@ func main() {
 	flag.IntVar(&o.candidates, "candidates", 3, "number of example replicas (0-3); 0 starts only the control plane")
 	flag.BoolVar(&o.upgrade, "upgrade", true, "after the first election, upgrade the replicas from 1.35 to 1.36 one at a time, the leader first")
 	flag.DurationVar(&o.stepPause, "step-pause", 3*time.Second, "pause between the steps of the upgrade, to read what happened")
+	flag.BoolVar(&o.cluster, "cluster", false, "deploy to the cluster of $KUBECONFIG from the manifests (cle-controller in portable mode unless one is installed, then manifests/examples) instead of starting a local control plane; on exit, delete what was created")
+	flag.StringVar(&o.image, "image", "ghcr.io/cle-dev/cle:latest", "with --cluster: cle's image (make image), which the cluster must be able to pull")
+	flag.StringVar(&o.manifests, "manifests", "manifests", "with --cluster: the directory of the kustomize bases")
+	flag.DurationVar(&o.rolloutTimeout, "rollout-timeout", 5*time.Minute, "with --cluster: how long a Deployment may take to have its replicas available")
 	flag.BoolVar(&o.exitAfter, "exit-after-demo", false, "stop everything and exit once the demonstration is done, instead of waiting for Ctrl-C (for tests)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -84,6 +97,14 @@ func run(o options) error {
 	}
 	if o.candidates < 0 || o.candidates > len(replicas) {
 		return fmt.Errorf("--candidates must be between 0 and %d", len(replicas))
+	}
+	if o.cluster {
+		err := runCluster(ctx, o, logf)
+		if err != nil && ctx.Err() != nil {
+			fmt.Println()
+			return nil // interrupted: what was created is deleted
+		}
+		return err
 	}
 
 	server, err := framework.Start(ctx, framework.Options{
@@ -171,7 +192,7 @@ Press Ctrl-C to stop everything.
 
 	d := &demo{o: o, ctx: ctx, kubeconfig: kubeconfig, client: framework.MustClient(server.Config()), children: &children, live: map[string]string{}}
 	if o.candidates > 0 {
-		if err := d.startWatch(binDir); err != nil {
+		if err := d.startWatch(filepath.Join(binDir, "kubectl")); err != nil {
 			return err
 		}
 		if err := d.run(); err != nil {

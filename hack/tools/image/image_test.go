@@ -21,7 +21,7 @@ import (
 // TestImage builds the image from freshly built static binaries, as
 // hack/image.sh does, reads both outputs back and checks what a cluster
 // relies on: it runs as non-root, its entrypoint is cle-controller, it holds
-// both static binaries, and the controller it holds reports the version
+// its static binaries, and the controller it holds reports the version
 // stamped into it.
 func TestImage(t *testing.T) {
 	dir := t.TempDir()
@@ -29,7 +29,7 @@ func TestImage(t *testing.T) {
 	const version = "v9.8.7-test"
 	cmd := exec.Command("go", "build", "-trimpath",
 		"-ldflags", "-s -w -X github.com/cle-dev/cle/cmd/cle-controller/app.Version="+version,
-		"-o", bin+"/", "./cmd/cle-controller", "./cmd/kubectl-cle")
+		"-o", bin+"/", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
 	cmd.Dir = filepath.Join("..", "..", "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,6 +1,8 @@
 // Command image builds cle's container image without a container runtime: a
-// single layer, from scratch, holding the static binaries cle-controller and
-// kubectl-cle and a passwd entry for the non-root user they run as. It writes
+// single layer, from scratch, holding the static binaries cle-controller (the
+// entrypoint), kubectl-cle and candidate (examples/candidate, which
+// manifests/examples runs) and a passwd entry for the non-root user they run
+// as. It writes
 // a tarball that `docker load`, `kind load image-archive` and
 // `ctr images import` accept, and an OCI image layout that `crane push`
 // (or `skopeo copy oci:...`) sends to a registry. hack/image.sh calls it.
@@ -33,7 +35,7 @@ const (
 )
 
 // binaries are the image's files under /, in the order they are written.
-var binaries = []string{"cle-controller", "kubectl-cle"}
+var binaries = []string{"cle-controller", "kubectl-cle", "candidate"}
 
 // options are the builder's flags.
 type options struct {
@@ -46,7 +48,7 @@ type options struct {
 func main() {
 	var o options
 	var created string
-	flag.StringVar(&o.binDir, "bin-dir", "", "Directory holding the static linux binaries cle-controller and kubectl-cle.")
+	flag.StringVar(&o.binDir, "bin-dir", "", "Directory holding the static linux binaries cle-controller, kubectl-cle and candidate.")
 	flag.StringVar(&o.tarPath, "tarball", "", "Write a docker-load tarball here (empty: none).")
 	flag.StringVar(&o.layoutDir, "layout", "", "Write an OCI image layout here (empty: none).")
 	flag.StringVar(&o.ref, "tag", "ghcr.io/cle-dev/cle:dev", "Image reference recorded in the tarball.")
@@ -112,7 +114,7 @@ func build(o options) (v1.Image, error) {
 	cf.Config.WorkingDir = "/"
 	cf.Config.Labels = map[string]string{
 		"org.opencontainers.image.title":       "cle",
-		"org.opencontainers.image.description": "cle-controller (the entrypoint) and kubectl-cle: coordinated leader election for Kubernetes",
+		"org.opencontainers.image.description": "cle-controller (the entrypoint), kubectl-cle and the example candidate: coordinated leader election for Kubernetes",
 		"org.opencontainers.image.source":      o.source,
 		"org.opencontainers.image.version":     o.version,
 		"org.opencontainers.image.revision":    o.revision,

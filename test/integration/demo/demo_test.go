@@ -14,21 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 func TestRollingUpgradeDemo(t *testing.T) {
-	if _, err := framework.BinDir(); err != nil { // kube-apiserver, etcd, kubectl
-		t.Fatal(err)
-	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/",
-		"./hack/local-up", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
-	build.Dir = framework.RepoPath(".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildDemo(t)
 	for _, mode := range []struct {
 		name string
 		args []string
@@ -67,16 +56,11 @@ func TestRollingUpgradeDemo(t *testing.T) {
 // holder changes, kubectl cle status after each step, and the end.
 func checkTranscript(t *testing.T, transcript string) {
 	t.Helper()
-	for _, want := range []string{
+	checkSays(t, transcript,
 		"Starting 3 replicas of an example component at version 1.35.0",
 		"Step 1/3: stopping replica-a (1.35.0, the leader)",
 		"Step 3/3: starting replica-c-v1-36 at 1.36.0",
-		"Upgrade done: replica-a-v1-36 leads at 1.36.0",
-	} {
-		if !strings.Contains(transcript, want) {
-			t.Errorf("the transcript does not say %q", want)
-		}
-	}
+		"Upgrade done: replica-a-v1-36 leads at 1.36.0")
 	// The watch is in place before the first replica starts (it reports the
 	// Lease absent), and then shows every holder the Lease had, in order: the
 	// old replicas, then the first upgraded one.
@@ -99,6 +83,16 @@ func checkTranscript(t *testing.T, transcript string) {
 	}
 	if n := len(regexp.MustCompile(`(?m)^example +OldestEmulationVersion +\S+ +<none> +\S+ +3 +\d+ +optimal`).FindAllString(transcript, -1)); n != 4 {
 		t.Errorf("%d status tables show the Lease optimal with 3 candidates, want 4", n)
+	}
+}
+
+// checkSays checks that the transcript says each of wants.
+func checkSays(t *testing.T, transcript string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(transcript, want) {
+			t.Errorf("the transcript does not say %q", want)
+		}
 	}
 }
 
