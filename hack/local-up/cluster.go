@@ -286,15 +286,24 @@ func setContainers(obj *unstructured.Unstructured, image string, editArgs func([
 	return nil
 }
 
-func (c *cluster) applyOne(ctx context.Context, obj *unstructured.Unstructured) error {
+// resource is the client of obj's resource (in its namespace if namespaced).
+func (c *cluster) resource(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 	gvk := obj.GroupVersionKind()
 	mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return fmt.Errorf("%s: %w", gvk.Kind, err)
+		return nil, fmt.Errorf("%s: %w", gvk.Kind, err)
 	}
-	var ri dynamic.ResourceInterface = c.dynamic.Resource(mapping.Resource)
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = c.dynamic.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+		return c.dynamic.Resource(mapping.Resource).Namespace(obj.GetNamespace()), nil
+	}
+	return c.dynamic.Resource(mapping.Resource), nil
+}
+
+func (c *cluster) applyOne(ctx context.Context, obj *unstructured.Unstructured) error {
+	gvk := obj.GroupVersionKind()
+	ri, err := c.resource(obj)
+	if err != nil {
+		return err
 	}
 	ref := klog.KObj(obj).String()
 	_, err = ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
@@ -356,14 +365,10 @@ func (c *cluster) cleanUp(ctx context.Context) {
 	background := metav1.DeletePropagationBackground
 	for _, obj := range slices.Backward(c.created) {
 		gvk := obj.GroupVersionKind()
-		mapping, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		ri, err := c.resource(obj)
 		if err != nil {
-			c.logf("delete %s %s: %v", gvk.Kind, klog.KObj(obj), err)
+			c.logf("delete %s: %v", klog.KObj(obj), err)
 			continue
-		}
-		var ri dynamic.ResourceInterface = c.dynamic.Resource(mapping.Resource)
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = c.dynamic.Resource(mapping.Resource).Namespace(obj.GetNamespace())
 		}
 		err = ri.Delete(ctx, obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &background})
 		switch {
