@@ -41,7 +41,7 @@ var nativeCandidateAPIs = []nativeCandidateAPI{
 		},
 		informer: func(c kubernetes.Interface, ns string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 			lc := c.CoordinationV1beta1().LeaseCandidates(ns)
-			return newInformer(c, &coordinationv1beta1.LeaseCandidate{}, resync, tweak,
+			return newInformer(&coordinationv1beta1.LeaseCandidate{}, resync, tweak,
 				func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return lc.List(ctx, o) },
 				func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return lc.Watch(ctx, o) })
 		},
@@ -82,16 +82,15 @@ func (n *native) NewCandidateInformer(namespace string, resync time.Duration, tw
 
 func (n *native) NewLeaseInformer(namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	c := n.client.CoordinationV1().Leases(namespace)
-	return newInformer(n.client, &coordinationv1.Lease{}, resync, tweak,
+	return newInformer(&coordinationv1.Lease{}, resync, tweak,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) },
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { return c.Watch(ctx, o) })
 }
 
 // newInformer builds a namespace-indexed informer from list and watch
-// functions, applying tweak to both. client is the client behind them: a
-// client that cannot serve watch-list streams (a fake clientset) makes the
-// informer fall back to list-then-watch instead of waiting for a bookmark.
-func newInformer(client any, obj runtime.Object, resync time.Duration, tweak func(*metav1.ListOptions),
+// functions, applying tweak to both, that rides out a flapping API server
+// (see steadyListWatch).
+func newInformer(obj runtime.Object, resync time.Duration, tweak func(*metav1.ListOptions),
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) cache.SharedIndexInformer {
@@ -108,7 +107,10 @@ func newInformer(client any, obj runtime.Object, resync time.Duration, tweak fun
 			return watchFn(ctx, o)
 		},
 	}
-	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	steady := newSteadyListWatch(lw, obj)
+	inf := cache.NewSharedIndexInformer(steady, obj, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	steady.cached = inf.GetIndexer().GetByKey
+	return inf
 }
 
 type nativeCandidates struct {

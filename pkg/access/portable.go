@@ -62,7 +62,7 @@ func (p *portable) Leases(namespace string) LeaseClient {
 
 func (p *portable) NewCandidateInformer(namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	c := p.dyn.Resource(CandidateResource).Namespace(namespace)
-	return newInformer(p.dyn, &coordinationv1beta1.LeaseCandidate{}, resync, tweak,
+	return newInformer(&coordinationv1beta1.LeaseCandidate{}, resync, tweak,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			list, err := c.List(ctx, o)
 			if err != nil {
@@ -87,7 +87,7 @@ func (p *portable) NewCandidateInformer(namespace string, resync time.Duration, 
 
 func (p *portable) NewLeaseInformer(namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	c := p.kube.CoordinationV1().Leases(namespace)
-	return newInformer(p.kube, &coordinationv1.Lease{}, resync, tweak,
+	return newInformer(&coordinationv1.Lease{}, resync, tweak,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			list, err := c.List(ctx, o)
 			if err != nil {

@@ -26,7 +26,7 @@ var v1alpha2CandidateAPI = nativeCandidateAPI{
 	},
 	informer: func(c kubernetes.Interface, ns string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 		lc := c.CoordinationV1alpha2().LeaseCandidates(ns)
-		return newInformer(c, &coordinationv1beta1.LeaseCandidate{}, resync, tweak,
+		return newInformer(&coordinationv1beta1.LeaseCandidate{}, resync, tweak,
 			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				list, err := lc.List(ctx, o)
 				if err != nil {

@@ -8,10 +8,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 // leaseState is one observed version of a Lease.
@@ -41,9 +42,12 @@ func newRecorder(v *violations, checked string) *recorder {
 }
 
 // start runs the informers until ctx is done and waits for their caches.
+// They are cle's own (pkg/access), which keep up with kube-apiserver
+// restarts where client-go's reflector can fall a minute behind and make a
+// prompt election look late.
 func (r *recorder) start(ctx context.Context, client kubernetes.Interface, ns string) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(ns))
-	leases := factory.Coordination().V1().Leases().Informer()
+	acc := access.NewNative(client)
+	leases := acc.NewLeaseInformer(ns, 0, nil)
 	if _, err := leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { r.observeLease(obj) },
 		UpdateFunc: func(_, obj any) { r.observeLease(obj) },
@@ -55,7 +59,7 @@ func (r *recorder) start(ctx context.Context, client kubernetes.Interface, ns st
 	}); err != nil {
 		return err
 	}
-	candidates := factory.Coordination().V1beta1().LeaseCandidates().Informer()
+	candidates := acc.NewCandidateInformer(ns, 0, nil)
 	count := func(obj any) {
 		if _, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
 			r.mu.Lock()
@@ -68,11 +72,10 @@ func (r *recorder) start(ctx context.Context, client kubernetes.Interface, ns st
 	}); err != nil {
 		return err
 	}
-	factory.Start(ctx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return fmt.Errorf("recorder: %v cache not synced", typ)
-		}
+	go leases.RunWithContext(ctx)
+	go candidates.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), leases.HasSynced, candidates.HasSynced) {
+		return fmt.Errorf("recorder: caches not synced")
 	}
 	return nil
 }
