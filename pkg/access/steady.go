@@ -162,7 +162,11 @@ func (s *steadyListWatch) startWatch(ctx context.Context, o metav1.ListOptions) 
 		w, err = s.lw.WatchWithContext(ctx, o)
 		return err
 	})
-	return w, err
+	if err != nil {
+		// Whatever came with the error (a typed nil, say) is no watch.
+		return nil, err
+	}
+	return w, nil
 }
 
 // retry calls f until it succeeds, fails for good, or ctx is done. The

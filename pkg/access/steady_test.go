@@ -37,15 +37,7 @@ func (s *scripted) ListWithContext(_ context.Context, o metav1.ListOptions) (run
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.listed = append(s.listed, o)
-	if len(s.lists) == 0 {
-		return nil, apierrors.NewServiceUnavailable("no list scripted")
-	}
-	next := s.lists[0]
-	s.lists = s.lists[1:]
-	if err, ok := next.(error); ok {
-		return nil, err
-	}
-	return next.(*coordinationv1.LeaseList), nil
+	return pop[*coordinationv1.LeaseList](&s.lists, "list")
 }
 
 func (s *scripted) WatchWithContext(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -56,15 +48,21 @@ func (s *scripted) WatchWithContext(_ context.Context, o metav1.ListOptions) (wa
 	case s.called <- struct{}{}:
 	default:
 	}
-	if len(s.watches) == 0 {
-		return nil, apierrors.NewServiceUnavailable("no watch scripted")
+	return pop[*watch.FakeWatcher](&s.watches, "watch")
+}
+
+// pop returns the next scripted result, a 503 once there is none.
+func pop[T any](script *[]any, what string) (T, error) {
+	var zero T
+	if len(*script) == 0 {
+		return zero, apierrors.NewServiceUnavailable("no " + what + " scripted")
 	}
-	next := s.watches[0]
-	s.watches = s.watches[1:]
+	next := (*script)[0]
+	*script = (*script)[1:]
 	if err, ok := next.(error); ok {
-		return nil, err
+		return zero, err
 	}
-	return next.(*watch.FakeWatcher), nil
+	return next.(T), nil
 }
 
 func (s *scripted) watchOptions() []metav1.ListOptions {
