@@ -142,11 +142,7 @@ func TestSteadyResumesAnEndedWatch(t *testing.T) {
 	first, second := watch.NewFake(), watch.NewFake()
 	lw.watches = []any{first, errRefused, second}
 	s := fastSteady(lw)
-	w, err := s.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "3"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := mustWatch(ctx, t, s, "3")
 	first.Modify(lease("a", "4"))
 	expectEvent(t, w, watch.Modified, "a", "4")
 	first.Stop() // the server ends the watch
@@ -181,11 +177,7 @@ func TestSteadyListsAgainWhenTheWatchExpires(t *testing.T) {
 	if _, err := s.ListWithContext(ctx, metav1.ListOptions{ResourceVersion: "0"}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "10"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := mustWatch(ctx, t, s, "10")
 	first.Modify(lease("b", "11"))
 	expectEvent(t, w, watch.Modified, "b", "11")
 	first.Error(&apierrors.NewResourceExpired("too old resource version: 10 (18)").ErrStatus)
@@ -267,6 +259,17 @@ func TestSteadyInformer(t *testing.T) {
 	if len(lw.listed) != 2 {
 		t.Errorf("%d lists, want 2 (the informer's, then one after the expiry)", len(lw.listed))
 	}
+}
+
+// mustWatch starts a watch from rv, stopped when the test ends.
+func mustWatch(ctx context.Context, t *testing.T, s *steadyListWatch, rv string) watch.Interface {
+	t.Helper()
+	w, err := s.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
 }
 
 func expectEvent(t *testing.T, w watch.Interface, typ watch.EventType, name, rv string) {
@@ -375,11 +378,7 @@ func TestSteadyPaginatedList(t *testing.T) {
 	if _, err := s.ListWithContext(ctx, metav1.ListOptions{Limit: 1, Continue: "next"}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "10"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := mustWatch(ctx, t, s, "10")
 	fw.Error(&apierrors.NewGone("too old").ErrStatus)
 	// Both pages were recorded: only a, gone since, differs.
 	expectEvent(t, w, watch.Deleted, "a", "1")
@@ -400,11 +399,7 @@ func TestSteadyResourceVersionTooLarge(t *testing.T) {
 		t.Errorf("list: got %v, want the error", err)
 	}
 	// A watch ahead of the server lists the current state instead.
-	w, err := s.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "50"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := mustWatch(ctx, t, s, "50")
 	expectEvent(t, w, watch.Added, "a", "5")
 	expectEvent(t, w, watch.Bookmark, "", "5")
 	poll(t, "a watch from the list", func() bool { return len(lw.watchOptions()) == 2 })
