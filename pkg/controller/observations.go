@@ -70,10 +70,24 @@ func (r *candidateRecord) state(now time.Time, freshness, pingTimeout time.Durat
 }
 
 // leaseRecord is what the controller observed of one Lease that candidates
-// reference, and of the candidates joining it. It outlives the Lease object
+// reference, and of the candidates joining it. Its parts have lifecycles of
+// their own, each reset by name below. The record outlives the Lease object
 // while candidates reference the Lease, so that a Lease deleted and created
 // again continues its history.
 type leaseRecord struct {
+	leaseObject
+	leaseHistory
+	gathering
+	pendingWrite
+	// settled is noted by a step that left a live Lease as it is: while it
+	// holds, a renewal of the Lease changes nothing and needs no step. Any
+	// other change of the Lease clears it.
+	settled bool
+}
+
+// leaseObject is the Lease object as last observed: reset when the Lease is
+// deleted or no candidate references it any more.
+type leaseObject struct {
 	// observed tells whether the fields below describe a Lease object in the
 	// cache; false before the first observation and after a deletion.
 	observed    bool
@@ -81,34 +95,42 @@ type leaseRecord struct {
 	renewTime   time.Time
 	transitions int32
 	// terms are the fields a renewal leaves as they are: any change of them
-	// needs a reconcile.
+	// needs a step.
 	terms leaseTerms
 	// observedAt is when, on the local clock, the holder record last changed.
 	observedAt time.Time
+}
 
+// leaseHistory is what outlives the Lease object: kept across its deletion
+// while candidates reference the Lease name, reset only when the record
+// goes.
+type leaseHistory struct {
 	// maxTransitions is the highest leaseTransitions seen of this Lease, kept
-	// across its deletion: the fencing token never goes backwards.
+	// across its deletion: the fencing token never goes backwards while this
+	// controller remembers the Lease.
 	maxTransitions int32
 	// held is set once the Lease has been seen with a holder (or with a
 	// history of holders): from then on an election is held at once, without
 	// a gathering window.
 	held bool
+}
 
+// gathering is when the Lease's candidates joined it: reset when the last
+// candidate leaves.
+type gathering struct {
 	// firstJoin and lastJoin are when, on the local clock, the first and the
 	// latest candidate of the Lease were seen joining it.
 	firstJoin, lastJoin time.Time
+}
 
-	// settled is noted by reconcile when it left a live Lease as it is:
-	// while it holds, a renewal of the Lease changes nothing and needs no
-	// reconcile. Any other change of the Lease clears it.
-	settled bool
-	// writing is set from the controller's write of the Lease until the
-	// cache shows a newer Lease than the one the write replaced (replaced,
-	// "" for a create); writtenAt is when it was made. A reconcile in
-	// between would judge an outdated Lease and repeat a write that can only
-	// conflict. Comparing with the replaced version needs no ordering of
-	// resourceVersions, and holds whether the write's own event arrives
-	// before or after the write's response.
+// pendingWrite is the controller's own write of the Lease in flight: set by
+// the write, reset when the cache shows a newer Lease than the one the
+// write replaced (replaced, "" for a create), or when the Lease is deleted.
+// A step in between would judge an outdated Lease and repeat a write that
+// can only conflict. Comparing with the replaced version needs no ordering
+// of resourceVersions, and holds whether the write's own event arrives
+// before or after the write's response.
+type pendingWrite struct {
 	writing   bool
 	replaced  string
 	writtenAt time.Time
@@ -200,7 +222,7 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 	r := o.leaseLocked(key)
 	ownWrite := r.writing && lease.ResourceVersion != r.replaced
 	if ownWrite {
-		r.writing, r.replaced, r.writtenAt = false, "", time.Time{}
+		r.pendingWrite = pendingWrite{}
 	}
 	renewalOnly := r.observed && r.holder == holderIdentity(lease) && r.transitions == ptr.Deref(lease.Spec.LeaseTransitions, 0) &&
 		r.terms == termsOf(lease)
@@ -216,7 +238,7 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
 	holder, renew, transitions := holderIdentity(lease), leaseRenewTime(lease), ptr.Deref(lease.Spec.LeaseTransitions, 0)
 	if !r.shows(lease) {
-		r.observed, r.holder, r.renewTime, r.transitions, r.observedAt = true, holder, renew, transitions, now
+		r.leaseObject = leaseObject{observed: true, holder: holder, renewTime: renew, transitions: transitions, observedAt: now}
 	}
 	r.terms = termsOf(lease)
 	r.maxTransitions = max(r.maxTransitions, transitions)
@@ -238,8 +260,7 @@ func (o *observations) leaseDeleted(key types.NamespacedName, keep bool) {
 		delete(o.leases, key)
 		return
 	}
-	r.observed, r.holder, r.renewTime, r.transitions, r.observedAt = false, "", time.Time{}, 0, time.Time{}
-	r.settled, r.writing, r.replaced, r.writtenAt = false, false, "", time.Time{}
+	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
 }
 
 // candidatesLeft records that the last candidate of the Lease key is gone:
@@ -257,8 +278,7 @@ func (o *observations) candidatesLeft(key types.NamespacedName, leaseExists bool
 		delete(o.leases, key)
 		return
 	}
-	maxTransitions, held := r.maxTransitions, r.held
-	*r = leaseRecord{maxTransitions: maxTransitions, held: held}
+	*r = leaseRecord{leaseHistory: r.leaseHistory}
 }
 
 func (o *observations) leaseLocked(key types.NamespacedName) *leaseRecord {
@@ -370,7 +390,7 @@ func (o *observations) noteWritten(key types.NamespacedName, replaced, written *
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.leaseLocked(key)
-	r.writing, r.replaced, r.writtenAt = true, "", now
+	r.pendingWrite = pendingWrite{writing: true, writtenAt: now}
 	if replaced != nil {
 		r.replaced = replaced.ResourceVersion
 	}

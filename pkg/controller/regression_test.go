@@ -367,7 +367,7 @@ func TestRegression5_CandidateClockSkew(t *testing.T) {
 				}
 			}
 			h.expectNoWrites("skewed candidates renewing")
-			if live, _ := h.c.liveCandidates(leaseKey, h.clock.Now()); len(live) != 2 {
+			if live, _ := liveCandidates(&h.c.opts, h.c.snapshot(leaseKey, h.clock.Now())); len(live) != 2 {
 				t.Errorf("%d live candidates, want 2", len(live))
 			}
 		})

@@ -1,0 +1,705 @@
+package controller
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/strategy"
+)
+
+// This file is what the controller decides for one Lease: decide is a pure
+// function from a snapshot of what the controller has cached and observed
+// (a view) to a decision. It does no I/O, reads no clock and changes
+// nothing; reconcile.go builds the view, calls decide, and applies the
+// decision (pings, at most one Lease write, Events, records, the next
+// look). Every rule of an election lives here, and decide_test.go tests
+// them as tables.
+
+// liveness is what the controller knows of a candidate at one instant.
+type liveness int
+
+const (
+	unknown      liveness = iota // not renewed recently, not pinged: ping it if it matters
+	alive                        // renewed recently (or holds a Lease that is not expired)
+	pinged                       // pinged, waiting for an answer until the deadline
+	unresponsive                 // did not answer a ping; excluded until it writes again
+)
+
+func (l liveness) String() string {
+	return [...]string{"unknown", "alive", "pinged", "unresponsive"}[l]
+}
+
+// view is everything decide reads about one Lease, as of one instant.
+type view struct {
+	key types.NamespacedName
+	// lease is the Lease as cached (nil when there is none). decide never
+	// changes it: writes are made on copies.
+	lease *coordinationv1.Lease
+	// record is what the controller observed of the Lease and its history.
+	record leaseRecord
+	// candidates are the LeaseCandidates that reference the Lease, expired
+	// ones included, each with what the controller observed of it.
+	candidates []observedCandidate
+	// now is the present; judgeAt is the instant candidates' freshness is
+	// judged at: when an event queued this step (or the step was due), or
+	// now. The time a step waits in the queue is the controller's own
+	// delay, not the candidates' silence.
+	now, judgeAt time.Time
+}
+
+// observedCandidate is a candidate as cached with its record.
+type observedCandidate struct {
+	lc  *coordinationv1beta1.LeaseCandidate
+	rec candidateRecord
+}
+
+// decision is what one election step does.
+type decision struct {
+	// waitForOwnWrite: the cache still shows the Lease that the
+	// controller's last write replaced; nothing is judged, and the step runs
+	// again at next (or when the write arrives).
+	waitForOwnWrite bool
+	// outcome is the state of the election for cle_leases once the write
+	// (if any) is made, and unwritten its state if the write fails or is
+	// not made ("" forgets the Lease: no candidate is left).
+	outcome, unwritten string
+	// forget drops what the controller said and timed about a Lease that
+	// has no candidates left.
+	forget bool
+	// events are emitted unless they repeat the last Event of their topic;
+	// resolved are the topics whose situation is over, so that their next
+	// occurrence is news again.
+	events   []eventIntent
+	resolved []string
+	// unanswered are the candidates whose ping went unanswered for the ping
+	// timeout: they are marked unresponsive.
+	unanswered []observedCandidate
+	// pings are the candidates to ping, with the pingTime each gets.
+	pings []pingIntent
+	// write is the one Lease write of the step, if any.
+	write *leaseWrite
+	// settled: the live Lease is left as it is; until something else
+	// changes, a renewal of it needs no step.
+	settled bool
+	// needed: the election became needed at neededSince (markNeeded), or
+	// is not needed (clearNeeded), for the latency metric.
+	markNeeded  bool
+	neededSince time.Time
+	clearNeeded bool
+	// next is when to look again (zero: only when something changes).
+	next time.Time
+	// logs explain the decision.
+	logs []logLine
+}
+
+// eventIntent is an Event decide wants said, once per change of its note.
+type eventIntent struct {
+	topic     string
+	related   *coordinationv1beta1.LeaseCandidate // nil: about the Lease itself
+	eventType string
+	reason    string
+	action    string
+	note      string
+	// counter is bumped, and log written, when the Event is news.
+	counter counter
+	log     *logLine
+}
+
+// counter names a metric an Event's news bumps.
+type counter int
+
+const (
+	countNone counter = iota
+	countConflict
+	countInvalid
+	countNoEligible
+)
+
+// pingIntent asks a candidate whether it is alive.
+type pingIntent struct {
+	candidate *coordinationv1beta1.LeaseCandidate
+	pingTime  time.Time
+}
+
+// Kinds of Lease write.
+const (
+	writeCreate = "create" // no Lease: create it naming the winner
+	writeElect  = "elect"  // vacant or expired: name the winner
+	writeSteer  = "steer"  // live: set or clear preferredHolder, update the strategy
+)
+
+// leaseWrite is the Lease write of a step: the object to create or update
+// (a copy), and what it means.
+type leaseWrite struct {
+	kind  string
+	lease *coordinationv1.Lease
+	// winner is the holder an election names, or the candidate preferred by
+	// a steer (nil when a steer clears preferredHolder).
+	winner *coordinationv1beta1.LeaseCandidate
+	// confirmWinner: read the winner from the API before the write; if it is
+	// gone, do not write (see reconcile's confirm).
+	confirmWinner bool
+	// previousHolder, previousPreferred and previousStrategy are the Lease's
+	// before the write, for logs and Events.
+	previousHolder, previousPreferred string
+	previousStrategy                  coordinationv1.CoordinatedLeaseStrategy
+	strategy                          coordinationv1.CoordinatedLeaseStrategy
+	// candidates describes the candidates, for the LeaderElected Event.
+	candidates string
+}
+
+// logLine is one structured log line: V(level) msg, keysAndValues.
+type logLine struct {
+	level int
+	msg   string
+	kv    []any
+}
+
+func (d *decision) log(level int, msg string, kv ...any) {
+	d.logs = append(d.logs, logLine{level: level, msg: msg, kv: kv})
+}
+
+func (d *decision) event(e eventIntent) { d.events = append(d.events, e) }
+
+func (d *decision) resolve(topic string) { d.resolved = append(d.resolved, topic) }
+
+func (d *decision) wakeAt(t time.Time) { d.next = earliest(d.next, t) }
+
+// decide is one election step for the Lease v describes, under the options
+// o (only its durations and strategies are read).
+func decide(o *Options, v *view) decision {
+	var d decision
+	now := v.now
+	rec := &v.record
+	if rec.writing && (v.lease == nil) == (rec.replaced == "") && (v.lease == nil || v.lease.ResourceVersion == rec.replaced) {
+		// The cache still shows what this controller's last write replaced:
+		// judging it would repeat a write that can only conflict. The
+		// write's arrival wakes this Lease again.
+		if wait := rec.writtenAt.Add(ownWriteWait); wait.After(now) {
+			d.waitForOwnWrite = true
+			d.next = wait
+			d.log(4, "Waiting for the cache to show the last write", "replaced", rec.replaced)
+			return d
+		}
+	}
+
+	cands, nextExpiry := liveCandidates(o, v)
+	d.next = nextExpiry
+	if len(cands) == 0 {
+		d.forget, d.clearNeeded = true, true
+		return d
+	}
+
+	res := strategy.ResolveStrategy(cands)
+	if res.Conflict {
+		d.event(eventIntent{
+			topic: ReasonStrategyConflict, eventType: corev1.EventTypeWarning, reason: ReasonStrategyConflict, action: "Elect",
+			note:    fmt.Sprintf("Candidates at binary version %s ask for different strategies (%s); not electing until they agree", res.BinaryVersion, strategy.DescribeConflict(res.Conflicting)),
+			counter: countConflict,
+			log:     &logLine{level: 2, msg: "Strategy conflict; not electing", kv: []any{"binaryVersion", res.BinaryVersion, "candidates", strategy.DescribeConflict(res.Conflicting)}},
+		})
+		d.outcome, d.unwritten = leaseConflict, leaseConflict
+		return d
+	}
+	d.resolve(ReasonStrategyConflict)
+	if res.BinaryVersion == "" {
+		// No candidate says which binary it runs, so none can say which
+		// strategy the Lease follows: report each one, elect nobody.
+		for _, lc := range slices.SortedFunc(slices.Values(cands), byName) {
+			d.invalid(lc, "any strategy", fmt.Errorf("binaryVersion %q is not a strict semantic version", lc.Spec.BinaryVersion))
+		}
+		d.log(2, "No candidate has a valid binaryVersion; not electing", "candidates", len(cands))
+		d.outcome, d.unwritten = leaseConflict, leaseConflict
+		return d
+	}
+	strat, ok := o.Strategies.Get(res.Strategy)
+	if !ok {
+		// Another controller owns this strategy: no pings, no writes.
+		d.log(4, "Strategy not handled here; leaving the Lease alone", "strategy", res.Strategy)
+		d.outcome, d.unwritten = leaseUnmanaged, leaseUnmanaged
+		return d
+	}
+	ranked, invalid := strat.Rank(cands)
+	for _, inv := range invalid {
+		d.invalid(inv.Candidate, "strategy "+string(strat.Name()), inv.Reason)
+	}
+	for _, lc := range ranked {
+		d.resolve("candidate/" + lc.Name) // valid (again)
+	}
+
+	e := election{o: o, v: v, d: &d, strat: strat, ranked: ranked, all: cands}
+	e.judgeLease()
+	if e.leaseLive && !e.holderIsCandidate() {
+		// A holder outside coordinated election cannot hand over: nothing to
+		// ping or steer until it releases the Lease or the Lease expires.
+		// Its tenure is not part of any election's latency.
+		d.clearNeeded = true
+		d.log(4, "Lease held by a non-candidate; waiting for release or expiry", "holder", e.holder)
+		d.outcome, d.unwritten = leaseUnmanaged, leaseUnmanaged
+		return d
+	}
+	e.judge()
+	e.decideWrite()
+	d.outcome, d.unwritten = e.outcome(d.write != nil), e.outcome(false)
+	return d
+}
+
+// invalid reports, once per change, that a candidate cannot take part.
+func (d *decision) invalid(lc *coordinationv1beta1.LeaseCandidate, under string, reason error) {
+	d.event(eventIntent{
+		topic: "candidate/" + lc.Name, related: lc, eventType: corev1.EventTypeWarning, reason: ReasonInvalidCandidate, action: "Elect",
+		note:    fmt.Sprintf("Candidate %s cannot take part under %s: %v", lc.Name, under, reason),
+		counter: countInvalid,
+		log:     &logLine{level: 2, msg: "Invalid candidate", kv: []any{"candidate", lc.Name, "reason", reason}},
+	})
+}
+
+// liveCandidates returns the candidates of the Lease that have renewed
+// within the candidate TTL, and the earliest time one of them will expire.
+func liveCandidates(o *Options, v *view) ([]*coordinationv1beta1.LeaseCandidate, time.Time) {
+	var live []*coordinationv1beta1.LeaseCandidate
+	var next time.Time
+	for _, c := range v.candidates {
+		expiry := c.rec.lastRenewal().Add(o.CandidateTTL)
+		if !v.now.Before(expiry) {
+			continue // expired: ignored, and garbage-collected
+		}
+		live = append(live, c.lc)
+		next = earliest(next, expiry)
+	}
+	return live, next
+}
+
+// election is the state of one decide call past the strategy checks.
+type election struct {
+	o      *Options
+	v      *view
+	d      *decision
+	strat  strategy.Strategy
+	ranked []*coordinationv1beta1.LeaseCandidate // valid candidates, best first
+	all    []*coordinationv1beta1.LeaseCandidate // every unexpired candidate
+
+	holder    string // current holder ("" if none)
+	leaseLive bool   // the Lease exists, names a holder and has not expired by local observation
+	// leaseExpiredAt is when the holder's Lease expired by local observation
+	// (zero unless it has).
+	leaseExpiredAt time.Time
+	best           *coordinationv1beta1.LeaseCandidate
+	waiting        bool // a candidate above best may still answer
+	// contenders are the candidates that may still turn out best: those
+	// above best that were pinged or are awaited, and best.
+	contenders []string
+}
+
+// judgeLease judges the Lease on the local clock: it is live while it names
+// a holder whose record changed within the lease duration.
+func (e *election) judgeLease() {
+	if e.v.lease == nil {
+		return
+	}
+	e.holder = holderIdentity(e.v.lease)
+	if e.holder == "" {
+		return
+	}
+	expiry := e.v.record.observedAt.Add(e.leaseDuration())
+	if e.v.now.Before(expiry) {
+		e.leaseLive = true
+		e.d.wakeAt(expiry)
+		return
+	}
+	e.leaseExpiredAt = expiry
+}
+
+// outcome is the state of the election once this step is done, for
+// cle_leases, with or without its write.
+func (e *election) outcome(written bool) string {
+	switch {
+	case e.leaseLive && e.best != nil && e.best.Name != e.holder:
+		return leasePreempting
+	case e.leaseLive || written: // live, or given to the winner now
+		return leaseOptimal
+	case !e.leaseExpiredAt.IsZero():
+		return leaseExpired
+	default:
+		return leaseVacant
+	}
+}
+
+// holderIsCandidate reports whether the holder takes part in coordinated
+// election (and so can hand the Lease over).
+func (e *election) holderIsCandidate() bool {
+	for _, lc := range e.all {
+		if lc.Name == e.holder {
+			return true
+		}
+	}
+	return false
+}
+
+// judge decides, on the local clock, which candidates are alive, walking the
+// ranking from the top: the first alive candidate is the best; those above it
+// that may still be alive are pinged (or awaited); unresponsive ones are
+// skipped. Under a live holder only the candidates better than it on merit
+// matter: one that merely wins the tie-break does not take over, so it is not
+// even pinged.
+func (e *election) judge() {
+	holder := e.liveHolder()
+	for _, lc := range e.ranked {
+		if holder != nil && !strategy.Preempts(e.strat, lc, holder) {
+			e.best = holder
+			e.contenders = append(e.contenders, holder.Name)
+			return
+		}
+		state, deadline, rec := e.liveness(lc)
+		switch state {
+		case alive:
+			e.best = lc
+			e.contenders = append(e.contenders, lc.Name)
+			if lc.Name != e.holder {
+				// It counts as alive only within the freshness window.
+				e.d.wakeAt(deadline)
+			}
+			return
+		case unknown:
+			e.ping(lc)
+			e.contenders = append(e.contenders, lc.Name)
+			e.waiting = true
+			e.d.wakeAt(e.v.now.Add(e.o.PingTimeout))
+		case pinged:
+			if !rec.pingSent {
+				e.ping(lc) // the last attempt failed
+			}
+			e.contenders = append(e.contenders, lc.Name)
+			e.waiting = true
+			e.d.wakeAt(deadline)
+		case unresponsive:
+		}
+	}
+}
+
+// ping asks lc to renew. The ping time is just after the candidate's own
+// renewTime: client-go's candidates answer a ping later than their last
+// renewal, on their own clock, so a ping at this controller's time would
+// make one whose clock runs behind rewrite its candidate again and again
+// until its clock caught up. Liveness never reads the ping time: only a new
+// renewTime counts as the answer.
+func (e *election) ping(lc *coordinationv1beta1.LeaseCandidate) {
+	at := e.v.now.Truncate(time.Microsecond)
+	if lc.Spec.RenewTime != nil {
+		// The API keeps microseconds: one after the renewal is after it.
+		at = lc.Spec.RenewTime.Truncate(time.Microsecond).Add(time.Microsecond)
+	}
+	e.d.pings = append(e.d.pings, pingIntent{candidate: lc, pingTime: at})
+}
+
+// liveHolder returns the holder's candidate while the Lease is live and the
+// holder is a valid candidate, or nil.
+func (e *election) liveHolder() *coordinationv1beta1.LeaseCandidate {
+	if !e.leaseLive {
+		return nil
+	}
+	for _, lc := range e.ranked {
+		if lc.Name == e.holder {
+			return lc
+		}
+	}
+	return nil
+}
+
+// recordOf returns the record of lc in the view.
+func (e *election) recordOf(lc *coordinationv1beta1.LeaseCandidate) candidateRecord {
+	for _, c := range e.v.candidates {
+		if c.lc == lc {
+			return c.rec
+		}
+	}
+	return candidateRecord{uid: lc.UID, renewTime: renewTimeOf(lc), firstSeen: e.v.now, renewedAt: e.v.now}
+}
+
+// liveness judges one candidate; the deadline is when that judgement lapses.
+// A ping that has gone unanswered past the timeout makes the candidate
+// unresponsive (noted in the decision).
+func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, time.Time, candidateRecord) {
+	rec := e.recordOf(lc)
+	if e.leaseLive && lc.Name == e.holder {
+		return alive, time.Time{}, rec // its Lease renewals prove it alive
+	}
+	if lc.Name == e.holder && !e.leaseExpiredAt.IsZero() && rec.renewedAt.Before(e.leaseExpiredAt) && !rec.unresponsive {
+		// A holder that let its Lease expire is suspect whatever its
+		// candidate's freshness says: only a renewal after the expiry (or
+		// an answered ping) shows it is alive.
+		rec.renewedAt = time.Time{}
+	}
+	state, deadline := rec.state(e.v.judgeAt, e.o.CandidateFreshness, e.o.PingTimeout)
+	if state != pinged || e.v.now.Before(deadline) {
+		return state, deadline, rec
+	}
+	e.d.unanswered = append(e.d.unanswered, observedCandidate{lc: lc, rec: rec})
+	return unresponsive, time.Time{}, rec
+}
+
+func (e *election) leaseDuration() time.Duration {
+	if s := ptr.Deref(e.v.lease.Spec.LeaseDurationSeconds, 0); s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return e.o.LeaseDuration
+}
+
+// decideWrite turns the judgement into the Lease write, if any.
+func (e *election) decideWrite() {
+	d := e.d
+	if e.best != nil {
+		d.resolve(ReasonNoEligible)
+	}
+	if e.leaseLive {
+		d.clearNeeded = true
+		e.steer()
+		if d.write == nil {
+			d.settled = true
+		}
+		return
+	}
+	d.markNeeded, d.neededSince = true, e.neededAt()
+	if e.waiting {
+		return // a better candidate may still answer
+	}
+	if e.best == nil {
+		d.event(eventIntent{
+			topic: ReasonNoEligible, eventType: corev1.EventTypeWarning, reason: ReasonNoEligible, action: "Elect",
+			note:    fmt.Sprintf("None of the %d candidates can lead: %s", len(e.all), e.describeCandidates()),
+			counter: countNoEligible,
+		})
+		return
+	}
+	if until := e.gatheringUntil(); !until.IsZero() {
+		d.wakeAt(until)
+		d.log(2, "Gathering candidates before the first election", "candidates", len(e.all), "until", until, "best", e.best.Name)
+		return
+	}
+	e.elect()
+}
+
+// gatheringUntil returns when the gathering window before the first election
+// of a Lease closes, or zero when it is closed. Candidates that start
+// together register milliseconds apart; electing the first one to register
+// would make a worse candidate lead until the better one is steered to. So a
+// Lease that has never had a holder waits for the window, measured from the
+// first candidate seen, and closed early once no candidate has joined for a
+// fraction of it. A Lease with a history of holders is elected at once.
+func (e *election) gatheringUntil() time.Time {
+	gather := e.o.ElectionGather
+	rec := &e.v.record
+	if gather <= 0 || rec.held {
+		return time.Time{}
+	}
+	until := rec.firstJoin.Add(gather)
+	if quiet := rec.lastJoin.Add(gather / gatherQuietFraction); quiet.Before(until) {
+		until = quiet
+	}
+	if !e.v.now.Before(until) {
+		return time.Time{}
+	}
+	return until
+}
+
+// gatherQuietFraction: the gathering window closes once no candidate has
+// joined for 1/gatherQuietFraction of it.
+const gatherQuietFraction = 5
+
+// neededAt is when the election became needed: when the Lease expired by
+// local observation, or now.
+func (e *election) neededAt() time.Time {
+	if !e.leaseExpiredAt.IsZero() {
+		return e.leaseExpiredAt
+	}
+	return e.v.now
+}
+
+// elect creates the Lease naming the best candidate, or names it the holder of
+// the vacant or expired Lease. Either way leaseTransitions, the fencing token,
+// goes above every value this Lease has had that this controller saw.
+func (e *election) elect() {
+	d := e.d
+	term, ok := e.nextTerm()
+	if !ok {
+		// The fencing token cannot go up any more, and a holder named under
+		// a token already used could act alongside the one that used it.
+		// No write (the API rejects the overflow anyway) and no retry
+		// (nothing the candidates do can help): only an operator can reset
+		// the token, by lowering or deleting the Lease and restarting the
+		// controller, which otherwise remembers the highest token seen.
+		d.event(eventIntent{
+			topic: ReasonTermsExhausted, eventType: corev1.EventTypeWarning, reason: ReasonTermsExhausted, action: "Elect",
+			note: fmt.Sprintf("Cannot elect %s: leaseTransitions has reached %d, the highest fencing token there is", e.best.Name, int32(math.MaxInt32)),
+			log:  &logLine{level: 0, msg: "Not electing: the Lease's fencing token cannot go higher", kv: []any{"best", e.best.Name, "leaseTransitions", int32(math.MaxInt32)}},
+		})
+		return
+	}
+	d.resolve(ReasonTermsExhausted)
+	now := metav1.NewMicroTime(e.v.now)
+	name := e.strat.Name()
+	w := &leaseWrite{
+		winner: e.best, confirmWinner: e.v.record.held, previousHolder: e.holder, strategy: name,
+		candidates: e.describeCandidates(),
+	}
+	if e.v.lease == nil {
+		w.kind = writeCreate
+		w.lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.v.key.Namespace, Name: e.v.key.Name},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(e.best.Name),
+				Strategy:             ptr.To(name),
+				LeaseDurationSeconds: ptr.To(int32(e.o.LeaseDuration / time.Second)),
+				AcquireTime:          &now,
+				RenewTime:            &now,
+				LeaseTransitions:     ptr.To(term),
+			},
+		}
+	} else {
+		w.kind = writeElect
+		clone := e.v.lease.DeepCopy()
+		w.previousPreferred, w.previousStrategy = ptr.Deref(clone.Spec.PreferredHolder, ""), ptr.Deref(clone.Spec.Strategy, "")
+		clone.Spec.HolderIdentity = ptr.To(e.best.Name)
+		clone.Spec.PreferredHolder = nil
+		clone.Spec.Strategy = ptr.To(name)
+		clone.Spec.AcquireTime = &now
+		clone.Spec.RenewTime = &now
+		if ptr.Deref(clone.Spec.LeaseDurationSeconds, 0) <= 0 {
+			clone.Spec.LeaseDurationSeconds = ptr.To(int32(e.o.LeaseDuration / time.Second))
+		}
+		clone.Spec.LeaseTransitions = ptr.To(term)
+		w.lease = clone
+	}
+	d.write = w
+}
+
+// nextTerm returns the leaseTransitions of the next election: above every
+// value this Lease has had that the controller saw, even across its
+// deletion, and 0 for the first holder of a Lease with no history. It
+// reports false when the token is at its highest value and cannot go above
+// it.
+func (e *election) nextTerm() (int32, bool) {
+	highest := e.v.record.maxTransitions
+	if e.v.lease != nil {
+		highest = max(highest, ptr.Deref(e.v.lease.Spec.LeaseTransitions, 0))
+	} else if !e.v.record.held {
+		return 0, true
+	}
+	if highest == math.MaxInt32 {
+		return 0, false
+	}
+	return max(highest, 0) + 1, true
+}
+
+// steer keeps a live Lease whose holder is a candidate right: preferredHolder
+// names the best candidate when that is better than the holder on merit, and
+// is cleared when none is (or the preferred one is gone); the strategy is the
+// one the candidates ask for now.
+func (e *election) steer() {
+	current := ptr.Deref(e.v.lease.Spec.PreferredHolder, "")
+	want := ""
+	switch {
+	case e.waiting:
+		// A better candidate may still answer: keep a preferredHolder that
+		// may still turn out right, but clear one that cannot (a deleted,
+		// invalid or unresponsive candidate, one no better than the holder,
+		// or one ranked below the best known alive), or the holder hands
+		// over to it meanwhile.
+		if slices.Contains(e.contenders, current) {
+			want = current
+		}
+	case e.best != nil && e.best.Name != e.holder:
+		want = e.best.Name
+	}
+	name := e.strat.Name()
+	if current == want && ptr.Deref(e.v.lease.Spec.Strategy, "") == name {
+		return
+	}
+	clone := e.v.lease.DeepCopy()
+	clone.Spec.PreferredHolder = nil
+	var winner *coordinationv1beta1.LeaseCandidate
+	if want != "" {
+		clone.Spec.PreferredHolder = ptr.To(want)
+		winner = e.best
+		if want != e.best.Name {
+			winner = e.candidateNamed(want)
+		}
+	}
+	clone.Spec.Strategy = ptr.To(name)
+	e.d.write = &leaseWrite{
+		kind: writeSteer, lease: clone, winner: winner, previousHolder: e.holder,
+		previousPreferred: current, previousStrategy: ptr.Deref(e.v.lease.Spec.Strategy, ""), strategy: name,
+	}
+}
+
+func (e *election) candidateNamed(name string) *coordinationv1beta1.LeaseCandidate {
+	for _, lc := range e.all {
+		if lc.Name == name {
+			return lc
+		}
+	}
+	return nil
+}
+
+// describeCandidates lists the candidates by name: the informer's index
+// returns them in random order, and an Event's note must not change (and so
+// defeat its deduplication) when nothing else did. Past maxDescribed it
+// names the first ones and counts the rest, so that the Event stays readable
+// and within what the API accepts.
+func (e *election) describeCandidates() string {
+	cands := slices.Clone(e.all)
+	slices.SortFunc(cands, func(a, b *coordinationv1beta1.LeaseCandidate) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace))
+	})
+	parts := make([]string, 0, min(len(cands), maxDescribed)+1)
+	for _, lc := range cands[:min(len(cands), maxDescribed)] {
+		parts = append(parts, fmt.Sprintf("%s(binary %s, emulation %s)", lc.Name, lc.Spec.BinaryVersion, lc.Spec.EmulationVersion))
+	}
+	if more := len(cands) - maxDescribed; more > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", more))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// maxDescribed is how many candidates an Event names.
+const maxDescribed = 10
+
+// ownWriteWait bounds how long a step waits for the cache to show the
+// controller's own write of a Lease; the informer delivers it in
+// milliseconds, unless a relist skipped it.
+const ownWriteWait = 5 * time.Second
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// untilDeadline turns a deadline into a requeue delay (0: none).
+func untilDeadline(now, deadline time.Time) time.Duration {
+	if deadline.IsZero() {
+		return 0
+	}
+	if d := deadline.Sub(now); d > 0 {
+		return d
+	}
+	return time.Nanosecond
+}
+
+// byName orders candidates by name, so that what is reported about several
+// reads the same on every step.
+func byName(a, b *coordinationv1beta1.LeaseCandidate) int {
+	return strings.Compare(a.Name, b.Name)
+}
