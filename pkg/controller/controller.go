@@ -108,9 +108,11 @@ type Controller struct {
 	neededMu    sync.Mutex
 	neededSince map[types.NamespacedName]time.Time
 
-	// queuedAt is when an event first queued each Lease since a worker last
-	// took it up. Candidates are judged as of then (see election.judgeAt),
-	// so that the controller's own backlog never turns fresh evidence stale.
+	// queuedAt is when a step of each Lease first became due since a worker
+	// last took it up: when an event queued it, or the time an earlier step
+	// asked to run again at. Candidates are judged as of then (see
+	// view.judgeAt), so that the controller's own backlog never turns fresh
+	// evidence stale.
 	queuedMu sync.Mutex
 	queuedAt map[types.NamespacedName]time.Time
 
@@ -245,6 +247,7 @@ func (c *Controller) onCandidateUpdate(oldObj, newObj any) {
 	key := leaseKeyOf(lc)
 	if old, ok := oldObj.(*coordinationv1beta1.LeaseCandidate); ok && old.Spec.LeaseName != lc.Spec.LeaseName {
 		c.obs.candidateJoined(key, c.leaseOf(key), now)
+		c.events.forgetCandidate(leaseKeyOf(old), old.Name)
 		c.candidateLeft(leaseKeyOf(old))
 	}
 	c.enqueue(key, now)
@@ -259,6 +262,7 @@ func (c *Controller) onCandidateDelete(obj any) {
 		return
 	}
 	c.obs.forgetCandidate(candidateKeyOf(lc))
+	c.events.forgetCandidate(leaseKeyOf(lc), lc.Name)
 	c.candidateLeft(leaseKeyOf(lc))
 }
 
@@ -308,12 +312,26 @@ func (c *Controller) onLeaseDelete(obj any) {
 // enqueue queues the election of the Lease key after an event observed at
 // now.
 func (c *Controller) enqueue(key types.NamespacedName, now time.Time) {
-	c.queuedMu.Lock()
-	if _, ok := c.queuedAt[key]; !ok {
-		c.queuedAt[key] = now
-	}
-	c.queuedMu.Unlock()
+	c.noteDue(key, now)
 	c.queue.Add(key)
+}
+
+// requeue queues the election of the Lease key again after d, as its last
+// step asked at now: that step is due at now+d, and is judged as of then
+// however late a worker gets to it.
+func (c *Controller) requeue(key types.NamespacedName, now time.Time, d time.Duration) {
+	c.noteDue(key, now.Add(d))
+	c.queue.AddAfter(key, d)
+}
+
+// noteDue records that a step of key is due at t, keeping the earliest
+// such instant until a worker takes the step up.
+func (c *Controller) noteDue(key types.NamespacedName, t time.Time) {
+	c.queuedMu.Lock()
+	defer c.queuedMu.Unlock()
+	if due, ok := c.queuedAt[key]; !ok || t.Before(due) {
+		c.queuedAt[key] = t
+	}
 }
 
 // takeQueuedAt returns when an event first queued key since the last call,
@@ -469,7 +487,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "lease", klog.KRef(key.Namespace, key.Name))
 	requeue, err := c.reconcile(klog.NewContext(ctx, logger), key)
 	if err != nil {
-		if isConflictOrGone(err) {
+		if lostRace(err) {
 			// Another writer got there first: expected, and resolved by the
 			// next step on the newer object.
 			logger.V(2).Info("Election step raced with another write; retrying", "err", err)
@@ -478,13 +496,13 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		}
 		c.queue.AddRateLimited(key)
 		if requeue > 0 {
-			c.queue.AddAfter(key, requeue)
+			c.requeue(key, c.opts.Clock.Now(), requeue)
 		}
 		return true
 	}
 	c.queue.Forget(key)
 	if requeue > 0 {
-		c.queue.AddAfter(key, requeue)
+		c.requeue(key, c.opts.Clock.Now(), requeue)
 	}
 	return true
 }

@@ -89,8 +89,8 @@ type decision struct {
 	pings []pingIntent
 	// write is the one Lease write of the step, if any.
 	write *leaseWrite
-	// settled: the live Lease is left as it is; until something else
-	// changes, a renewal of it needs no step.
+	// settled: the Lease is left as it is (live, or not ours to elect);
+	// until something else changes, a renewal of it needs no step.
 	settled bool
 	// needed: the election became needed at neededSince (markNeeded), or
 	// is not needed (clearNeeded), for the latency metric.
@@ -210,6 +210,7 @@ func decide(o *Options, v *view) decision {
 			log:     &logLine{level: 2, msg: "Strategy conflict; not electing", kv: []any{"binaryVersion", res.BinaryVersion, "candidates", strategy.DescribeConflict(res.Conflicting)}},
 		})
 		d.outcome, d.unwritten = leaseConflict, leaseConflict
+		d.settled = true
 		return d
 	}
 	d.resolve(ReasonStrategyConflict)
@@ -221,6 +222,7 @@ func decide(o *Options, v *view) decision {
 		}
 		d.log(2, "No candidate has a valid binaryVersion; not electing", "candidates", len(cands))
 		d.outcome, d.unwritten = leaseConflict, leaseConflict
+		d.settled = true
 		return d
 	}
 	strat, ok := o.Strategies.Get(res.Strategy)
@@ -228,6 +230,7 @@ func decide(o *Options, v *view) decision {
 		// Another controller owns this strategy: no pings, no writes.
 		d.log(4, "Strategy not handled here; leaving the Lease alone", "strategy", res.Strategy)
 		d.outcome, d.unwritten = leaseUnmanaged, leaseUnmanaged
+		d.settled = true
 		return d
 	}
 	ranked, invalid := strat.Rank(cands)
@@ -247,6 +250,7 @@ func decide(o *Options, v *view) decision {
 		d.clearNeeded = true
 		d.log(4, "Lease held by a non-candidate; waiting for release or expiry", "holder", e.holder)
 		d.outcome, d.unwritten = leaseUnmanaged, leaseUnmanaged
+		d.settled = true
 		return d
 	}
 	e.judge()
@@ -353,15 +357,23 @@ func (e *election) holderIsCandidate() bool {
 // skipped. Under a live holder only the candidates better than it on merit
 // matter: one that merely wins the tie-break does not take over, so it is not
 // even pinged.
+//
+// On a Lease with a history of holders, a candidate that may be alive is not
+// pinged or waited for when a candidate below it that is equal on merit is
+// alive: it would win only the tie-break, which matters for nothing but the
+// first election of a Lease (see gatheringUntil).
 func (e *election) judge() {
 	holder := e.liveHolder()
-	for _, lc := range e.ranked {
+	for i, lc := range e.ranked {
 		if holder != nil && !strategy.Preempts(e.strat, lc, holder) {
 			e.best = holder
 			e.contenders = append(e.contenders, holder.Name)
 			return
 		}
 		state, deadline, rec := e.liveness(lc)
+		if (state == unknown || state == pinged) && e.v.record.held && e.aliveEqualBelow(i) {
+			continue
+		}
 		switch state {
 		case alive:
 			e.best = lc
@@ -384,8 +396,23 @@ func (e *election) judge() {
 			e.waiting = true
 			e.d.wakeAt(deadline)
 		case unresponsive:
+			e.d.wakeAt(deadline) // when an unreachable one is tried again
 		}
 	}
+}
+
+// aliveEqualBelow reports whether a candidate ranked below the i-th one is
+// equal to it on merit and alive.
+func (e *election) aliveEqualBelow(i int) bool {
+	for _, lc := range e.ranked[i+1:] {
+		if e.strat.CompareMerit(e.ranked[i], lc) != 0 {
+			return false
+		}
+		if state, _, _ := e.peek(lc); state == alive {
+			return true
+		}
+	}
+	return false
 }
 
 // ping asks lc to renew. The ping time is just after the candidate's own
@@ -431,6 +458,17 @@ func (e *election) recordOf(lc *coordinationv1beta1.LeaseCandidate) candidateRec
 // A ping that has gone unanswered past the timeout makes the candidate
 // unresponsive (noted in the decision).
 func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, time.Time, candidateRecord) {
+	state, deadline, rec := e.peek(lc)
+	if state != pinged || e.v.now.Before(deadline) {
+		return state, deadline, rec
+	}
+	e.d.unanswered = append(e.d.unanswered, observedCandidate{lc: lc, rec: rec})
+	return unresponsive, time.Time{}, rec
+}
+
+// peek is liveness without noting a timed-out ping: a candidate whose ping
+// timed out is still pinged, with a deadline in the past.
+func (e *election) peek(lc *coordinationv1beta1.LeaseCandidate) (liveness, time.Time, candidateRecord) {
 	rec := e.recordOf(lc)
 	if e.leaseLive && lc.Name == e.holder {
 		return alive, time.Time{}, rec // its Lease renewals prove it alive
@@ -442,11 +480,7 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 		rec.renewedAt = time.Time{}
 	}
 	state, deadline := rec.state(e.v.judgeAt, e.o.CandidateFreshness, e.o.PingTimeout)
-	if state != pinged || e.v.now.Before(deadline) {
-		return state, deadline, rec
-	}
-	e.d.unanswered = append(e.d.unanswered, observedCandidate{lc: lc, rec: rec})
-	return unresponsive, time.Time{}, rec
+	return state, deadline, rec
 }
 
 func (e *election) leaseDuration() time.Duration {
@@ -482,6 +516,12 @@ func (e *election) decideWrite() {
 		})
 		return
 	}
+	if until := e.departedUntil(); !until.IsZero() {
+		d.wakeAt(until)
+		d.log(2, "The Lease was deleted while held; electing once its holder's term has run out on this controller's clock",
+			"departedHolder", e.v.record.departed.holder, "until", until, "best", e.best.Name)
+		return
+	}
 	if until := e.gatheringUntil(); !until.IsZero() {
 		d.wakeAt(until)
 		d.log(2, "Gathering candidates before the first election", "candidates", len(e.all), "until", until, "best", e.best.Name)
@@ -511,6 +551,26 @@ func (e *election) gatheringUntil() time.Time {
 		return time.Time{}
 	}
 	return until
+}
+
+// departedUntil returns, for a Lease that was deleted while held, when its
+// holder's term runs out by this controller's observation (its last seen
+// renewal plus its lease duration), or zero once it has. The holder may go
+// on acting until then: it learns of the deletion only at its next renewal,
+// and may not renew at all (paused, cut off).
+func (e *election) departedUntil() time.Time {
+	dep := e.v.record.departed
+	if e.v.lease != nil || dep.holder == "" {
+		return time.Time{}
+	}
+	duration := e.o.LeaseDuration
+	if dep.durationSeconds > 0 {
+		duration = time.Duration(dep.durationSeconds) * time.Second
+	}
+	if until := dep.renewedAt.Add(duration); e.v.now.Before(until) {
+		return until
+	}
+	return time.Time{}
 }
 
 // gatherQuietFraction: the gathering window closes once no candidate has
@@ -575,7 +635,10 @@ func (e *election) elect() {
 		clone.Spec.Strategy = ptr.To(name)
 		clone.Spec.AcquireTime = &now
 		clone.Spec.RenewTime = &now
-		if ptr.Deref(clone.Spec.LeaseDurationSeconds, 0) <= 0 {
+		// The new holder gets at least a whole lease duration to renew:
+		// client-go's release writes leaseDurationSeconds 1, and the holder
+		// writes its own duration with its first renewal.
+		if ptr.Deref(clone.Spec.LeaseDurationSeconds, 0) < int32(e.o.LeaseDuration/time.Second) {
 			clone.Spec.LeaseDurationSeconds = ptr.To(int32(e.o.LeaseDuration / time.Second))
 		}
 		clone.Spec.LeaseTransitions = ptr.To(term)

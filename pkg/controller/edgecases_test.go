@@ -32,10 +32,7 @@ func TestFencingTokenSurvivesLeaseDeletion(t *testing.T) {
 	h.list(lease(heldBy("a"), transitions(7)))
 	h.reconcile()
 	h.expectNoWrites("held")
-	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
-		t.Fatal(err)
-	}
-	h.sync()
+	h.deleteHeldLease()
 	h.reconcile()
 	got := h.expectOneLeaseWrite("create")
 	if n := ptr.Deref(got.Spec.LeaseTransitions, 0); n != 8 {
@@ -417,10 +414,8 @@ func TestFencingTokenExhausted(t *testing.T) {
 		h.list(lease(heldBy("a"), transitions(math.MaxInt32)))
 		h.reconcile()
 		h.expectNoWrites("held by a at the highest token")
-		if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
-			t.Fatal(err)
-		}
-		h.sync()
+		h.deleteHeldLease()
+		h.clearWrites()
 		h.reconcile()
 		h.expectNoWrites("re-creating would reuse a token")
 		if got := eventsWithReason(h.takeEvents(), ReasonTermsExhausted); len(got) != 1 {

@@ -110,6 +110,15 @@ func (d *eventDeduper) resolve(key types.NamespacedName, topic string) {
 	delete(d.last[key], topic)
 }
 
+// forgetCandidate drops what was said about one candidate of a Lease, once
+// it has left the Lease.
+func (d *eventDeduper) forgetCandidate(key types.NamespacedName, name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.last[key], "candidate/"+name)
+	delete(d.last[key], "ping/"+name)
+}
+
 // forget drops what was said about a Lease that no longer has candidates.
 func (d *eventDeduper) forget(key types.NamespacedName) {
 	d.mu.Lock()

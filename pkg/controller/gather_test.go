@@ -80,11 +80,8 @@ func TestNoGatheringForALeaseWithAHistory(t *testing.T) {
 		h.step(time.Second)
 		h.reconcile()
 		h.expectOneLeaseWrite("create")
+		h.deleteHeldLease()
 		h.clearWrites()
-		if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
-			t.Fatal(err)
-		}
-		h.sync()
 		h.reconcile()
 		if got := h.expectOneLeaseWrite("create"); holderOf(got) != "a" {
 			t.Errorf("holder %q, want a at once", holderOf(got))

@@ -498,6 +498,22 @@ func (h *harness) renewLease(renewTime time.Time) {
 	h.serverUpdate(leasesGVR, l)
 }
 
+// deleteHeldLease deletes the test Lease on the server, then lets its
+// holder's term run out on the controller's clock (a Lease deleted while
+// held is elected again only then; see departedUntil), the candidates
+// renewing meanwhile as live ones would.
+func (h *harness) deleteHeldLease() {
+	h.t.Helper()
+	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
+		h.t.Fatal(err)
+	}
+	h.sync()
+	h.step(h.c.opts.LeaseDuration)
+	for _, obj := range h.serverObjects(candidatesGVR, "LeaseCandidate") {
+		h.renew(obj.(*coordinationv1beta1.LeaseCandidate).Name, h.clock.Now())
+	}
+}
+
 func (h *harness) deleteCandidate(name string) {
 	h.t.Helper()
 	if err := h.client.Tracker().Delete(candidatesGVR, testNS, name); err != nil {

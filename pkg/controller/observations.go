@@ -40,10 +40,29 @@ type candidateRecord struct {
 	// tells whether a ping write has succeeded since.
 	pingedAt time.Time
 	pingSent bool
-	// unresponsive is set when a ping went unanswered for the ping timeout;
-	// it stays set until the candidate writes a new renewTime.
+	// unresponsive is set when a ping that reached the candidate went
+	// unanswered for the ping timeout; it stays set until the candidate
+	// writes a new renewTime.
 	unresponsive bool
+	// unreachable is set when no attempt to ping the candidate succeeded
+	// within the ping timeout (the API refused or failed every write): the
+	// candidate is passed over until then, and pinged again after it, so
+	// that a short outage of the API costs an election no more than that.
+	// Each further undelivered ping doubles the wait, up to
+	// maxUnreachableBackoff. A renewal clears it.
+	unreachable unreachable
 }
+
+// unreachable is when a candidate that could not be pinged is tried again.
+type unreachable struct {
+	until   time.Time
+	backoff time.Duration
+}
+
+// maxUnreachableBackoff bounds the wait between attempts to ping a
+// candidate that no ping write reaches (one an admission policy protects,
+// say): one failed write per candidate per that much, at most.
+const maxUnreachableBackoff = 5 * time.Minute
 
 // lastRenewal is when the candidate was last known to be renewed.
 func (r *candidateRecord) lastRenewal() time.Time {
@@ -64,6 +83,8 @@ func (r *candidateRecord) state(now time.Time, freshness, pingTimeout time.Durat
 		return alive, r.renewedAt.Add(freshness)
 	case !r.pingedAt.IsZero():
 		return pinged, r.pingedAt.Add(pingTimeout)
+	case now.Before(r.unreachable.until):
+		return unresponsive, r.unreachable.until
 	default:
 		return unknown, time.Time{}
 	}
@@ -113,6 +134,18 @@ type leaseHistory struct {
 	// history of holders): from then on an election is held at once, without
 	// a gathering window.
 	held bool
+	// departed is the holder of the Lease when it was deleted, while the
+	// Lease does not exist: it may act until its term runs out by this
+	// controller's observation, so no one else is named before then.
+	departed departedHolder
+}
+
+// departedHolder is the holder of a deleted Lease and its last observed
+// renewal.
+type departedHolder struct {
+	holder          string
+	renewedAt       time.Time
+	durationSeconds int32
 }
 
 // gathering is when the Lease's candidates joined it: reset when the last
@@ -183,7 +216,7 @@ func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, 
 	r.renewTime = renew
 	r.renewedAt = now
 	r.pingedAt, r.pingSent = time.Time{}, false
-	r.unresponsive = false
+	r.unresponsive, r.unreachable = false, unreachable{}
 	return true
 }
 
@@ -241,6 +274,7 @@ func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
 		r.leaseObject = leaseObject{observed: true, holder: holder, renewTime: renew, transitions: transitions, observedAt: now}
 	}
 	r.terms = termsOf(lease)
+	r.departed = departedHolder{}
 	r.maxTransitions = max(r.maxTransitions, transitions)
 	if holder != "" || transitions > 0 || lease.Spec.AcquireTime != nil {
 		r.held = true
@@ -259,6 +293,10 @@ func (o *observations) leaseDeleted(key types.NamespacedName, keep bool) {
 	if !keep {
 		delete(o.leases, key)
 		return
+	}
+	r.departed = departedHolder{}
+	if r.observed && r.holder != "" {
+		r.departed = departedHolder{holder: r.holder, renewedAt: r.observedAt, durationSeconds: r.terms.durationSeconds}
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
 }
@@ -359,9 +397,12 @@ func (o *observations) notePing(lc *coordinationv1beta1.LeaseCandidate, now time
 	}
 }
 
-// noteUnanswered records that the ping of the candidate went unanswered,
-// unless it renewed meanwhile. It reports whether the mark was made.
-func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pingedAt time.Time) bool {
+// noteUnanswered records, at now, that the ping of the candidate first tried
+// at pingedAt went unanswered for pingTimeout, unless it renewed meanwhile:
+// a candidate the ping reached is unresponsive until it writes again; one no
+// ping reached is unreachable for a while (see candidateRecord.unreachable).
+// It reports whether the mark was made.
+func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pingedAt, now time.Time, pingTimeout time.Duration) bool {
 	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -369,14 +410,22 @@ func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pi
 	if !ok || r.uid != lc.UID || !r.pingedAt.Equal(pingedAt) {
 		return false
 	}
+	if r.pingSent {
+		r.unresponsive = true
+	} else {
+		backoff := min(max(pingTimeout, 2*r.unreachable.backoff), maxUnreachableBackoff)
+		r.unreachable = unreachable{until: now.Add(backoff), backoff: backoff}
+	}
 	r.pingedAt, r.pingSent = time.Time{}, false
-	r.unresponsive = true
 	return true
 }
 
 // noteSettled records that reconcile left the Lease, as the record shows it,
 // as it is.
 func (o *observations) noteSettled(key types.NamespacedName, lease *coordinationv1.Lease) {
+	if lease == nil {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if r, ok := o.leases[key]; ok && r.shows(lease) && r.terms == termsOf(lease) {
@@ -385,11 +434,15 @@ func (o *observations) noteSettled(key types.NamespacedName, lease *coordination
 }
 
 // noteWritten records the controller's write of the Lease at now, which
-// replaced the cached Lease replaced (nil for a create).
+// replaced the cached Lease replaced (nil for a create). A Lease whose last
+// candidate left meanwhile has no record, and gets none back.
 func (o *observations) noteWritten(key types.NamespacedName, replaced, written *coordinationv1.Lease, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r := o.leaseLocked(key)
+	r, ok := o.leases[key]
+	if !ok {
+		return
+	}
 	r.pendingWrite = pendingWrite{writing: true, writtenAt: now}
 	if replaced != nil {
 		r.replaced = replaced.ResourceVersion

@@ -29,10 +29,10 @@ func TestObserveCandidate(t *testing.T) {
 	if r := o.candidates[key]; !r.pingedAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("pingedAt = %v", r.pingedAt)
 	}
-	if o.noteUnanswered(lc, t0) {
+	if o.noteUnanswered(lc, t0, t0.Add(6*time.Second), 5*time.Second) {
 		t.Error("marked unresponsive for another ping")
 	}
-	if !o.noteUnanswered(lc, t0.Add(time.Second)) || !o.candidates[key].unresponsive {
+	if !o.noteUnanswered(lc, t0.Add(time.Second), t0.Add(6*time.Second), 5*time.Second) || !o.candidates[key].unresponsive {
 		t.Error("not marked unresponsive")
 	}
 
@@ -59,7 +59,7 @@ func TestObserveCandidate(t *testing.T) {
 	if r := o.candidates[key]; r.uid != "other" || !r.firstSeen.Equal(t0.Add(4*time.Second)) {
 		t.Errorf("record %+v, want a new one", r)
 	}
-	if o.noteUnanswered(lc, time.Time{}) {
+	if o.noteUnanswered(lc, time.Time{}, t0, 5*time.Second) {
 		t.Error("marked the old UID unresponsive")
 	}
 

@@ -84,10 +84,16 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 		c.say(ctx, v, ev)
 	}
 	for _, u := range d.unanswered {
-		if c.obs.noteUnanswered(u.lc, u.rec.pingedAt) {
+		if !c.obs.noteUnanswered(u.lc, u.rec.pingedAt, v.now, c.opts.PingTimeout) {
+			continue
+		}
+		if u.rec.pingSent {
 			c.opts.Metrics.PingTimeouts.Inc()
 			logger.V(2).Info("Candidate did not answer its ping; excluded until it writes again",
-				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout, "pingDelivered", u.rec.pingSent)
+				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
+		} else {
+			logger.Info("No ping reached the candidate within the ping timeout; passing it over and pinging it again later",
+				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
 		}
 	}
 	switch {
@@ -138,9 +144,11 @@ func (c *Controller) say(ctx context.Context, v *view, ev eventIntent) {
 
 // sendPings writes the pings. A ping that fails is tried again
 // (rate-limited) until the ping timeout, which runs from the first attempt;
-// after it the candidate is treated as unresponsive, so that a candidate
-// nobody can write to (an admission policy, an object that no longer
-// validates) cannot block the election.
+// after it the candidate is passed over for a while and then pinged again
+// (see candidateRecord.unreachable), so that neither a candidate nobody can
+// write to (an admission policy, an object that no longer validates) blocks
+// the election, nor a short outage of the API excludes the candidates it
+// kept from being asked.
 func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent) error {
 	logger := klog.FromContext(ctx)
 	var errs []error
@@ -162,7 +170,7 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 		default:
 			c.obs.notePing(lc, v.now, false)
 			if c.events.emitFor(v.key, "ping/"+lc.Name, v.lease, c.access.CandidateReference(lc), corev1.EventTypeWarning, ReasonPingFailed, "Ping",
-				"Cannot ping candidate %s (%v); it is treated as unresponsive if it does not renew within %s", lc.Name, err, c.opts.PingTimeout) {
+				"Cannot ping candidate %s (%v); it is passed over if no ping reaches it within %s, and pinged again later", lc.Name, err, c.opts.PingTimeout) {
 				logger.Info("Pinging a candidate failed; retrying until the ping timeout", "candidate", klog.KObj(lc), "err", err, "pingTimeout", c.opts.PingTimeout)
 			}
 			errs = append(errs, fmt.Errorf("ping candidate %s/%s: %w", lc.Namespace, lc.Name, err))
@@ -202,7 +210,7 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		if w.kind == writeSteer {
 			return false, time.Time{}, fmt.Errorf("set preferredHolder to %q and strategy to %q: %w", ptr.Deref(w.lease.Spec.PreferredHolder, ""), w.strategy, err)
 		}
-		if !apierrors.IsConflict(err) {
+		if !lostRace(err) {
 			c.opts.Metrics.Elections.WithLabelValues(resultError).Inc()
 		}
 		return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner.Name, err)
@@ -289,6 +297,13 @@ func (c *Controller) takeNeeded(key types.NamespacedName) (time.Time, bool) {
 }
 
 func (c *Controller) clearNeeded(key types.NamespacedName) { _, _ = c.takeNeeded(key) }
+
+// lostRace tells the writes that failed because another writer got there
+// first: the object changed, went, or was created meanwhile. The informer
+// brings what changed, and the retry judges it; none of them is an error.
+func lostRace(err error) bool {
+	return isConflictOrGone(err) || apierrors.IsAlreadyExists(err)
+}
 
 // isConflictOrGone tells the writes that failed because the object changed
 // (or went) under them: the informer brings what changed.

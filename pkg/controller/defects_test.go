@@ -1,0 +1,274 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+// Timing defects found by review, each driven here through the controller's
+// own event handlers and steps, as the workqueue would run them.
+
+// runSteps plays the workqueue for the test Lease for d of fake time: each
+// step runs at the time the last one asked for, or after a backoff when it
+// failed, and what it wrote is delivered to the caches.
+func (h *harness) runSteps(d time.Duration) {
+	h.t.Helper()
+	const backoff = 500 * time.Millisecond
+	end := h.clock.Now().Add(d)
+	for h.clock.Now().Before(end) {
+		next, err := h.reconcileOnly()
+		h.sync()
+		if err != nil && (next == 0 || next > backoff) {
+			next = backoff
+		}
+		if left := end.Sub(h.clock.Now()); next == 0 || next > left {
+			next = left
+		}
+		h.step(next)
+	}
+}
+
+// switchableFailure fails every write of resource with err while on.
+func (h *harness) switchableFailure(resource string, err error) *atomic.Bool {
+	var on atomic.Bool
+	for _, verb := range []string{"create", "update"} {
+		h.client.PrependReactor(verb, resource, func(clienttesting.Action) (bool, runtime.Object, error) {
+			if on.Load() {
+				return true, nil, err
+			}
+			return false, nil, nil
+		})
+	}
+	return &on
+}
+
+// A short outage of the API during an election: the pings never reach the
+// candidates, and at the ping timeout they must not be excluded as if they
+// had been asked and stayed silent. Once the API answers again they are
+// pinged again, and the best one is elected, without waiting minutes for
+// their next periodic renewal.
+func TestAPIBlipDoesNotExcludeCandidatesItNeverReached(t *testing.T) {
+	h := newHarness(t)
+	unavailable := apierrors.NewServiceUnavailable("the API is restarting")
+	down := h.switchableFailure("leasecandidates", unavailable)
+	h.switchableFailure("leases", unavailable).Store(false)
+	// Listed at start-up: their freshness is unknown, so electing needs a ping.
+	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	down.Store(true)
+	h.runSteps(4 * h.c.opts.PingTimeout)
+	if l := h.serverLease(); l != nil {
+		t.Fatalf("a Lease was written while no ping could be: %v", holderOf(l))
+	}
+	down.Store(false)
+	h.clearWrites()
+	h.runSteps(3 * h.c.opts.PingTimeout)
+	if p := h.pings(); !slices.Contains(p, "a") {
+		t.Fatalf("after the API came back, pinged %v; want a pinged again (its ping never reached it)", p)
+	}
+	h.renew("a", t0.Add(time.Hour)) // a answers
+	h.runSteps(time.Second)
+	if l := h.serverLease(); l == nil || holderOf(l) != "a" {
+		t.Fatalf("Lease %v after a answered; want it created naming a", l)
+	}
+}
+
+// client-go's release writes leaseDurationSeconds 1. The holder the
+// controller names next gets a whole lease duration, not one second: the
+// controller must not judge its own new holder expired before that holder
+// has had a chance to renew (client-go renews every 2s).
+func TestElectionAfterClientGoReleaseGivesAFullLeaseDuration(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	h.create(lease(heldBy(""), transitions(4), durationSeconds(1)))
+	h.reconcile()
+	got := h.expectOneLeaseWrite("update")
+	if holderOf(got) != "a" {
+		t.Fatalf("elected %q, want a", holderOf(got))
+	}
+	if d := ptr.Deref(got.Spec.LeaseDurationSeconds, 0); d < int32(h.c.opts.LeaseDuration/time.Second) {
+		t.Errorf("leaseDurationSeconds = %d after the election, want at least %v", d, h.c.opts.LeaseDuration)
+	}
+	h.clearWrites()
+	h.step(2 * time.Second) // a has not renewed yet: client-go renews every 2s
+	h.reconcile()
+	h.expectNoWrites("the new holder has had 2s of a 15s term")
+	if p := h.pings(); len(p) != 0 {
+		t.Errorf("pinged %v 2s into the new holder's term", p)
+	}
+}
+
+// A Lease deleted while its holder leads: the holder may act until its term
+// runs out by the controller's observation, so the Lease is created again
+// only then, not at once, or a new holder could renew before the old one
+// notices the deletion.
+func TestDeletedLeaseIsReelectedOnlyAfterTheHoldersTerm(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	h.create(lease(heldBy("b"), transitions(3)))
+	h.reconcile()
+	h.clearWrites()
+	h.step(5 * time.Second)
+	h.renew("a", h.clock.Now()) // fresh when b's term runs out
+	h.clearWrites()
+	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
+		t.Fatal(err)
+	}
+	h.sync()
+	h.runSteps(9 * time.Second) // b's term, last renewed at t0, ends at t0+15s
+	if w := h.leaseWrites(); len(w) != 0 {
+		t.Fatalf("wrote %v within the deleted Lease's holder's term", w)
+	}
+	h.runSteps(2 * time.Second)
+	l := h.serverLease()
+	if l == nil {
+		t.Fatal("no Lease once the holder's term ran out")
+	}
+	if holderOf(l) != "a" || ptr.Deref(l.Spec.LeaseTransitions, 0) <= 3 {
+		t.Errorf("Lease re-created naming %q at term %d; want a, above 3", holderOf(l), ptr.Deref(l.Spec.LeaseTransitions, 0))
+	}
+}
+
+// The deduplication of Events keeps nothing of a candidate that left.
+func TestEventMemoryOfDepartedCandidatesIsDropped(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("bad", "1.30", "1.30.0"))
+	h.create(lease(heldBy("a")))
+	h.reconcile()
+	if len(eventsWithReason(h.takeEvents(), ReasonInvalidCandidate)) != 1 {
+		t.Fatal("no InvalidCandidate Event for bad")
+	}
+	h.deleteCandidate("bad")
+	h.reconcile()
+	h.c.events.mu.Lock()
+	defer h.c.events.mu.Unlock()
+	for topic := range h.c.events.last[leaseKey] {
+		if topic == "candidate/bad" || topic == "ping/bad" {
+			t.Errorf("the Event memory keeps %q after bad left", topic)
+		}
+	}
+}
+
+// A Lease whose candidates all leave while the controller writes it leaves
+// no record behind.
+func TestNoLeaseRecordOutlivesItsCandidates(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"))
+	h.client.PrependReactor("create", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		// The candidate leaves while the create is in flight.
+		if err := h.client.Tracker().Delete(candidatesGVR, testNS, "a"); err != nil {
+			t.Fatal(err)
+		}
+		h.syncCandidates()
+		return false, nil, nil
+	})
+	h.reconcile()
+	h.c.obs.mu.Lock()
+	defer h.c.obs.mu.Unlock()
+	if n := len(h.c.obs.leases); n != 0 {
+		t.Errorf("%d Lease records after the last candidate left, want none", n)
+	}
+}
+
+// An election that loses the race to create the Lease is not an error.
+func TestLosingTheCreateRaceIsNotAnError(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"))
+	h.failOn("create", "leases", 1, apierrors.NewAlreadyExists(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, testLease))
+	_, err := h.reconcileOnly()
+	if err == nil || !apierrors.IsAlreadyExists(errors.Unwrap(err)) && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("reconcile error %v, want the AlreadyExists returned for a retry", err)
+	}
+	if n := h.metric("cle_elections_total", "result", "error"); n != 0 {
+		t.Errorf("cle_elections_total{result=error} = %v after losing a create race, want 0", n)
+	}
+}
+
+// Renewals of Leases that nothing here will change cost no step: held by a
+// component outside coordinated election, in strategy conflict, or under a
+// strategy another controller handles.
+func TestRenewalsOfLeasesLeftAloneCostNoStep(t *testing.T) {
+	for name, setup := range map[string]func(h *harness){
+		"held by a non-candidate": func(h *harness) {
+			h.create(candidate("a", "1.30.0", "1.30.0"), lease(heldBy("outsider")))
+		},
+		"strategy conflict": func(h *harness) {
+			h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.30.0", "1.30.0", withStrategy("Other")), lease(heldBy("a")))
+		},
+		"unmanaged strategy": func(h *harness) {
+			h.create(candidate("a", "1.30.0", "1.30.0", withStrategy("Other")), lease(heldBy("a")))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			setup(h)
+			h.reconcile()
+			drain(h)
+			h.step(2 * time.Second)
+			h.renewLease(h.clock.Now())
+			if n := h.c.queue.Len(); n != 0 {
+				t.Errorf("a renewal queued %d steps, want none", n)
+			}
+		})
+	}
+}
+
+// On a Lease with a history, a stale candidate that is only equal on merit
+// to a live one (it wins the tie-break alone) is not worth a ping and a
+// wait: the live one is elected at once.
+func TestEqualOnMeritStaleCandidateIsNotWaitedFor(t *testing.T) {
+	h := newHarness(t)
+	// old was listed at start-up (freshness unknown) and is older, so it
+	// wins the tie-break; young was seen created.
+	h.list(candidate("old", "1.30.0", "1.30.0", created(t0.Add(-2*time.Hour))))
+	h.create(candidate("young", "1.30.0", "1.30.0"))
+	h.create(lease(heldBy(""), transitions(2)))
+	h.reconcile()
+	if p := h.pings(); len(p) != 0 {
+		t.Errorf("pinged %v; want none: young is alive and as good on merit", p)
+	}
+	if got := h.expectOneLeaseWrite("update"); holderOf(got) != "young" {
+		t.Errorf("elected %q, want young", holderOf(got))
+	}
+}
+
+var _ = coordinationv1.OldestEmulationVersion
+
+// A step that asked to run again later (here: at the end of the gathering
+// window) judges candidates as of when it was due, not when a worker behind
+// a backlog got to it: the backlog is the controller's own delay, and must
+// not turn fresh candidates stale and cost them pings.
+func TestRequeuedStepJudgesAsOfWhenItWasDue(t *testing.T) {
+	h := newHarness(t, withGather(time.Second))
+	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	if !h.c.processNext(h.ctx) { // gathering: asks to run again within the window
+		t.Fatal("queue shut down")
+	}
+	h.sync()
+	h.step(20 * time.Second) // a backlog: the step runs 20s late
+	// The delaying queue moves the step on its own goroutine.
+	if err := wait.PollUntilContextTimeout(h.ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return h.c.queue.Len() > 0, nil
+	}); err != nil {
+		t.Fatalf("the requeued step never became ready: %v", err)
+	}
+	h.c.processNext(h.ctx)
+	h.sync()
+	if p := h.pings(); len(p) != 0 {
+		t.Errorf("pinged %v after a late step; want none: both were fresh when the step was due", p)
+	}
+	if l := h.serverLease(); l == nil || holderOf(l) != "a" {
+		t.Errorf("Lease %v, want it created naming a", l)
+	}
+}
