@@ -33,6 +33,10 @@ verify: ## Check formatting, go vet and that go.mod/go.sum are tidy.
 chaos: kube-bin ## Run the fault-injection suite and print its summary. DURATION=30m keeps injecting faults that long (default: each kind once); SEED replays a run.
 	DURATION="$(DURATION)" SEED="$(SEED)" hack/chaos.sh
 
+.PHONY: sim
+sim: ## Run the deterministic simulation of elections and print its figures. SEEDS=N (default 10000) or BUDGET=60s; SEED=S replays one seed with its trace.
+	SEEDS="$(SEEDS)" BUDGET="$(BUDGET)" SEED="$(SEED)" FIRST="$(FIRST)" hack/sim.sh
+
 .PHONY: bench
 bench: kube-bin ## Run the benchmarks: ranking, and election latencies on a real kube-apiserver.
 	hack/bench.sh

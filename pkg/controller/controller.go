@@ -162,7 +162,7 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{
 				Name: "cle_candidate_gc", Clock: opts.Clock, MetricsProvider: opts.Metrics.queue,
 			}),
-		obs:         newObservations(),
+		obs:         newObservations(opts.CandidateTTL),
 		events:      newEventDeduper(opts.Recorder),
 		neededSince: map[types.NamespacedName]time.Time{},
 		queuedAt:    map[types.NamespacedName]time.Time{},
@@ -269,7 +269,7 @@ func (c *Controller) onCandidateDelete(obj any) {
 // candidateLeft follows a candidate leaving the Lease key, and enqueues it.
 func (c *Controller) candidateLeft(key types.NamespacedName) {
 	if !c.hasCandidates(key) {
-		c.obs.candidatesLeft(key, c.leaseOf(key) != nil)
+		c.obs.candidatesLeft(key, c.leaseOf(key) != nil, c.opts.Clock.Now())
 	}
 	c.enqueue(key, c.opts.Clock.Now())
 }
@@ -303,7 +303,7 @@ func (c *Controller) onLeaseDelete(obj any) {
 	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	referenced := c.hasCandidates(key)
-	c.obs.leaseDeleted(key, referenced)
+	c.obs.leaseDeleted(key, referenced, c.opts.Clock.Now())
 	if referenced {
 		c.enqueue(key, c.opts.Clock.Now())
 	}

@@ -70,6 +70,9 @@ type decision struct {
 	// controller's last write replaced; nothing is judged, and the step runs
 	// again at next (or when the write arrives).
 	waitForOwnWrite bool
+	// confirmAbsent: read the Lease from the API to learn whether a Lease
+	// that the cache never showed still exists (see decide).
+	confirmAbsent bool
 	// outcome is the state of the election for cle_leases once the write
 	// (if any) is made, and unwritten its state if the write fails or is
 	// not made ("" forgets the Lease: no candidate is left).
@@ -190,6 +193,18 @@ func decide(o *Options, v *view) decision {
 			d.waitForOwnWrite = true
 			d.next = wait
 			d.log(4, "Waiting for the cache to show the last write", "replaced", rec.replaced)
+			return d
+		}
+		if v.lease == nil {
+			// A Lease created (by this controller or another writer) that
+			// the cache still does not show: its watch lags, or the Lease
+			// was deleted before the cache caught up. Creating it again
+			// could name a second holder while the first one, unseen, still
+			// renews; so the API is read to tell which, and the Lease is
+			// created again only once its holder's term has surely run out.
+			d.waitForOwnWrite, d.confirmAbsent = true, true
+			d.next = now.Add(ownWriteWait)
+			d.log(2, "The cache does not show a Lease that exists or existed; reading it from the API", "holder", rec.named)
 			return d
 		}
 	}
@@ -463,6 +478,9 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 		return state, deadline, rec
 	}
 	e.d.unanswered = append(e.d.unanswered, observedCandidate{lc: lc, rec: rec})
+	if !rec.pingSent {
+		return unresponsive, rec.nextUnreachable(e.v.now, e.o.PingTimeout).until, rec
+	}
 	return unresponsive, time.Time{}, rec
 }
 

@@ -59,6 +59,13 @@ type unreachable struct {
 	backoff time.Duration
 }
 
+// nextUnreachable is the wait before pinging again a candidate that no ping
+// reached by now: the ping timeout, doubled at each further miss.
+func (r *candidateRecord) nextUnreachable(now time.Time, pingTimeout time.Duration) unreachable {
+	backoff := min(max(pingTimeout, 2*r.unreachable.backoff), maxUnreachableBackoff)
+	return unreachable{until: now.Add(backoff), backoff: backoff}
+}
+
 // maxUnreachableBackoff bounds the wait between attempts to ping a
 // candidate that no ping write reaches (one an admission policy protects,
 // say): one failed write per candidate per that much, at most.
@@ -167,7 +174,14 @@ type pendingWrite struct {
 	writing   bool
 	replaced  string
 	writtenAt time.Time
+	// named is the holder the write named; for a create that lost to one
+	// the cache does not show yet, unknownHolder.
+	named string
 }
+
+// unknownHolder stands for the holder of a Lease the controller knows
+// exists but has not seen.
+const unknownHolder = "(unknown)"
 
 // observations are the controller's records, shared by the informer event
 // handlers (which record what changed) and the workers (which judge).
@@ -175,12 +189,27 @@ type observations struct {
 	mu         sync.Mutex
 	candidates map[types.NamespacedName]*candidateRecord
 	leases     map[types.NamespacedName]*leaseRecord
+	// tombstones keep the history of Leases whose record went (the Lease
+	// deleted and no candidate left) for historyTTL, so that a Lease
+	// elected again soon after (its component scaled to zero and back)
+	// continues its fencing tokens. They are swept when a Lease goes.
+	tombstones map[types.NamespacedName]tombstone
+	historyTTL time.Duration
 }
 
-func newObservations() *observations {
+// tombstone is the history of a Lease whose record went, until when it is
+// kept.
+type tombstone struct {
+	history leaseHistory
+	until   time.Time
+}
+
+func newObservations(historyTTL time.Duration) *observations {
 	return &observations{
 		candidates: map[types.NamespacedName]*candidateRecord{},
 		leases:     map[types.NamespacedName]*leaseRecord{},
+		tombstones: map[types.NamespacedName]tombstone{},
+		historyTTL: historyTTL,
 	}
 }
 
@@ -232,7 +261,7 @@ func (o *observations) forgetCandidate(key types.NamespacedName) {
 func (o *observations) candidateJoined(key types.NamespacedName, lease *coordinationv1.Lease, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r := o.leaseLocked(key)
+	r := o.leaseLocked(key, now)
 	if r.firstJoin.IsZero() {
 		r.firstJoin = now
 	}
@@ -252,7 +281,7 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r := o.leaseLocked(key)
+	r := o.leaseLocked(key, now)
 	ownWrite := r.writing && lease.ResourceVersion != r.replaced
 	if ownWrite {
 		r.pendingWrite = pendingWrite{}
@@ -281,17 +310,14 @@ func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
 	}
 }
 
-// leaseDeleted records that the Lease is gone. Its history is kept while
-// candidates still reference it (keep); otherwise the record goes.
-func (o *observations) leaseDeleted(key types.NamespacedName, keep bool) {
+// leaseDeleted records that the Lease is gone at now. Its history is kept
+// in the record while candidates still reference it (keep); otherwise the
+// record goes, leaving a tombstone.
+func (o *observations) leaseDeleted(key types.NamespacedName, keep bool, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.leases[key]
 	if !ok {
-		return
-	}
-	if !keep {
-		delete(o.leases, key)
 		return
 	}
 	r.departed = departedHolder{}
@@ -299,13 +325,30 @@ func (o *observations) leaseDeleted(key types.NamespacedName, keep bool) {
 		r.departed = departedHolder{holder: r.holder, renewedAt: r.observedAt, durationSeconds: r.terms.durationSeconds}
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
+	if !keep {
+		o.bury(key, r, now)
+	}
+}
+
+// bury removes the record of key, keeping its history as a tombstone, and
+// sweeps the tombstones past their time; the caller holds the lock.
+func (o *observations) bury(key types.NamespacedName, r *leaseRecord, now time.Time) {
+	delete(o.leases, key)
+	for k, t := range o.tombstones {
+		if !now.Before(t.until) {
+			delete(o.tombstones, k)
+		}
+	}
+	if r.held {
+		o.tombstones[key] = tombstone{history: r.leaseHistory, until: now.Add(o.historyTTL)}
+	}
 }
 
 // candidatesLeft records that the last candidate of the Lease key is gone:
 // its gathering starts anew, what was observed of the Lease object is
 // dropped (its own handler stops following a Lease nobody references), and
 // the whole record goes if the Lease does not exist either.
-func (o *observations) candidatesLeft(key types.NamespacedName, leaseExists bool) {
+func (o *observations) candidatesLeft(key types.NamespacedName, leaseExists bool, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.leases[key]
@@ -313,16 +356,24 @@ func (o *observations) candidatesLeft(key types.NamespacedName, leaseExists bool
 		return
 	}
 	if !leaseExists {
-		delete(o.leases, key)
+		o.bury(key, r, now)
 		return
 	}
 	*r = leaseRecord{leaseHistory: r.leaseHistory}
 }
 
-func (o *observations) leaseLocked(key types.NamespacedName) *leaseRecord {
+// leaseLocked returns the record of key, creating it (with the history of
+// its tombstone, if it has one in time) at now; the caller holds the lock.
+func (o *observations) leaseLocked(key types.NamespacedName, now time.Time) *leaseRecord {
 	r, ok := o.leases[key]
 	if !ok {
 		r = &leaseRecord{}
+		if t, ok := o.tombstones[key]; ok {
+			if now.Before(t.until) {
+				r.leaseHistory = t.history
+			}
+			delete(o.tombstones, key)
+		}
 		o.leases[key] = r
 	}
 	return r
@@ -352,6 +403,8 @@ func (o *observations) lease(key types.NamespacedName, lease *coordinationv1.Lea
 	var r leaseRecord
 	if rec, ok := o.leases[key]; ok {
 		r = *rec
+	} else if t, ok := o.tombstones[key]; ok && now.Before(t.until) {
+		r.leaseHistory = t.history
 	}
 	if r.firstJoin.IsZero() {
 		r.firstJoin, r.lastJoin = now, now
@@ -413,8 +466,7 @@ func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pi
 	if r.pingSent {
 		r.unresponsive = true
 	} else {
-		backoff := min(max(pingTimeout, 2*r.unreachable.backoff), maxUnreachableBackoff)
-		r.unreachable = unreachable{until: now.Add(backoff), backoff: backoff}
+		r.unreachable = r.nextUnreachable(now, pingTimeout)
 	}
 	r.pingedAt, r.pingSent = time.Time{}, false
 	return true
@@ -443,13 +495,40 @@ func (o *observations) noteWritten(key types.NamespacedName, replaced, written *
 	if !ok {
 		return
 	}
-	r.pendingWrite = pendingWrite{writing: true, writtenAt: now}
+	r.pendingWrite = pendingWrite{writing: true, writtenAt: now, named: holderIdentity(written)}
 	if replaced != nil {
 		r.replaced = replaced.ResourceVersion
 	}
 	r.settled = false
 	r.maxTransitions = max(r.maxTransitions, ptr.Deref(written.Spec.LeaseTransitions, 0))
 	r.held = r.held || holderIdentity(written) != ""
+}
+
+// noteCreateLost records that a create of the Lease at now failed because
+// the Lease exists, though the cache does not show it: until it does, the
+// Lease is treated as held by someone unknown (see noteLeaseAbsent).
+func (o *observations) noteCreateLost(key types.NamespacedName, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if r, ok := o.leases[key]; ok && !r.observed {
+		r.pendingWrite = pendingWrite{writing: true, writtenAt: now, named: unknownHolder}
+	}
+}
+
+// noteLeaseAbsent records that the API, read at now, has no Lease that the
+// cache never showed although a create of it succeeded (or lost to another):
+// it was deleted before the cache caught up. Its holder may have renewed it
+// until the deletion, which happened before now, so it is treated as a
+// holder that departed at now (see departedUntil).
+func (o *observations) noteLeaseAbsent(key types.NamespacedName, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.leases[key]
+	if !ok || !r.writing || r.replaced != "" || r.observed {
+		return
+	}
+	r.departed = departedHolder{holder: r.named, renewedAt: now}
+	r.pendingWrite = pendingWrite{}
 }
 
 func holderIdentity(lease *coordinationv1.Lease) string {

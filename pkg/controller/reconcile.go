@@ -68,6 +68,17 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 		logger.V(l.level).Info(l.msg, l.kv...)
 	}
 	next := d.next
+	if d.confirmAbsent {
+		if _, err := c.access.Leases(v.key.Namespace).Get(ctx, v.key.Name); !apierrors.IsNotFound(err) {
+			if err != nil {
+				return untilDeadline(v.now, next), fmt.Errorf("read the Lease the cache does not show: %w", err)
+			}
+			return untilDeadline(v.now, next), nil // it exists: the cache lags
+		}
+		c.obs.noteLeaseAbsent(v.key, v.now)
+		logger.V(2).Info("The Lease was deleted before the cache showed it; treating its holder as departed now")
+		return time.Nanosecond, nil
+	}
 	if d.waitForOwnWrite {
 		return untilDeadline(v.now, next), nil
 	}
@@ -212,6 +223,9 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		}
 		if !lostRace(err) {
 			c.opts.Metrics.Elections.WithLabelValues(resultError).Inc()
+		}
+		if w.kind == writeCreate && apierrors.IsAlreadyExists(err) {
+			c.obs.noteCreateLost(v.key, v.now)
 		}
 		return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner.Name, err)
 	}

@@ -1,0 +1,767 @@
+package controller
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/strategy"
+)
+
+// The deterministic simulation: the controller's real code (event handlers,
+// records, decide, apply) runs for one or more replicas against a model API
+// server, with candidates that follow the library's protocol, all driven by
+// one seed. The model server does compare-and-swap on resourceVersion and
+// delivers each watcher's events late (later still while writes are
+// frequent, as a loaded server does) and in order per resource, but in no
+// order across resources. Requests fail (409 from races, 429, 503, timeouts
+// after the write was made); Leases and LeaseCandidates are deleted;
+// candidates pause (SIGSTOP), crash, restart and stop gracefully; the
+// active controller fails over to a replica that remembers nothing; every
+// process has its own clock, with an offset and a bounded drift. Invariants
+// are checked on true time at every event. A failing seed prints its trace
+// and replays exactly with -sim.seed.
+//
+//	go test ./pkg/controller -run TestSimulation -sim.seeds=2000
+//	go test ./pkg/controller -run TestSimulation -sim.seed=1234 -v   # replay, with the trace
+
+var (
+	simSeeds  = flag.Int("sim.seeds", 0, "simulation: number of seeds to run (0: as many as -sim.budget allows)")
+	simBudget = flag.Duration("sim.budget", 5*time.Second, "simulation: wall-clock budget when -sim.seeds is 0")
+	simFirst  = flag.Uint64("sim.first", 1, "simulation: first seed")
+	simSeed   = flag.Uint64("sim.seed", 0, "simulation: replay this one seed and print its trace")
+)
+
+// Protocol timings, as client-go's and the library's defaults.
+const (
+	simLeaseDuration = 15 * time.Second
+	simRenewDeadline = 10 * time.Second
+	simRetryPeriod   = 2 * time.Second
+	simCandRenew     = 5 * time.Minute
+	simNS            = "sim"
+	simLease         = "lease"
+	simFaultPhase    = 6 * time.Minute
+	simQuietPhase    = 4 * time.Minute
+	// simMaxDrift bounds how fast or slow any process's clock runs.
+	simMaxDrift = 0.005
+)
+
+// The liveness bounds the simulation checks once faults stop: some
+// candidate leads within simLeaderBound, and the best live candidate within
+// simBestBound.
+const (
+	simLeaderBound = simLeaseDuration + DefaultPingTimeout + 2*time.Second
+	simBestBound   = simLeaderBound + maxUnreachableBackoff + DefaultPingTimeout + 2*time.Second
+)
+
+func TestSimulation(t *testing.T) {
+	if *simSeed != 0 {
+		r := runSim(*simSeed, true)
+		t.Logf("seed %d: %s\n%s", *simSeed, r.summary(), strings.Join(r.trace, "\n"))
+		if r.violation != "" {
+			t.Fatalf("seed %d: %s", *simSeed, r.violation)
+		}
+		return
+	}
+	var total simResult
+	start := time.Now()
+	seeds := 0
+	for seed := *simFirst; ; seed++ {
+		if *simSeeds > 0 && seeds >= *simSeeds || *simSeeds == 0 && time.Since(start) > *simBudget {
+			break
+		}
+		seeds++
+		r := runSim(seed, false)
+		total.add(r)
+		if r.violation != "" {
+			r = runSim(seed, true)
+			t.Fatalf("seed %d: %s\nreplay: go test ./pkg/controller -run TestSimulation -sim.seed=%d -v\n%s", seed, r.violation, seed, strings.Join(tail(r.trace, 200), "\n"))
+		}
+	}
+	elapsed := time.Since(start)
+	msg := fmt.Sprintf("simulation: %d seeds in %s (%.0f schedules/s), %s", seeds, elapsed.Round(time.Millisecond),
+		float64(seeds)/elapsed.Seconds(), total.summary())
+	t.Log(msg)
+	if os.Getenv("SIM_REPORT") != "" {
+		fmt.Println(msg)
+	}
+}
+
+func tail(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// simResult is what one or more runs did.
+type simResult struct {
+	elections, terms, handovers, controllerWrites, pings int
+	faults                                               map[string]int
+	violation                                            string
+	trace                                                []string
+}
+
+func (r *simResult) add(o simResult) {
+	r.elections += o.elections
+	r.terms += o.terms
+	r.handovers += o.handovers
+	r.controllerWrites += o.controllerWrites
+	r.pings += o.pings
+	if r.faults == nil {
+		r.faults = map[string]int{}
+	}
+	for k, v := range o.faults {
+		r.faults[k] += v
+	}
+}
+
+func (r *simResult) summary() string {
+	var faults []string
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range r.faults {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		faults = append(faults, fmt.Sprintf("%s=%d", k, r.faults[k]))
+	}
+	return fmt.Sprintf("%d elections, %d terms, %d handovers, %d controller writes, %d pings; faults: %s; violations: %d",
+		r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, strings.Join(faults, " "), btoi(r.violation != ""))
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ---- the world ----
+
+type simEvent struct {
+	at  time.Time
+	seq int
+	fn  func()
+}
+
+type simEvents []*simEvent
+
+func (q simEvents) Len() int { return len(q) }
+func (q simEvents) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q simEvents) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *simEvents) Push(x any)   { *q = append(*q, x.(*simEvent)) }
+func (q *simEvents) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type simWorld struct {
+	rng     *rand.Rand
+	start   time.Time
+	now     time.Time
+	events  simEvents
+	seq     int
+	tracing bool
+	trace   []string
+	res     simResult
+
+	rv         int64
+	lease      *coordinationv1.Lease
+	candidates map[string]*coordinationv1beta1.LeaseCandidate
+	// writeTimes are the recent writes, for the load-dependent watch lag.
+	writeTimes []time.Time
+
+	faulty    bool // the fault phase
+	errorRate float64
+	lagBase   time.Duration
+
+	ctrl     *simController
+	replicas int
+	cands    []*simCandidate
+
+	// history of terms: the highest token any term of the Lease had.
+	maxToken    int32
+	anyTerm     bool
+	historyLost bool // the next term may restart the tokens
+	quietAt     time.Time
+	quietLeader time.Time // when some candidate first led after faults stopped
+	quietBest   time.Time // when the best candidate first led after faults stopped
+	steadyFrom  time.Time // from then on, no controller write is expected
+	ctrlWrites  int       // controller writes since steadyFrom
+	violation   string
+}
+
+func (w *simWorld) tracef(format string, args ...any) {
+	if w.tracing {
+		w.trace = append(w.trace, fmt.Sprintf("%9.3fs ", w.now.Sub(w.start).Seconds())+fmt.Sprintf(format, args...))
+	}
+}
+
+func (w *simWorld) at(t time.Time, fn func()) {
+	if t.Before(w.now) {
+		t = w.now
+	}
+	w.seq++
+	heap.Push(&w.events, &simEvent{at: t, seq: w.seq, fn: fn})
+}
+
+func (w *simWorld) after(d time.Duration, fn func()) { w.at(w.now.Add(d), fn) }
+
+func (w *simWorld) fault(kind string) {
+	if w.res.faults == nil {
+		w.res.faults = map[string]int{}
+	}
+	w.res.faults[kind]++
+	w.tracef("FAULT %s", kind)
+}
+
+func (w *simWorld) fail(format string, args ...any) {
+	if w.violation == "" {
+		w.violation = fmt.Sprintf("at %s: ", w.now.Sub(w.start)) + fmt.Sprintf(format, args...)
+		w.tracef("VIOLATION %s", w.violation)
+	}
+}
+
+// durationBetween draws a duration in [lo, hi).
+func (w *simWorld) durationBetween(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)))
+}
+
+// lag is how late a watcher receives an event written now: a base, a share
+// that grows with the recent write rate (a loaded server), and spikes.
+func (w *simWorld) lag() time.Duration {
+	cut := w.now.Add(-time.Second)
+	i := 0
+	for i < len(w.writeTimes) && w.writeTimes[i].Before(cut) {
+		i++
+	}
+	w.writeTimes = w.writeTimes[i:]
+	d := w.durationBetween(0, w.lagBase+time.Millisecond)
+	if w.faulty {
+		d += time.Duration(len(w.writeTimes)) * w.durationBetween(0, 200*time.Millisecond)
+		if w.rng.IntN(50) == 0 {
+			d += w.durationBetween(time.Second, 8*time.Second)
+		}
+	}
+	return d
+}
+
+// requestError draws the failure of one request, if any, and whether the
+// write was made nonetheless (a timeout after the server applied it).
+func (w *simWorld) requestError(gr schema.GroupResource, name string) (err error, applied bool) {
+	if !w.faulty || w.rng.Float64() >= w.errorRate {
+		return nil, false
+	}
+	switch w.rng.IntN(4) {
+	case 0:
+		return apierrors.NewTooManyRequests("slow down", 1), false
+	case 1:
+		return apierrors.NewServiceUnavailable("restarting"), false
+	case 2:
+		return apierrors.NewTimeoutError("request timed out", 1), true
+	default:
+		return apierrors.NewInternalError(errors.New("etcd leader changed")), false
+	}
+}
+
+var (
+	simLeasesGR     = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	simCandidatesGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leasecandidates"}
+)
+
+// ---- the model API server ----
+
+// watcher receives events of one resource, in order, each after a lag.
+type simWatcher struct {
+	w       *simWorld
+	last    time.Time // when the last event is delivered: order is kept
+	deliver func(obj runtime.Object, deleted bool)
+}
+
+func (sw *simWatcher) send(obj runtime.Object, deleted bool) {
+	at := sw.w.now.Add(sw.w.lag())
+	if at.Before(sw.last) {
+		at = sw.last
+	}
+	sw.last = at
+	sw.w.at(at, func() { sw.deliver(obj, deleted) })
+}
+
+func (w *simWorld) nextRV() string {
+	w.rv++
+	return fmt.Sprint(w.rv)
+}
+
+func (w *simWorld) leaseWatchers() []*simWatcher {
+	var out []*simWatcher
+	if w.ctrl != nil {
+		out = append(out, w.ctrl.leaseWatch)
+	}
+	for _, c := range w.cands {
+		if c.proc != nil {
+			out = append(out, c.proc.leaseWatch)
+		}
+	}
+	return out
+}
+
+func (w *simWorld) candidateWatchers(name string) []*simWatcher {
+	var out []*simWatcher
+	if w.ctrl != nil {
+		out = append(out, w.ctrl.candWatch)
+	}
+	for _, c := range w.cands {
+		if c.name == name && c.proc != nil {
+			out = append(out, c.proc.candWatch)
+		}
+	}
+	return out
+}
+
+// writeLease stores lease (nil: deletes it) if rv matches the stored one
+// ("" creates), and sends the event to every watcher.
+func (w *simWorld) writeLease(lease *coordinationv1.Lease, rv string, by string) (*coordinationv1.Lease, error) {
+	switch {
+	case rv == "" && w.lease != nil:
+		return nil, apierrors.NewAlreadyExists(simLeasesGR, simLease)
+	case rv != "" && w.lease == nil:
+		return nil, apierrors.NewNotFound(simLeasesGR, simLease)
+	case rv != "" && w.lease.ResourceVersion != rv:
+		return nil, apierrors.NewConflict(simLeasesGR, simLease, errors.New("stale resourceVersion"))
+	}
+	w.writeTimes = append(w.writeTimes, w.now)
+	if lease == nil {
+		old := w.lease
+		w.lease = nil
+		w.tracef("lease deleted by %s", by)
+		for _, sw := range w.leaseWatchers() {
+			sw.send(old, true)
+		}
+		return nil, nil
+	}
+	stored := lease.DeepCopy()
+	stored.Namespace, stored.Name = simNS, simLease
+	stored.ResourceVersion = w.nextRV()
+	if rv == "" {
+		stored.UID = types.UID("lease-" + stored.ResourceVersion)
+	} else {
+		stored.UID = w.lease.UID
+	}
+	w.lease = stored
+	w.tracef("lease by %s: holder=%q preferred=%q transitions=%d renew=%s rv=%s", by, holderIdentity(stored),
+		ptr.Deref(stored.Spec.PreferredHolder, ""), ptr.Deref(stored.Spec.LeaseTransitions, 0), simTime(stored.Spec.RenewTime), stored.ResourceVersion)
+	for _, sw := range w.leaseWatchers() {
+		sw.send(stored.DeepCopy(), false)
+	}
+	return stored.DeepCopy(), nil
+}
+
+func simTime(t *metav1.MicroTime) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
+// writeCandidate is writeLease for a LeaseCandidate.
+func (w *simWorld) writeCandidate(name string, lc *coordinationv1beta1.LeaseCandidate, rv string, by string) (*coordinationv1beta1.LeaseCandidate, error) {
+	cur := w.candidates[name]
+	switch {
+	case rv == "" && cur != nil:
+		return nil, apierrors.NewAlreadyExists(simCandidatesGR, name)
+	case rv != "" && cur == nil:
+		return nil, apierrors.NewNotFound(simCandidatesGR, name)
+	case rv != "" && cur.ResourceVersion != rv:
+		return nil, apierrors.NewConflict(simCandidatesGR, name, errors.New("stale resourceVersion"))
+	}
+	w.writeTimes = append(w.writeTimes, w.now)
+	if lc == nil {
+		delete(w.candidates, name)
+		w.tracef("candidate %s deleted by %s", name, by)
+		for _, sw := range w.candidateWatchers(name) {
+			sw.send(cur, true)
+		}
+		return nil, nil
+	}
+	stored := lc.DeepCopy()
+	stored.Namespace, stored.Name = simNS, name
+	stored.ResourceVersion = w.nextRV()
+	if rv == "" {
+		stored.UID = types.UID(name + "-" + stored.ResourceVersion)
+		stored.CreationTimestamp = metav1.NewTime(w.now.Truncate(time.Second))
+	} else {
+		stored.UID, stored.CreationTimestamp = cur.UID, cur.CreationTimestamp
+	}
+	w.candidates[name] = stored
+	w.tracef("candidate %s by %s: renew=%s ping=%s rv=%s", name, by, simTime(stored.Spec.RenewTime), simTime(stored.Spec.PingTime), stored.ResourceVersion)
+	for _, sw := range w.candidateWatchers(name) {
+		sw.send(stored.DeepCopy(), false)
+	}
+	return stored.DeepCopy(), nil
+}
+
+// ---- the controller: real code behind a model client ----
+
+// simController is the active controller replica: a Controller with its own
+// informer stores, fed by the model server's watches, and its own clock.
+type simController struct {
+	w          *simWorld
+	id         int
+	c          *Controller
+	clock      *testingclock.FakeClock
+	offset     time.Duration
+	drift      float64
+	leaseWatch *simWatcher
+	candWatch  *simWatcher
+	lstore     cache.Indexer
+	cstore     cache.Indexer
+	ctx        context.Context
+	stepAt     time.Time // the next step scheduled (zero: none)
+	// sawToken is the highest leaseTransitions this replica was shown.
+	sawToken int32
+	failures int // consecutive failed steps, for the backoff
+	dead     bool
+}
+
+func (sc *simController) localNow() time.Time {
+	w := sc.w
+	return w.now.Add(sc.offset + time.Duration(sc.drift*float64(w.now.Sub(w.start))))
+}
+
+func (sc *simController) sync() { sc.clock.SetTime(sc.localNow()) }
+
+func (w *simWorld) startController() {
+	w.replicas++
+	sc := &simController{
+		w: w, id: w.replicas,
+		offset: w.durationBetween(-10*time.Minute, 10*time.Minute),
+		drift:  (w.rng.Float64()*2 - 1) * simMaxDrift,
+	}
+	logger := logr.Discard()
+	if w.tracing {
+		logger = funcr.New(func(prefix, args string) { w.tracef("controller %d: %s", sc.id, args) }, funcr.Options{Verbosity: 4})
+	}
+	sc.ctx = klog.NewContext(context.Background(), logger)
+	sc.clock = testingclock.NewFakeClock(sc.localNow())
+	acc := &simAccess{sc: sc}
+	inf := NewInformers(access.NewNative(fake.NewClientset()), []string{simNS}, 0)
+	c, err := New(acc, inf, Options{Clock: sc.clock})
+	if err != nil {
+		panic(err)
+	}
+	sc.c = c
+	sc.lstore, sc.cstore = inf.Leases[0].GetIndexer(), inf.Candidates[0].GetIndexer()
+	sc.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) { sc.deliverLease(obj.(*coordinationv1.Lease), deleted) }}
+	sc.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+		sc.deliverCandidate(obj.(*coordinationv1beta1.LeaseCandidate), deleted)
+	}}
+	w.ctrl = sc
+	w.tracef("controller %d starts (clock offset %s, drift %+.4f)", sc.id, sc.offset, sc.drift)
+	// The initial list, after a lag: candidates first, then the Lease.
+	listAt := w.now.Add(w.lag())
+	var cands []*coordinationv1beta1.LeaseCandidate
+	for _, name := range slices.Sorted(mapKeys(w.candidates)) {
+		cands = append(cands, w.candidates[name].DeepCopy())
+	}
+	var lease *coordinationv1.Lease
+	if w.lease != nil {
+		lease = w.lease.DeepCopy()
+	}
+	sc.leaseWatch.last, sc.candWatch.last = listAt, listAt
+	w.at(listAt, func() {
+		if sc.dead {
+			return
+		}
+		sc.sync()
+		for _, lc := range cands {
+			_ = sc.cstore.Add(lc)
+			sc.c.onCandidateAdd(lc, true)
+		}
+		if lease != nil {
+			sc.sawToken = max(sc.sawToken, ptr.Deref(lease.Spec.LeaseTransitions, 0))
+			_ = sc.lstore.Add(lease)
+			sc.c.onLease(lease)
+		}
+		sc.drain()
+	})
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (sc *simController) stop() {
+	sc.dead = true
+	sc.c.queue.ShutDown()
+	sc.c.gcQueue.ShutDown()
+}
+
+func (sc *simController) deliverLease(l *coordinationv1.Lease, deleted bool) {
+	if sc.dead {
+		return
+	}
+	sc.sawToken = max(sc.sawToken, ptr.Deref(l.Spec.LeaseTransitions, 0))
+	sc.sync()
+	old, exists, _ := sc.lstore.Get(l)
+	switch {
+	case deleted:
+		if exists {
+			_ = sc.lstore.Delete(old)
+			sc.c.onLeaseDelete(old)
+		}
+	case exists:
+		_ = sc.lstore.Update(l)
+		sc.c.onLease(l)
+	default:
+		_ = sc.lstore.Add(l)
+		sc.c.onLease(l)
+	}
+	sc.drain()
+}
+
+func (sc *simController) deliverCandidate(lc *coordinationv1beta1.LeaseCandidate, deleted bool) {
+	if sc.dead {
+		return
+	}
+	sc.sync()
+	old, exists, _ := sc.cstore.Get(lc)
+	switch {
+	case deleted:
+		if exists {
+			_ = sc.cstore.Delete(old)
+			sc.c.onCandidateDelete(old)
+		}
+	case exists:
+		_ = sc.cstore.Update(lc)
+		sc.c.onCandidateUpdate(old, lc)
+	default:
+		_ = sc.cstore.Add(lc)
+		sc.c.onCandidateAdd(lc, false)
+	}
+	sc.drain()
+}
+
+// drain takes the keys the handlers queued and schedules a step at once.
+func (sc *simController) drain() {
+	for sc.c.queue.Len() > 0 {
+		key, _ := sc.c.queue.Get()
+		sc.c.queue.Done(key)
+		sc.schedule(sc.w.now)
+	}
+}
+
+// schedule runs a step at t unless one is due earlier.
+func (sc *simController) schedule(t time.Time) {
+	if !sc.stepAt.IsZero() && !t.Before(sc.stepAt) {
+		return
+	}
+	sc.stepAt = t
+	sc.w.at(t, func() {
+		if sc.dead || !sc.stepAt.Equal(t) {
+			return
+		}
+		sc.stepAt = time.Time{}
+		sc.step()
+	})
+}
+
+func (sc *simController) step() {
+	w := sc.w
+	sc.sync()
+	requeue, err := sc.c.reconcile(sc.ctx, types.NamespacedName{Namespace: simNS, Name: simLease})
+	sc.drain()
+	next := time.Duration(0)
+	if requeue > 0 {
+		// The controller asked on its own clock; the wait passes at its rate.
+		next = max(time.Duration(float64(requeue)/(1+sc.drift)), time.Nanosecond) + time.Nanosecond
+	}
+	if err != nil {
+		w.tracef("controller %d step failed: %v", sc.id, err)
+		backoff := min(5*time.Millisecond<<min(sc.failures, 20), 1000*time.Second)
+		sc.failures++
+		if next == 0 || backoff < next {
+			next = backoff
+		}
+	} else {
+		sc.failures = 0
+	}
+	if next > 0 {
+		if requeue > 0 {
+			sc.c.noteDue(types.NamespacedName{Namespace: simNS, Name: simLease}, sc.clock.Now().Add(requeue))
+		}
+		sc.schedule(w.now.Add(next))
+	}
+}
+
+// simAccess is the controller's client of the model server.
+type simAccess struct{ sc *simController }
+
+func (a *simAccess) Mode() access.Mode          { return access.ModeNative }
+func (a *simAccess) ControllerLockName() string { return access.NativeControllerLock }
+func (a *simAccess) LeaseCandidates(string) access.CandidateClient {
+	return simCandidateClient{a.sc}
+}
+func (a *simAccess) CandidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "LeaseCandidate", Namespace: lc.Namespace, Name: lc.Name}
+}
+func (a *simAccess) Leases(string) access.LeaseClient { return simLeaseClient{a.sc} }
+func (a *simAccess) NewCandidateInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	panic("not used")
+}
+func (a *simAccess) NewLeaseInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	panic("not used")
+}
+
+type simLeaseClient struct{ sc *simController }
+
+func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lease, error) {
+	w := c.sc.w
+	if err, _ := w.requestError(simLeasesGR, name); err != nil {
+		return nil, err
+	}
+	if w.lease == nil {
+		return nil, apierrors.NewNotFound(simLeasesGR, name)
+	}
+	return w.lease.DeepCopy(), nil
+}
+
+func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordinationv1.Lease, error) {
+	w := c.sc.w
+	err, applied := w.requestError(simLeasesGR, simLease)
+	if err != nil && !applied {
+		return nil, err
+	}
+	before := w.lease
+	written, werr := w.writeLease(lease, rv, fmt.Sprintf("controller %d", c.sc.id))
+	if werr != nil {
+		return nil, werr
+	}
+	w.controllerWrote("lease")
+	if rv == "" && w.anyTerm && c.sc.sawToken < w.maxToken {
+		// A replica that never saw the Lease's highest token creates it
+		// again after a deletion it did not see: the token's history is
+		// lost (see docs/library.md, "Fencing tokens").
+		w.historyLost = true
+		w.fault("token-history-lost")
+	}
+	w.checkPreference(before, written)
+	if holderIdentity(written) != "" && (before == nil || holderIdentity(before) != holderIdentity(written)) {
+		w.res.elections++
+	}
+	return written, err
+}
+
+func (c simLeaseClient) Create(_ context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return c.write(lease, "")
+}
+
+func (c simLeaseClient) Update(_ context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return c.write(lease, lease.ResourceVersion)
+}
+
+func (c simLeaseClient) Delete(context.Context, string, *metav1.Preconditions) error {
+	panic("the controller does not delete Leases")
+}
+
+type simCandidateClient struct{ sc *simController }
+
+func (c simCandidateClient) Get(_ context.Context, name string) (*coordinationv1beta1.LeaseCandidate, error) {
+	w := c.sc.w
+	if err, _ := w.requestError(simCandidatesGR, name); err != nil {
+		return nil, err
+	}
+	lc, ok := w.candidates[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(simCandidatesGR, name)
+	}
+	return lc.DeepCopy(), nil
+}
+
+func (c simCandidateClient) Create(context.Context, *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
+	panic("the controller does not create candidates")
+}
+
+func (c simCandidateClient) Update(_ context.Context, lc *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
+	w := c.sc.w
+	err, applied := w.requestError(simCandidatesGR, lc.Name)
+	if err != nil && !applied {
+		return nil, err
+	}
+	written, werr := w.writeCandidate(lc.Name, lc, lc.ResourceVersion, fmt.Sprintf("controller %d", c.sc.id))
+	if werr != nil {
+		return nil, werr
+	}
+	w.controllerWrote("ping")
+	w.res.pings++
+	return written, err
+}
+
+func (c simCandidateClient) Delete(context.Context, string, *metav1.Preconditions) error {
+	panic("the garbage collector does not run in the simulation")
+}
+
+func (w *simWorld) controllerWrote(what string) {
+	w.res.controllerWrites++
+	if !w.steadyFrom.IsZero() && !w.now.Before(w.steadyFrom) {
+		w.fail("controller wrote (%s) in steady state", what)
+	}
+}
+
+// checkPreference checks that preferredHolder, when the controller sets it,
+// names a candidate better on merit than the holder.
+func (w *simWorld) checkPreference(before, after *coordinationv1.Lease) {
+	pref := ptr.Deref(after.Spec.PreferredHolder, "")
+	if pref == "" || (before != nil && ptr.Deref(before.Spec.PreferredHolder, "") == pref) {
+		return
+	}
+	holder, preferred := w.candidates[holderIdentity(after)], w.candidates[pref]
+	if holder == nil || preferred == nil {
+		return
+	}
+	if !strategy.Preempts(strategy.OldestEmulationVersion{}, preferred, holder) {
+		w.fail("preferredHolder %s set over holder %s, which it does not beat on merit", pref, holderIdentity(after))
+	}
+}
