@@ -69,7 +69,7 @@ func (r *candidateRecord) nextUnreachable(now time.Time, pingTimeout time.Durati
 // maxUnreachableBackoff bounds the wait between attempts to ping a
 // candidate that no ping write reaches (one an admission policy protects,
 // say): one failed write per candidate per that much, at most.
-const maxUnreachableBackoff = 5 * time.Minute
+const maxUnreachableBackoff = time.Minute
 
 // lastRenewal is when the candidate was last known to be renewed.
 func (r *candidateRecord) lastRenewal() time.Time {
