@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -42,6 +43,7 @@ type simProcess struct {
 	born   time.Time // true time the process started, for its clock
 	paused bool
 	dead   bool
+	held   []func() // what arrived while paused
 
 	leaseWatch, candWatch *simWatcher
 	lease                 *coordinationv1.Lease // as seen on its watch, or as it wrote it
@@ -120,10 +122,24 @@ func (p *simProcess) act(fn func()) {
 		return
 	}
 	if p.paused {
-		p.c.w.at(p.c.w.now.Add(100*time.Millisecond), func() { p.act(fn) })
+		p.held = append(p.held, fn)
 		return
 	}
 	fn()
+}
+
+// resume ends a pause: what arrived meanwhile runs now, in order.
+func (p *simProcess) resume() {
+	if !p.paused {
+		return
+	}
+	p.paused = false
+	p.c.w.tracef("%s/%d resumes", p.c.name, p.id)
+	held := p.held
+	p.held = nil
+	for _, fn := range held {
+		p.act(fn)
+	}
 }
 
 // request sends a write and delivers its result later: applied after one
@@ -418,7 +434,8 @@ func (w *simWorld) checkLeaders() {
 		w.fail("no leader %s after faults stopped (bound %s)", w.now.Sub(w.quietAt), simLeaderBound)
 	}
 	best := w.bestCandidate()
-	if len(leaders) == 1 && best != nil && leaders[0] == fmt.Sprintf("%s/%d", best.name, best.proc.id) {
+	bestLeads := len(leaders) == 1 && best != nil && w.asGoodAs(leaders[0], best)
+	if bestLeads {
 		if w.quietBest.IsZero() {
 			w.quietBest = w.now
 		}
@@ -434,9 +451,17 @@ func (w *simWorld) checkLeaders() {
 		w.steadyFrom = w.now
 		w.tracef("steady state from here")
 	}
-	if !w.steadyFrom.IsZero() && (len(leaders) != 1 || leaders[0] != fmt.Sprintf("%s/%d", best.name, best.proc.id)) {
+	if !w.steadyFrom.IsZero() && !bestLeads {
 		w.fail("leadership changed in steady state: leaders %v", leaders)
 	}
+}
+
+// asGoodAs reports whether the leader (a process, name/incarnation) is the
+// best candidate's equal on merit: among equals whoever holds keeps leading.
+func (w *simWorld) asGoodAs(leader string, best *simCandidate) bool {
+	name, _, _ := strings.Cut(leader, "/")
+	lc, blc := w.candidates[name], w.candidates[best.name]
+	return lc != nil && blc != nil && (strategy.OldestEmulationVersion{}).CompareMerit(lc, blc) == 0
 }
 
 // bestCandidate is the candidate that should lead: the best running one.
@@ -530,10 +555,7 @@ func (w *simWorld) injectFault() {
 		if p := c.proc; p != nil && !p.dead && !p.paused {
 			w.fault("pause")
 			p.paused = true
-			w.after(w.durationBetween(time.Second, 40*time.Second), func() {
-				p.paused = false
-				w.tracef("%s/%d resumes", c.name, p.id)
-			})
+			w.after(w.durationBetween(time.Second, 40*time.Second), p.resume)
 		}
 	case 2: // crash, restart later
 		c := pick()
@@ -616,7 +638,7 @@ func (w *simWorld) stopFaults() {
 	w.tracef("faults stop")
 	for _, c := range w.cands {
 		if c.proc != nil {
-			c.proc.paused = false
+			c.proc.resume()
 		} else {
 			c.start()
 		}
