@@ -409,6 +409,36 @@ func TestLeaseDeletedOrTakenUnderLeader(t *testing.T) {
 	})
 }
 
+// A renewal answered NotFound means the Lease was deleted, whatever the
+// watch has delivered so far: the controller may name another holder as soon
+// as it sees the deletion, so the leader stops at once rather than at its
+// renew deadline.
+func TestRenewalOfADeletedLeaseStepsDown(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		h.elect(me)
+		if !c.IsLeader() {
+			t.Fatal("not leading the Lease that names it")
+		}
+		h.leaseGoneUnseen.Store(true)
+		h.step(DefaultRetryPeriod) // the next renewal
+		if c.IsLeader() || !slices.Contains(h.entries(), "leader work returned") {
+			t.Fatalf("still leading %s after a renewal found the Lease gone: %v", DefaultRetryPeriod, h.entries())
+		}
+		select {
+		case err := <-h.done:
+			t.Fatalf("Run returned (%v); it must go back to candidacy", err)
+		default:
+		}
+		h.leaseGoneUnseen.Store(false)
+		h.remove(leasesGVR, testLease)
+		h.elect(me) // a controller creates it again
+		if !c.IsLeader() {
+			t.Fatal("not leading the re-created Lease")
+		}
+	})
+}
+
 func TestOddObjects(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c := h.start()

@@ -56,6 +56,10 @@ type harness struct {
 
 	// failLeaseUpdates makes every Lease update by the library fail.
 	failLeaseUpdates atomic.Bool
+	// leaseGoneUnseen answers every Lease update and read by the library
+	// with NotFound, as a server does whose deletion of the Lease the
+	// library's watch has not delivered yet.
+	leaseGoneUnseen atomic.Bool
 	// conflictOnce makes the next Lease update by the library conflict.
 	conflictOnce atomic.Bool
 	// leaseConflicts makes that many next Lease updates by the library
@@ -122,6 +126,9 @@ func (h *harness) update(a clienttesting.UpdateAction, gvr schema.GroupVersionRe
 	m := mustMeta(a.GetObject())
 	if gvr == leasesGVR && h.failLeaseUpdates.Load() {
 		return true, nil, apierrors.NewInternalError(fmt.Errorf("injected failure"))
+	}
+	if gvr == leasesGVR && h.leaseGoneUnseen.Load() {
+		return true, nil, apierrors.NewNotFound(gvr.GroupResource(), m.GetName())
 	}
 	if gvr == leasesGVR && (h.conflictOnce.CompareAndSwap(true, false) || h.leaseConflicts.Add(-1) >= 0) {
 		return true, nil, apierrors.NewConflict(gvr.GroupResource(), m.GetName(), fmt.Errorf("injected conflict"))

@@ -332,6 +332,17 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 			}
 		}
 	}
+	if apierrors.IsNotFound(err) {
+		// The Lease is gone, whether or not the watch has shown it yet:
+		// the controller may name another holder as soon as it sees the
+		// deletion, so leadership ends now, not at the renew deadline.
+		// The Lease's re-creation, when the watch shows it, is renewed at
+		// once.
+		if leading {
+			e.stepDown(ctx, "the Lease was deleted")
+		}
+		return fmt.Errorf("%w: the Lease does not exist; the election controller creates it", ErrNotLeader)
+	}
 	if err != nil {
 		e.retryAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
 		if ctx.Err() == nil {
