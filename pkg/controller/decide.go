@@ -653,12 +653,10 @@ func (e *election) elect() {
 		clone.Spec.Strategy = ptr.To(name)
 		clone.Spec.AcquireTime = &now
 		clone.Spec.RenewTime = &now
-		// The new holder gets at least a whole lease duration to renew:
-		// client-go's release writes leaseDurationSeconds 1, and the holder
-		// writes its own duration with its first renewal.
-		if ptr.Deref(clone.Spec.LeaseDurationSeconds, 0) < int32(e.o.LeaseDuration/time.Second) {
-			clone.Spec.LeaseDurationSeconds = ptr.To(int32(e.o.LeaseDuration / time.Second))
-		}
+		// The duration the Lease carries is the last holder's (client-go's
+		// release writes 1s); the new holder gets the controller's until
+		// it writes its own with its first renewal.
+		clone.Spec.LeaseDurationSeconds = ptr.To(int32(e.o.LeaseDuration / time.Second))
 		clone.Spec.LeaseTransitions = ptr.To(term)
 		w.lease = clone
 	}

@@ -126,7 +126,7 @@ func TestDecide(t *testing.T) {
 		})},
 		want: "event NoEligibleCandidate; outcome vacant; next 3s",
 	}, {
-		name:   "vacant Lease with a history: elected at once, at least a full lease duration",
+		name:   "vacant Lease with a history: elected at once, for the controller's lease duration",
 		lease:  held("", transitions(4), durationSeconds(1)),
 		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 4}},
 		cands:  []obsCand{seen(old, now.Add(-time.Second))},

@@ -540,46 +540,42 @@ func (sc *simController) stop() {
 }
 
 func (sc *simController) deliverLease(l *coordinationv1.Lease, deleted bool) {
-	if sc.dead {
-		return
+	if !sc.dead {
+		sc.sawToken = max(sc.sawToken, ptr.Deref(l.Spec.LeaseTransitions, 0))
 	}
-	sc.sawToken = max(sc.sawToken, ptr.Deref(l.Spec.LeaseTransitions, 0))
-	sc.sync()
-	old, exists, _ := sc.lstore.Get(l)
-	switch {
-	case deleted:
-		if exists {
-			_ = sc.lstore.Delete(old)
-			sc.c.onLeaseDelete(old)
-		}
-	case exists:
-		_ = sc.lstore.Update(l)
-		sc.c.onLease(l)
-	default:
-		_ = sc.lstore.Add(l)
-		sc.c.onLease(l)
-	}
-	sc.drain()
+	sc.deliver(sc.lstore, l, deleted, cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc:    func(obj any, _ bool) { sc.c.onLease(obj) },
+		UpdateFunc: func(_, obj any) { sc.c.onLease(obj) },
+		DeleteFunc: sc.c.onLeaseDelete,
+	})
 }
 
 func (sc *simController) deliverCandidate(lc *coordinationv1beta1.LeaseCandidate, deleted bool) {
+	sc.deliver(sc.cstore, lc, deleted, cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: sc.c.onCandidateAdd, UpdateFunc: sc.c.onCandidateUpdate, DeleteFunc: sc.c.onCandidateDelete,
+	})
+}
+
+// deliver applies one watch event to the replica's store and calls the
+// handler its informer would, then schedules the steps the handler queued.
+func (sc *simController) deliver(store cache.Indexer, obj runtime.Object, deleted bool, h cache.ResourceEventHandlerDetailedFuncs) {
 	if sc.dead {
 		return
 	}
 	sc.sync()
-	old, exists, _ := sc.cstore.Get(lc)
+	old, exists, _ := store.Get(obj)
 	switch {
 	case deleted:
 		if exists {
-			_ = sc.cstore.Delete(old)
-			sc.c.onCandidateDelete(old)
+			_ = store.Delete(old)
+			h.DeleteFunc(old)
 		}
 	case exists:
-		_ = sc.cstore.Update(lc)
-		sc.c.onCandidateUpdate(old, lc)
+		_ = store.Update(obj)
+		h.UpdateFunc(old, obj)
 	default:
-		_ = sc.cstore.Add(lc)
-		sc.c.onCandidateAdd(lc, false)
+		_ = store.Add(obj)
+		h.AddFunc(obj, false)
 	}
 	sc.drain()
 }

@@ -111,16 +111,28 @@ func testHolderStopsRenewing(t *testing.T, m apiMode) {
 
 func TestLeaseDeletedIsRecreated(t *testing.T) { forEachMode(t, testLeaseDeletedIsRecreated) }
 
+// A Lease deleted while held is created again only once its holder's term
+// has run out on the controller's clock: the holder may act until then.
 func testLeaseDeletedIsRecreated(t *testing.T, m apiMode) {
-	e := startController(t, m, controller.Options{CandidateFreshness: time.Minute})
+	const leaseDuration = 3 * time.Second
+	e := startController(t, m, controller.Options{CandidateFreshness: time.Minute, LeaseDuration: leaseDuration})
 	e.createCandidate("deleted", cand{name: "a", binary: "1.36.0", emulation: "1.36.0"})
 	first := e.waitLease("deleted", 10*time.Second, "holder a", holderIs("a"))
+	deleted := time.Now()
 	if err := e.client.CoordinationV1().Leases(e.ns).Delete(context.Background(), "deleted", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitLease("deleted", 10*time.Second, "recreated", func(l *coordinationv1.Lease) bool {
+	again := e.waitLease("deleted", 10*time.Second, "recreated", func(l *coordinationv1.Lease) bool {
 		return l.UID != first.UID && holderIs("a")(l)
 	})
+	// The controller saw a's term begin when it named a, before the
+	// deletion: it may end a little under a lease duration after it.
+	if elapsed := again.CreationTimestamp.Sub(deleted.Truncate(time.Second)); elapsed < leaseDuration-time.Second {
+		t.Errorf("re-created %s after the deletion, within the deleted holder's %s term", elapsed, leaseDuration)
+	}
+	if ptr.Deref(again.Spec.LeaseTransitions, 0) <= ptr.Deref(first.Spec.LeaseTransitions, 0) {
+		t.Errorf("re-created at term %d, not above %d", ptr.Deref(again.Spec.LeaseTransitions, 0), ptr.Deref(first.Spec.LeaseTransitions, 0))
+	}
 }
 
 func TestStrategyConflictWritesNothing(t *testing.T) {

@@ -114,7 +114,8 @@ func (x *malformed) nilHolder(t *testing.T) {
 }
 
 // leaseDurationSeconds: 0 is rejected by the API (so the controller never sees
-// it); 2^31-1 is accepted and kept. Vacant, the Lease is elected; held by a
+// it); 2^31-1 is accepted. Vacant, the Lease is elected (for the
+// controller's lease duration, not the last holder's); held by a
 // component outside coordinated election, it is left alone (it never expires
 // in practice); held by a worse candidate, the better one is preferred.
 func (x *malformed) leaseDurations(t *testing.T) {
@@ -134,8 +135,10 @@ func (x *malformed) leaseDurations(t *testing.T) {
 		})
 		x.create(t, x.e, newCandidate("vacant-a", "huge-vacant", "1.36.0", "1.36.0", oev))
 		lease := x.at(t, x.e).waitLease("huge-vacant", 30*time.Second, "holder vacant-a", holderIs("vacant-a"))
-		if d := ptr.Deref(lease.Spec.LeaseDurationSeconds, 0); d != math.MaxInt32 {
-			t.Errorf("leaseDurationSeconds %d, want the Lease's own %d kept", d, int32(math.MaxInt32))
+		// The duration a vacant Lease carries was its last holder's: the
+		// holder named now gets the controller's until its first renewal.
+		if d := ptr.Deref(lease.Spec.LeaseDurationSeconds, 0); d != int32(controller.DefaultLeaseDuration/time.Second) {
+			t.Errorf("leaseDurationSeconds %d, want the controller's %s", d, controller.DefaultLeaseDuration)
 		}
 		x.expectEvent(t, x.e, "huge-vacant", controller.ReasonLeaderElected, "Elected vacant-a")
 	})

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,9 @@ type ControllerOptions struct {
 	// Controller is passed to controller.New; Recorder and Metrics are filled
 	// in when nil.
 	Controller controller.Options
+	// WrapTransport, when set, wraps the transport of every request of the
+	// controller (its informers' included), e.g. to fail them for a while.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // DefaultControllerUserAgent is the user agent of StartController's requests.
@@ -78,6 +82,9 @@ func (s *Server) StartController(t testing.TB, o ControllerOptions) *RunningCont
 		}
 	}
 	cfg.UserAgent = o.UserAgent
+	if o.WrapTransport != nil {
+		cfg.Wrap(o.WrapTransport)
+	}
 	clients, err := access.NewClients(cfg)
 	if err != nil {
 		t.Fatal(err)
