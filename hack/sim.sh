@@ -15,10 +15,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 args=(-sim.first="${FIRST:-1}")
 if [[ -n "${SEED:-}" ]]; then
-  args=(-sim.seed="${SEED}" -v)
+  args=(-sim.seed="${SEED}" -test.v)
 elif [[ -n "${BUDGET:-}" ]]; then
   args+=(-sim.budget="${BUDGET}")
 else
   args+=(-sim.seeds="${SEEDS:-10000}")
 fi
-SIM_REPORT=1 go test -count=1 -timeout=0 -run '^TestSimulation$' ./pkg/controller "${args[@]}"
+# A compiled test binary prints the figures even when the run passes (go test
+# keeps a passing package's output to itself).
+bin=$(mktemp -d)
+trap 'rm -rf "${bin}"' EXIT
+go test -c -o "${bin}/controller.test" ./pkg/controller
+(cd pkg/controller && SIM_REPORT=1 "${bin}/controller.test" -test.run '^TestSimulation$' -test.timeout=0 "${args[@]}")
