@@ -80,57 +80,36 @@ var ErrAlreadyRunning = errors.New("candidate is already running or has run")
 // Candidate takes part in the election of one Lease. Create it with New and
 // start it with Run; its methods are safe for concurrent use.
 type Candidate struct {
-	cfg     Config
+	cfg Config
+	// mode is who renews the Lease: this library, or an external elector.
+	mode    renewalMode
 	started atomic.Bool
 	// running is true while Run runs.
 	running atomic.Bool
 
-	mu sync.Mutex
-	// leading is true from a successful renewal of a Lease naming this
-	// process until the library decides to stop leading; IsLeader also
-	// requires the last renewal to be within the renew deadline.
-	leading bool
-	// renewedAt is when the last successful renewal of the Lease was sent.
-	renewedAt time.Time
-	// term is the Lease's leaseTransitions while leading.
-	term int32
-	// termCtx is cancelled when the term ends (endTerm), cancelling the
-	// guarded requests still in flight and the leader work; nil while not
-	// leading, and from a lapse until the elector steps down.
-	termCtx context.Context
-	endTerm context.CancelFunc
-	// lapsed is set when a check of the renew deadline (IsLeader, Token, the
-	// write guard) finds it passed while leading: the term has ended, and
-	// the elector, woken through stepDownNow, has yet to step down.
-	lapsed bool
-	// stepDownNow wakes the elector when a term lapses outside its loop.
+	// state is the leadership the elector publishes (term.go); readers load
+	// it, only the elector's loop stores it.
+	state atomic.Pointer[leadership]
+	// stepDownNow wakes the elector when a reader finds the term lapsed.
 	stepDownNow chan struct{}
 	// holder is the Lease's holder as last observed.
-	holder string
-	// stoppingSince is when the library began stopping leader work that has
-	// not returned yet (zero when none is stopping).
-	stoppingSince time.Time
-
-	// calls carries Renew, Lease and Resign to the elector's loop, which
-	// owns the Lease state (ExternalRenewal only); loopDone is closed once
-	// that loop will take no more calls.
-	calls     chan call
-	loopDone  chan struct{}
-	closeLoop func()
-	// resigned is set by Resign: the external elector has stopped leading,
-	// so the Lease may be let go at once.
-	resigned atomic.Bool
+	holder atomic.Pointer[string]
 }
 
 // New validates cfg, fills in its defaults and returns a Candidate. Every
 // problem with cfg is reported at once, wrapped in ErrInvalidConfig.
 func New(cfg Config) (*Candidate, error) {
-	if err := cfg.complete(); err != nil {
+	if err := cfg.complete(false); err != nil {
 		return nil, err
 	}
-	c := &Candidate{cfg: cfg, stepDownNow: make(chan struct{}, 1), calls: make(chan call), loopDone: make(chan struct{})}
-	c.closeLoop = sync.OnceFunc(func() { close(c.loopDone) })
-	return c, nil
+	return newCandidate(cfg, selfRenewal{}), nil
+}
+
+func newCandidate(cfg Config, mode renewalMode) *Candidate {
+	c := &Candidate{cfg: cfg, mode: mode, stepDownNow: make(chan struct{}, 1)}
+	c.state.Store(&leadership{})
+	c.holder.Store(new(string))
+	return c
 }
 
 // Identity is the name of this candidate.
@@ -142,20 +121,15 @@ func (c *Candidate) Identity() string { return c.cfg.Identity }
 // was paused or the renewal loop is stuck; the call that finds the deadline
 // passed also ends the term, cancelling the leader context at once.
 func (c *Candidate) IsLeader() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.isLeaderLocked()
+	_, ok := c.liveTerm()
+	return ok
 }
 
 // Leader is the holder of the Lease as last observed ("" when the Lease has
 // no holder or has not been seen yet). It may be another process even while
 // this one still finishes its leader work; use IsLeader to decide whether to
 // act.
-func (c *Candidate) Leader() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.holder
-}
+func (c *Candidate) Leader() string { return *c.holder.Load() }
 
 // Token returns the fencing token of the term this process leads: the
 // Lease's leaseTransitions as this process's first renewal of the term wrote
@@ -168,12 +142,11 @@ func (c *Candidate) Leader() string {
 // returns 0, false when this process is not leader. Leader work should prefer
 // TokenFrom on its context, which keeps the token of its own term.
 func (c *Candidate) Token() (int32, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.isLeaderLocked() {
+	t, ok := c.liveTerm()
+	if !ok {
 		return 0, false
 	}
-	return c.term, true
+	return t.token, true
 }
 
 // Run takes part in the election until ctx is done, then stops leader work,
@@ -187,7 +160,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	}
 	c.running.Store(true)
 	defer c.running.Store(false)
-	defer c.closeLoop()
+	defer c.mode.stopped()
 	logger := klog.LoggerWithValues(klog.FromContext(ctx),
 		"lease", klog.KRef(c.cfg.Namespace, c.cfg.LeaseName), "identity", c.cfg.Identity)
 	ctx = klog.NewContext(ctx, logger)
@@ -231,7 +204,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 	loops.Go(func() { reg.run(ctx) })
 	// The elector returns once ctx is done and leader work has stopped.
 	el.run(ctx)
-	c.closeLoop()
+	c.mode.stopped()
 	loops.Wait()
 
 	// Shutdown: leader work is stopped and IsLeader is false. The

@@ -124,22 +124,6 @@ type Config struct {
 
 	// Clock is the library's only time source. Default: real time.
 	Clock clock.WithTicker
-
-	// ExternalRenewal hands the renewal of the Lease to an elector that has
-	// its own renew loop, such as client-go's LeaderElector (package lock
-	// adapts it). Run still registers the candidate, answers pings and
-	// follows the Lease, and IsLeader, Token and WrapConfig work as usual,
-	// but the process leads only through successful calls of Renew, which
-	// the elector makes every RetryPeriod, and Run never lets the Lease go
-	// while what the elector runs as leader may still be acting: when the
-	// controller prefers another holder, Renew fails at once, IsLeader turns
-	// false, and the Lease goes to the preferred holder only after
-	// LeaseDuration without a successful renewal (when the elector, which
-	// stops at most RetryPeriod + RenewDeadline after its last successful
-	// renewal, has stopped), or at once after Resign. OnStartedLeading is
-	// optional in this mode; it runs for each term, with the term's context.
-	// LeaseDuration must be longer than RenewDeadline + RetryPeriod.
-	ExternalRenewal bool
 }
 
 // Callbacks are called from goroutines of the library.
@@ -148,7 +132,7 @@ type Callbacks struct {
 	// cancelled when leadership ends, and the library waits for it to return
 	// before the Lease can go to anybody else (handover or release), so it
 	// must return promptly once ctx is done. TokenFrom(ctx) is the term's
-	// fencing token. Required.
+	// fencing token. Required, but for an External candidate.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading is called after OnStartedLeading has returned, each
 	// time leadership ends. Optional.
@@ -161,8 +145,9 @@ type Callbacks struct {
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
 var ErrInvalidConfig = errors.New("invalid candidate config")
 
-// complete fills in defaults and validates, returning every problem at once.
-func (c *Config) complete() error {
+// complete fills in defaults and validates, returning every problem at once;
+// external is set for an External candidate.
+func (c *Config) complete(external bool) error {
 	if c.APIMode == "" {
 		c.APIMode = DefaultAPIMode
 	}
@@ -231,11 +216,11 @@ func (c *Config) complete() error {
 	if c.RetryPeriod >= c.RenewDeadline {
 		errs = append(errs, fmt.Errorf("RetryPeriod (%s) must be shorter than RenewDeadline (%s), or the leader cannot retry a failed renewal in time", c.RetryPeriod, c.RenewDeadline))
 	}
-	if c.Callbacks.OnStartedLeading == nil && !c.ExternalRenewal {
+	if c.Callbacks.OnStartedLeading == nil && !external {
 		errs = append(errs, errors.New("Callbacks.OnStartedLeading is required"))
 	}
-	if c.ExternalRenewal && c.RenewDeadline+c.RetryPeriod >= c.LeaseDuration {
-		errs = append(errs, fmt.Errorf("with ExternalRenewal, RenewDeadline + RetryPeriod (%s) must be shorter than LeaseDuration (%s): an external elector may lead for that long after its last renewal", c.RenewDeadline+c.RetryPeriod, c.LeaseDuration))
+	if external && c.RenewDeadline+c.RetryPeriod >= c.LeaseDuration {
+		errs = append(errs, fmt.Errorf("for an External candidate, RenewDeadline + RetryPeriod (%s) must be shorter than LeaseDuration (%s): an external elector may lead for that long after its last renewal", c.RenewDeadline+c.RetryPeriod, c.LeaseDuration))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))

@@ -4,16 +4,78 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/rest"
 )
 
-// Errors of the calls that serve an external elector (Config.ExternalRenewal).
+// renewalMode is who renews the Lease: the library's own loop (selfRenewal,
+// a Candidate from New) or an elector outside it (externalRenewal, an
+// External). The elector's rules (next) take what the mode says as input.
+type renewalMode interface {
+	// renewsItself is true when the library renews the Lease.
+	renewsItself() bool
+	// quietIn is how long until nothing of this process can act any more
+	// on its renewals, the last successful one sent sinceRenewal ago
+	// (renewed false: none yet); zero when nothing can now.
+	quietIn(renewed bool, sinceRenewal time.Duration) time.Duration
+	// termStarted is told of each new term.
+	termStarted()
+	// calls are the requests the elector's loop serves (nil: none).
+	calls() <-chan call
+	// stopped is told when the elector's loop takes no more calls.
+	stopped()
+}
+
+// selfRenewal is the mode of a Candidate: the library renews, and stops and
+// waits for leader work before it lets the Lease go, so nothing acts on past
+// renewals once the elector has stepped down.
+type selfRenewal struct{}
+
+func (selfRenewal) renewsItself() bool                        { return true }
+func (selfRenewal) quietIn(bool, time.Duration) time.Duration { return 0 }
+func (selfRenewal) termStarted()                              {}
+func (selfRenewal) calls() <-chan call                        { return nil }
+func (selfRenewal) stopped()                                  {}
+
+// externalRenewal is the mode of an External: the elector renews through
+// Renew, and may act as leader until LeaseDuration after its last successful
+// renewal, unless it resigned.
+type externalRenewal struct {
+	leaseDuration time.Duration
+	// resigned is set by Resign and cleared when a term starts.
+	resigned atomic.Bool
+	// requests carries Renew, Lease and Resign to the elector's loop;
+	// loopDone is closed once that loop takes no more.
+	requests  chan call
+	loopDone  chan struct{}
+	closeLoop func()
+}
+
+func newExternalRenewal(leaseDuration time.Duration) *externalRenewal {
+	x := &externalRenewal{leaseDuration: leaseDuration, requests: make(chan call), loopDone: make(chan struct{})}
+	x.closeLoop = sync.OnceFunc(func() { close(x.loopDone) })
+	return x
+}
+
+func (x *externalRenewal) renewsItself() bool { return false }
+
+func (x *externalRenewal) quietIn(renewed bool, sinceRenewal time.Duration) time.Duration {
+	if x.resigned.Load() || !renewed {
+		return 0
+	}
+	return max(0, x.leaseDuration-sinceRenewal)
+}
+
+func (x *externalRenewal) termStarted()       { x.resigned.Store(false) }
+func (x *externalRenewal) calls() <-chan call { return x.requests }
+func (x *externalRenewal) stopped()           { x.closeLoop() }
+
+// Errors of the calls of an External.
 var (
-	// ErrNotExternal is returned by Renew, Lease and Resign on a Candidate
-	// that renews the Lease itself.
-	ErrNotExternal = errors.New("the candidate renews its Lease itself (Config.ExternalRenewal is off)")
 	// ErrNotRunning is returned by Renew, Lease and Resign once Run has
 	// stopped following the Lease (its context is done, or it failed).
 	ErrNotRunning = errors.New("the candidate is not running")
@@ -22,28 +84,79 @@ var (
 	errForeignRenewal = fmt.Errorf("%w: another process renewed the Lease under this identity", ErrNotLeader)
 )
 
-// call is one request of an external elector, run by the elector's loop.
+// External is a candidate whose Lease is renewed by an elector that has its
+// own renew loop, such as client-go's LeaderElector (package lock adapts
+// it). Run registers the candidate, answers pings and follows the Lease, and
+// IsLeader, Token and WrapConfig work as a Candidate's do, but the process
+// leads only through successful calls of Renew, which the elector makes
+// every RetryPeriod, and Run never lets the Lease go while what the elector
+// runs as leader may still be acting: when the controller prefers another
+// holder, Renew fails at once, IsLeader turns false, and the Lease goes to
+// the preferred holder only after LeaseDuration without a successful
+// renewal (when the elector, which stops at most RetryPeriod + RenewDeadline
+// after its last successful renewal, has stopped), or at once after Resign.
+// OnStartedLeading is optional; it runs for each term, with the term's
+// context. LeaseDuration must be longer than RenewDeadline + RetryPeriod.
+type External struct {
+	c *Candidate
+	x *externalRenewal
+}
+
+// NewExternal validates cfg, fills in its defaults and returns an External.
+// Every problem with cfg is reported at once, wrapped in ErrInvalidConfig.
+func NewExternal(cfg Config) (*External, error) {
+	if err := cfg.complete(true); err != nil {
+		return nil, err
+	}
+	x := newExternalRenewal(cfg.LeaseDuration)
+	return &External{c: newCandidate(cfg, x), x: x}, nil
+}
+
+// Identity is the name of this candidate.
+func (e *External) Identity() string { return e.c.Identity() }
+
+// IsLeader is Candidate.IsLeader: a successful Renew within the renew
+// deadline, and no step-down since.
+func (e *External) IsLeader() bool { return e.c.IsLeader() }
+
+// Leader is Candidate.Leader.
+func (e *External) Leader() string { return e.c.Leader() }
+
+// Token is Candidate.Token.
+func (e *External) Token() (int32, bool) { return e.c.Token() }
+
+// WrapConfig is Candidate.WrapConfig.
+func (e *External) WrapConfig(cfg *rest.Config) *rest.Config { return e.c.WrapConfig(cfg) }
+
+// HealthCheck is Candidate.HealthCheck.
+func (e *External) HealthCheck(tolerance time.Duration) *HealthCheck {
+	return e.c.HealthCheck(tolerance)
+}
+
+// Run is Candidate.Run. On shutdown it releases the Lease (ReleaseOnCancel)
+// only after Resign, or once LeaseDuration has passed since the last
+// successful Renew was sent.
+func (e *External) Run(ctx context.Context) error { return e.c.Run(ctx) }
+
+// call is one request of the external elector, run by the elector's loop.
 type call struct {
 	caller context.Context
-	fn     func(ctx, caller context.Context, e *elector) error
+	fn     func(ctx, caller context.Context, el *elector) error
 	done   chan error
 }
 
-func (cl call) run(ctx context.Context, e *elector) {
-	cl.done <- cl.fn(ctx, cl.caller, e)
+func (cl call) run(ctx context.Context, el *elector) {
+	cl.done <- cl.fn(ctx, cl.caller, el)
 }
 
 // inLoop runs fn in the elector's loop, which owns the Lease state, once Run
 // has synced; it waits for Run to start. fn gets the loop's context (logger,
 // lifetime) and the caller's (the request's deadline).
-func (c *Candidate) inLoop(ctx context.Context, fn func(ctx, caller context.Context, e *elector) error) error {
-	if !c.cfg.ExternalRenewal {
-		return ErrNotExternal
-	}
+func (e *External) inLoop(ctx context.Context, fn func(ctx, caller context.Context, el *elector) error) error {
 	cl := call{caller: ctx, fn: fn, done: make(chan error, 1)}
 	select {
-	case c.calls <- cl:
-	case <-c.loopDone:
+	case e.x.requests <- cl:
+	case <-e.x.loopDone:
 		return ErrNotRunning
 	case <-ctx.Done():
 		return ctx.Err()
@@ -51,29 +164,39 @@ func (c *Candidate) inLoop(ctx context.Context, fn func(ctx, caller context.Cont
 	return <-cl.done
 }
 
-// Renew is the external elector's renewal of the Lease (Config.ExternalRenewal):
-// one conditional update, as the library's own renew loop makes. It succeeds
-// only while the Lease names this process and the controller prefers nobody
-// else; the first success after that makes this process leader (IsLeader,
-// Token, WrapConfig) for RenewDeadline from when it was sent, and each later
-// one extends that. It fails at once, wrapping ErrNotLeader, when the Lease
-// does not exist, names another holder, has another preferred holder, or was
-// renewed by another process under this identity; then IsLeader is false
-// too, and the elector must stop leading when its own renewals stop
-// succeeding.
-func (c *Candidate) Renew(ctx context.Context) error {
-	return c.inLoop(ctx, func(ctx, caller context.Context, e *elector) error {
-		return e.renewOnCall(ctx, caller)
+// Renew is the external elector's renewal of the Lease: one conditional
+// update, as a Candidate's own renew loop makes. It succeeds only while the
+// Lease names this process and the controller prefers nobody else; the first
+// success after that makes this process leader (IsLeader, Token, WrapConfig)
+// for RenewDeadline from when it was sent, and each later one extends that.
+// It fails at once, wrapping ErrNotLeader, when the Lease does not exist,
+// names another holder, has another preferred holder, or was renewed by
+// another process under this identity; then IsLeader is false too, and the
+// elector must stop leading when its own renewals stop succeeding.
+func (e *External) Renew(ctx context.Context) error {
+	return e.inLoop(ctx, func(ctx, caller context.Context, el *elector) error {
+		el.step(ctx) // steps down for every reason to
+		if err := renewCall(el.snapshot()); err != nil {
+			return err
+		}
+		if err := el.renew(ctx, caller, el.current()); err != nil {
+			return err
+		}
+		if !e.c.IsLeader() {
+			// Sent more than the renew deadline ago: not a term any more.
+			return fmt.Errorf("%w: the renewal took longer than the renew deadline", ErrNotLeader)
+		}
+		return nil
 	})
 }
 
 // Lease returns a copy of the Lease as this process last saw it (read from
 // its watch, or written by itself), nil when it does not exist. It waits for
-// Run to have read the Lease once. Config.ExternalRenewal only.
-func (c *Candidate) Lease(ctx context.Context) (*coordinationv1.Lease, error) {
+// Run to have read the Lease once.
+func (e *External) Lease(ctx context.Context) (*coordinationv1.Lease, error) {
 	var lease *coordinationv1.Lease
-	err := c.inLoop(ctx, func(_, _ context.Context, e *elector) error {
-		if cur := e.current(); cur != nil {
+	err := e.inLoop(ctx, func(_, _ context.Context, el *elector) error {
+		if cur := el.current(); cur != nil {
 			lease = cur.DeepCopy()
 		}
 		return nil
@@ -85,69 +208,16 @@ func (c *Candidate) Lease(ctx context.Context) (*coordinationv1.Lease, error) {
 // and nothing it ran as leader acts any more (client-go's release): IsLeader
 // turns false, and the Lease may now go to the preferred holder, or to
 // nobody when Run's context is cancelled, without waiting for LeaseDuration.
-// A later successful Renew starts a new term. Config.ExternalRenewal only.
+// A later successful Renew starts a new term.
 //
 // The resignation is recorded before anything else, so that Run's shutdown
 // releases the Lease even if ctx ends while the loop is busy with a slow
 // request.
-func (c *Candidate) Resign(ctx context.Context) error {
-	if !c.cfg.ExternalRenewal {
-		return ErrNotExternal
-	}
-	c.resigned.Store(true)
-	return c.inLoop(ctx, func(ctx, _ context.Context, e *elector) error {
-		e.stepDown(ctx, "the elector resigned")
-		e.wakeSoon()
+func (e *External) Resign(ctx context.Context) error {
+	e.x.resigned.Store(true)
+	return e.inLoop(ctx, func(ctx, _ context.Context, el *elector) error {
+		el.stepDown(ctx, "the elector resigned")
+		el.wakeSoon()
 		return nil
 	})
-}
-
-// renewOnCall serves Renew: it brings the library's view up to date (a step
-// steps down for every reason to), then renews if the Lease is this
-// process's to renew.
-func (e *elector) renewOnCall(ctx, caller context.Context) error {
-	cfg := &e.c.cfg
-	e.step(ctx)
-	lease := e.current()
-	holder, preferred := holderOf(lease), preferredOf(lease)
-	leading, _ := e.c.leaderState()
-	switch {
-	case lease == nil:
-		return fmt.Errorf("%w: the Lease does not exist; the election controller creates it", ErrNotLeader)
-	case holder != cfg.Identity:
-		return fmt.Errorf("%w: the Lease names %q", ErrNotLeader, holder)
-	case preferred != "" && preferred != cfg.Identity:
-		return fmt.Errorf("%w: the election controller prefers %q", ErrNotLeader, preferred)
-	case !leading && e.untilTakeable(ctx, lease, cfg.Clock.Now()) > 0:
-		return errForeignRenewal
-	}
-	if err := e.renew(ctx, caller, lease); err != nil {
-		return err
-	}
-	if !e.c.IsLeader() {
-		// Sent more than the renew deadline ago: not a term any more.
-		return fmt.Errorf("%w: the renewal took longer than the renew deadline", ErrNotLeader)
-	}
-	return nil
-}
-
-// mayLetGo reports whether nothing of this process can still act on its
-// past renewals, so that the Lease may go to someone else: always with the
-// library's own leader work (stepped down and waited for before), and with
-// an external elector once it resigned, or once LeaseDuration has passed
-// since the last successful renewal was sent (the elector stops at most
-// RetryPeriod + RenewDeadline after it).
-func (e *elector) mayLetGo() bool {
-	cfg := &e.c.cfg
-	if !cfg.ExternalRenewal || e.c.resigned.Load() {
-		return true
-	}
-	_, renewedAt := e.c.leaderState()
-	return renewedAt.IsZero() || e.c.since(renewedAt) >= cfg.LeaseDuration
-}
-
-// quietAt is when mayLetGo turns true without a resignation.
-func (e *elector) quietAt() time.Time {
-	_, renewedAt := e.c.leaderState()
-	return renewedAt.Add(e.c.cfg.LeaseDuration)
 }

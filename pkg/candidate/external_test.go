@@ -11,11 +11,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-func external(c *Config) { c.ExternalRenewal = true }
-
 func TestExternalRenewalLeadsOnlyThroughRenew(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		c := h.start(external)
+		c := h.startExternal()
 		ctx := context.Background()
 		if err := c.Renew(ctx); !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("Renew with no Lease = %v, want ErrNotLeader", err)
@@ -70,7 +68,7 @@ func TestExternalRenewalLeadsOnlyThroughRenew(t *testing.T) {
 
 func TestExternalRenewalPreferredHolderFailsRenewalsAndWaitsBeforeHandingOver(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		c := h.start(external)
+		c := h.startExternal()
 		ctx := context.Background()
 		h.elect(me)
 		if err := c.Renew(ctx); err != nil {
@@ -99,7 +97,7 @@ func TestExternalRenewalPreferredHolderFailsRenewalsAndWaitsBeforeHandingOver(t 
 
 func TestExternalRenewalNamedButNeverRenewedHandsOverAtOnce(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		h.start(external)
+		h.startExternal()
 		h.elect(me)
 		h.prefer("better")
 		if got := holder(h.lease()); got != "better" {
@@ -110,7 +108,7 @@ func TestExternalRenewalNamedButNeverRenewedHandsOverAtOnce(t *testing.T) {
 
 func TestExternalRenewalResignThenShutdownReleases(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		c := h.start(external)
+		c := h.startExternal()
 		ctx := context.Background()
 		h.elect(me)
 		if err := c.Renew(ctx); err != nil {
@@ -135,7 +133,7 @@ func TestExternalRenewalResignThenShutdownReleases(t *testing.T) {
 
 func TestExternalRenewalShutdownWithoutResignLeavesTheLease(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		c := h.start(external)
+		c := h.startExternal()
 		h.elect(me)
 		if err := c.Renew(context.Background()); err != nil {
 			t.Fatal(err)
@@ -150,32 +148,20 @@ func TestExternalRenewalShutdownWithoutResignLeavesTheLease(t *testing.T) {
 	})
 }
 
-func TestRenewNeedsExternalRenewal(t *testing.T) {
-	bubble(t, func(t *testing.T, h *harness) {
-		c := h.start()
-		ctx := context.Background()
-		for name, err := range map[string]error{"Renew": c.Renew(ctx), "Resign": c.Resign(ctx)} {
-			if !errors.Is(err, ErrNotExternal) {
-				t.Errorf("%s = %v, want ErrNotExternal", name, err)
-			}
-		}
-		if _, err := c.Lease(ctx); !errors.Is(err, ErrNotExternal) {
-			t.Errorf("Lease = %v, want ErrNotExternal", err)
-		}
-	})
-}
-
 func TestExternalRenewalConfig(t *testing.T) {
 	h := &harness{}
-	cfg := h.config(external)
+	cfg := h.config()
 	cfg.Access = nil
 	cfg.Clients.Kube = fakeKube()
 	cfg.Callbacks.OnStartedLeading = nil
-	if _, err := New(cfg); err != nil {
-		t.Errorf("ExternalRenewal without OnStartedLeading: %v", err)
+	if _, err := NewExternal(cfg); err != nil {
+		t.Errorf("NewExternal without OnStartedLeading: %v", err)
+	}
+	if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("New without OnStartedLeading: %v, want ErrInvalidConfig", err)
 	}
 	cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 10*time.Second, 8*time.Second, 2*time.Second
-	if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("ExternalRenewal with RenewDeadline + RetryPeriod = LeaseDuration: %v, want ErrInvalidConfig", err)
+	if _, err := NewExternal(cfg); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewExternal with RenewDeadline + RetryPeriod = LeaseDuration: %v, want ErrInvalidConfig", err)
 	}
 }

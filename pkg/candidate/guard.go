@@ -126,15 +126,14 @@ func (g *guard) WrappedRoundTripper() http.RoundTripper { return g.next }
 // when the leadership it is sent under ends, and the function that releases
 // it; ok is false when this process is not leader.
 func (c *Candidate) leaderRequestContext(parent context.Context) (ctx context.Context, release func(), ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.isLeaderLocked() || c.termCtx == nil {
+	t, ok := c.liveTerm()
+	if !ok {
 		return nil, nil, false
 	}
-	remaining := c.cfg.RenewDeadline - c.sinceLocked(c.renewedAt)
+	remaining := c.cfg.RenewDeadline - c.since(t.renewedAt)
 	ctx, cancel := context.WithCancelCause(parent)
 	ended := fmt.Errorf("%w: leadership of %s ended while the request was in flight", ErrNotLeader, c.cfg.Identity)
-	stopAfter := context.AfterFunc(c.termCtx, func() { cancel(ended) })
+	stopAfter := context.AfterFunc(t.ctx, func() { cancel(ended) })
 	stopTimer := c.afterFunc(remaining, func() { cancel(ended) })
 	return ctx, sync.OnceFunc(func() {
 		stopAfter()

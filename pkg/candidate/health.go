@@ -33,16 +33,15 @@ func (h *HealthCheck) Check(*http.Request) error {
 	if !c.running.Load() {
 		return fmt.Errorf("candidate %s is not running", c.cfg.Identity)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	s := c.state.Load()
 	now := c.cfg.Clock.Now()
-	if !c.stoppingSince.IsZero() {
-		if d := now.Sub(c.stoppingSince); d > h.tolerance {
+	if !s.stoppingSince.IsZero() {
+		if d := now.Sub(s.stoppingSince); d > h.tolerance {
 			return fmt.Errorf("leader work of %s has not returned %s after it was told to stop", c.cfg.Identity, d.Round(time.Millisecond))
 		}
 	}
-	if c.leading {
-		if d := c.sinceLocked(c.renewedAt) - c.cfg.RenewDeadline; d > h.tolerance {
+	if t := s.term; t != nil {
+		if d := sinceAt(now, t.renewedAt) - c.cfg.RenewDeadline; d > h.tolerance {
 			return fmt.Errorf("%s still counts itself leader %s past its renew deadline: the renewal loop is stuck", c.cfg.Identity, d.Round(time.Millisecond))
 		}
 	}

@@ -201,13 +201,30 @@ func (h *harness) start(tweaks ...func(*Config)) *Candidate {
 	if err != nil {
 		h.t.Fatalf("New: %v", err)
 	}
+	h.run(c)
+	return c
+}
+
+// startExternal runs an External and waits until it has settled.
+func (h *harness) startExternal(tweaks ...func(*Config)) *External {
+	h.t.Helper()
+	x, err := NewExternal(h.config(tweaks...))
+	if err != nil {
+		h.t.Fatalf("NewExternal: %v", err)
+	}
+	h.run(x.c)
+	return x
+}
+
+// run runs c with a logger whose output the test can read, and waits until
+// it has settled.
+func (h *harness) run(c *Candidate) {
 	logger := ktesting.NewLogger(h.t, ktesting.NewConfig(ktesting.BufferLogs(true)))
 	h.logs = logger.GetSink().(ktesting.Underlier).GetBuffer()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	h.c, h.cancel, h.done = c, cancel, make(chan error, 1)
 	go func() { h.done <- c.Run(ctx) }()
 	synctest.Wait()
-	return c
 }
 
 // startAnother runs one more Candidate next to the one of start, and returns

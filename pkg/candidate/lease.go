@@ -27,6 +27,7 @@ const giveUpAttempts = 3
 // after run returns, to the shutdown steps).
 type elector struct {
 	c      *Candidate
+	mode   renewalMode
 	leases access.LeaseClient
 	watched[*coordinationv1.Lease]
 	// wake makes run step at once: a change of the Lease, or a term that
@@ -42,9 +43,17 @@ type elector struct {
 	highestTransitions atomic.Int32
 
 	// lastAttempt is when the last renewal was sent; retryAt holds off a new
-	// attempt after a failure.
+	// attempt after a failure. lastRenewal is when the last successful
+	// renewal was sent, in this term or an earlier one.
 	lastAttempt time.Time
 	retryAt     time.Time
+	lastRenewal time.Time
+
+	// handOverAt holds off a hand-over after one failed.
+	handOverAt time.Time
+	// goneVersion is the resourceVersion of a Lease a renewal found
+	// deleted.
+	goneVersion string
 
 	// foreign identifies (renewTime and leaseTransitions) a Lease that names
 	// this identity but that this process may not take yet, and
@@ -67,6 +76,7 @@ type elector struct {
 func newElector(c *Candidate, acc access.Interface) *elector {
 	e := &elector{
 		c:      c,
+		mode:   c.mode,
 		leases: acc.Leases(c.cfg.Namespace),
 		watched: watched[*coordinationv1.Lease]{
 			informer: acc.NewLeaseInformer(c.cfg.Namespace, 0, oneObject(c.cfg.LeaseName)),
@@ -74,7 +84,7 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 		},
 		wake:  c.stepDownNow,
 		own:   &ownership{identity: c.cfg.Identity},
-		calls: c.calls,
+		calls: c.mode.calls(),
 	}
 	asLease := func(obj any) *coordinationv1.Lease {
 		lease, _ := obj.(*coordinationv1.Lease)
@@ -171,109 +181,94 @@ func (e *elector) run(ctx context.Context) {
 	}
 }
 
+// maxActions bounds the actions of one step: each changes what the next
+// decision sees, so a few always suffice; more would mean the rules disagree
+// with the API, and the step then waits a retry period instead of spinning.
+const maxActions = 4
+
 // step acts on the Lease as it is now and returns when it wants to look
-// again. It is idempotent: waking it early does no harm.
+// again: it decides (next) and performs the decision until the decision is
+// to wait. It is idempotent: waking it early does no harm.
 func (e *elector) step(ctx context.Context) time.Duration {
-	cfg := &e.c.cfg
-	clk := cfg.Clock
 	logger := klog.FromContext(ctx)
-	lease := e.current()
-	e.observe(lease)
+	e.observe(e.current())
 	if n := e.own.takeForeignRenewals(); n > 0 {
 		logger.Error(nil, "Another process renews the Lease under this identity; Identity must be unique among the candidates of a Lease", "renewals", n)
 	}
-	holder, preferred := holderOf(lease), preferredOf(lease)
-	handOverTo := ""
-	if preferred != "" && preferred != cfg.Identity {
-		handOverTo = preferred
-	}
-
-	if leading, renewedAt := e.c.leaderState(); leading {
-		deadline := renewedAt.Add(cfg.RenewDeadline)
-		now := clk.Now()
-		switch {
-		case !e.c.IsLeader():
-			// The renew deadline has passed, maybe found by another check
-			// of it after a pause or a suspend, which has ended the term.
-			e.stepDown(ctx, "no successful renewal within the renew deadline", "lastRenewal", renewedAt, "renewDeadline", cfg.RenewDeadline)
-			return cfg.RetryPeriod
-		case lease == nil:
-			e.stepDown(ctx, "the Lease was deleted")
-			return cfg.RetryPeriod
-		case holder != cfg.Identity:
-			e.stepDown(ctx, "the Lease names another holder", "holder", holder)
-			return cfg.RetryPeriod
-		case !e.own.mine(lease):
-			e.stepDown(ctx, "another process renewed the Lease under this identity", "renewTime", lease.Spec.RenewTime)
-			return cfg.RetryPeriod
-		case handOverTo != "":
-			e.stepDown(ctx, "the controller prefers another holder", "preferredHolder", handOverTo)
-			if !e.mayLetGo() {
-				return untilNext(clk.Now(), e.quietAt())
-			}
-			e.giveUp(ctx, false)
-			return cfg.RetryPeriod
-		case cfg.ExternalRenewal:
-			// The elector renews; look again at the deadline.
-			return untilNext(now, deadline)
-		case now.Before(e.lastAttempt.Add(cfg.RetryPeriod)):
-			return untilNext(now, e.lastAttempt.Add(cfg.RetryPeriod), deadline)
+	steppedDown := false
+	for range maxActions {
+		v := e.snapshot()
+		v.steppedDown = steppedDown
+		a := next(v)
+		if a.kind == waitAction {
+			return a.after
 		}
-		_ = e.renew(ctx, nil, lease) // a failure is logged and retried
-		_, renewedAt = e.c.leaderState()
-		return untilNext(clk.Now(), e.lastAttempt.Add(cfg.RetryPeriod), renewedAt.Add(cfg.RenewDeadline))
+		e.apply(ctx, v, a)
+		steppedDown = steppedDown || a.kind == stepDown
 	}
-
-	// A candidate: it leads only a Lease that names it.
-	if lease == nil || holder != cfg.Identity {
-		e.foreign = ""
-		return cfg.RetryPeriod
-	}
-	if handOverTo != "" {
-		// Named holder but not leading (e.g. after a lapse): nothing of
-		// this process runs, so a Lease it holds can go at once; with an
-		// external elector, once that elector has certainly stopped.
-		if !e.mayLetGo() {
-			return untilNext(clk.Now(), e.quietAt())
-		}
-		e.giveUp(ctx, false)
-		return cfg.RetryPeriod
-	}
-	if cfg.ExternalRenewal {
-		return cfg.RetryPeriod // it leads only through Renew
-	}
-	now := clk.Now()
-	if wait := e.untilTakeable(ctx, lease, now); wait > 0 {
-		return wait
-	}
-	if now.Before(e.retryAt) {
-		return untilNext(now, e.retryAt)
-	}
-	_ = e.renew(ctx, nil, lease) // a failure is logged and retried
-	return cfg.RetryPeriod
+	return e.c.cfg.RetryPeriod
 }
 
-// untilTakeable is how long this process must wait before it may take a
-// Lease that names it (zero when it may now): a Lease another process renewed
-// under this identity is taken only once it has stayed unchanged for a lease
-// duration, when that process has evidently stopped.
-func (e *elector) untilTakeable(ctx context.Context, lease *coordinationv1.Lease, now time.Time) time.Duration {
+// snapshot is the view next decides on.
+func (e *elector) snapshot() view {
 	cfg := &e.c.cfg
-	if e.own.mayTake(lease) {
-		e.foreign = ""
-		return 0
+	lease := e.current()
+	t := e.c.leading()
+	v := view{
+		now:          cfg.Clock.Now(),
+		identity:     cfg.Identity,
+		timing:       timing{leaseDuration: cfg.LeaseDuration, renewDeadline: cfg.RenewDeadline, retryPeriod: cfg.RetryPeriod},
+		renewsItself: e.mode.renewsItself(),
+		lease:        lease,
+		leading:      t != nil,
+		lapsed:       t != nil && !e.c.live(t),
+		quietIn:      e.quietIn(),
+		lastAttempt:  e.lastAttempt,
+		retryAt:      e.retryAt,
+		handOverAt:   e.handOverAt,
+		goneVersion:  e.goneVersion,
+		foreign:      e.foreign,
 	}
-	fingerprint := fmt.Sprintf("%s/%d", renewTimeOf(lease).Format(time.RFC3339Nano), ptr.Deref(lease.Spec.LeaseTransitions, 0))
-	if fingerprint != e.foreign {
-		e.foreign, e.foreignSince = fingerprint, now
-		klog.FromContext(ctx).V(2).Info("The Lease names this identity but was renewed by another process; waiting for it to stay unchanged for a lease duration",
-			"renewTime", lease.Spec.RenewTime, "leaseDuration", cfg.LeaseDuration)
+	if e.foreign != "" {
+		v.foreignFor = cfg.Clock.Since(e.foreignSince)
 	}
-	if elapsed := cfg.Clock.Since(e.foreignSince); elapsed < cfg.LeaseDuration {
-		return cfg.LeaseDuration - elapsed
+	if t != nil {
+		v.renewedAt = t.renewedAt
 	}
-	return 0
+	if lease != nil {
+		v.mine, v.mayTake = e.own.mine(lease), e.own.mayTake(lease)
+	}
+	return v
 }
+
+// apply performs one decision of next, taken on v.
+func (e *elector) apply(ctx context.Context, v view, a action) {
+	switch a.kind {
+	case renew:
+		_ = e.renew(ctx, nil, v.lease) // a failure is logged and retried
+	case stepDown:
+		e.stepDown(ctx, a.reason, a.kv...)
+	case handOver:
+		e.giveUp(ctx, false)
+	case noteForeign:
+		e.foreign, e.foreignSince = a.foreign, v.now
+		klog.FromContext(ctx).V(2).Info("The Lease names this identity but was renewed by another process; waiting for it to stay unchanged for a lease duration",
+			"renewTime", v.lease.Spec.RenewTime, "leaseDuration", e.c.cfg.LeaseDuration)
+	}
+}
+
+// quietIn is how long until nothing of this process can act any more on its
+// past renewals, measured on the clock's monotonic Since: a wait.
+func (e *elector) quietIn() time.Duration {
+	if e.lastRenewal.IsZero() {
+		return e.mode.quietIn(false, 0)
+	}
+	return e.mode.quietIn(true, e.c.cfg.Clock.Since(e.lastRenewal))
+}
+
+// mayLetGo reports whether nothing of this process can still act on its
+// past renewals, so that the Lease may go to someone else.
+func (e *elector) mayLetGo() bool { return e.quietIn() == 0 }
 
 // renew writes the Lease with a fresh renewTime, conditional on the version
 // read; it makes this process leader when that succeeds while the Lease names
@@ -289,9 +284,10 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 	sent := cfg.Clock.Now()
 	e.lastAttempt = sent
 	timeout := cfg.RenewDeadline
-	leading, renewedAt := e.c.leaderState()
+	t := e.c.leading()
+	leading := t != nil
 	if leading {
-		timeout = cfg.RenewDeadline - e.c.since(renewedAt)
+		timeout = cfg.RenewDeadline - e.c.since(t.renewedAt)
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -341,6 +337,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 		if leading {
 			e.stepDown(ctx, "the Lease was deleted")
 		}
+		e.goneVersion = lease.ResourceVersion
 		return fmt.Errorf("%w: the Lease does not exist; the election controller creates it", ErrNotLeader)
 	}
 	if err != nil {
@@ -352,9 +349,12 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 	}
 	e.remember(updated)
 	e.retryAt = time.Time{}
-	if termCtx, started := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)); started {
-		e.c.resigned.Store(false)
-		e.startWork(ctx, termCtx)
+	if sent.After(e.lastRenewal) {
+		e.lastRenewal = sent
+	}
+	if t := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)); t != nil {
+		e.mode.termStarted()
+		e.startWork(ctx, t)
 	}
 	return nil
 }
@@ -405,17 +405,17 @@ func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading 
 
 // startWork runs OnStartedLeading for the term that just began, with the
 // term's fencing token in its context. That context is cancelled by
-// stepDown, or as soon as termCtx is, when a check of the renew deadline
-// outside this loop finds the term lapsed.
-func (e *elector) startWork(ctx, termCtx context.Context) {
-	token := e.c.termToken()
+// stepDown, or as soon as the term's is, when a reader finds the term
+// lapsed.
+func (e *elector) startWork(ctx context.Context, t *term) {
+	token := t.token
 	klog.FromContext(ctx).Info("Started leading", "token", token)
 	work := e.c.cfg.Callbacks.OnStartedLeading
 	if work == nil {
 		return // ExternalRenewal: the elector runs the leader work
 	}
 	workCtx, cancel := context.WithCancel(withToken(ctx, token))
-	unlink := context.AfterFunc(termCtx, cancel)
+	unlink := context.AfterFunc(t.ctx, cancel)
 	done := make(chan struct{})
 	e.stopWork = func() {
 		unlink()
@@ -468,6 +468,9 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 	if release {
 		otherwise = "the Lease will expire instead"
 	}
+	// Whatever happens, the next attempt waits a retry period; a success
+	// clears that.
+	e.handOverAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
 	lease := e.current()
 	for attempt := 0; lease != nil; attempt++ {
 		if holderOf(lease) != cfg.Identity {
@@ -504,6 +507,7 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		})
 		if err == nil {
 			e.remember(updated)
+			e.handOverAt = time.Time{}
 			if to == "" {
 				logger.Info("Released the Lease")
 			} else {
@@ -513,7 +517,6 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		}
 		if !isConflictOrGone(err) {
 			logger.Error(err, "Letting the Lease go failed; "+otherwise, "to", to)
-			e.retryAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
 			return
 		}
 		if lease, err = e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
@@ -543,7 +546,7 @@ func (e *elector) release(ctx context.Context) {
 // observe records the holder and tells OnNewLeader about a new one.
 func (e *elector) observe(lease *coordinationv1.Lease) {
 	holder := holderOf(lease)
-	e.c.setHolder(holder)
+	e.c.holder.Store(&holder)
 	if holder == e.observed {
 		return
 	}

@@ -4,7 +4,7 @@
 // leader election by changing the lock it passes, and nothing else.
 //
 // The Lock registers the process as a LeaseCandidate and answers the
-// election controller's pings (package candidate, in ExternalRenewal mode).
+// election controller's pings (a candidate.External).
 // The LeaderElector keeps its own loops, and the Lock decides what they see:
 //
 //   - Get reports the Lease as the election controller left it when it names
@@ -67,8 +67,8 @@ var (
 // Config configures a Lock.
 type Config struct {
 	// Candidate configures the candidate behind the Lock. Identity may be
-	// any identity client-go accepts: it is mapped with IdentityFor. New sets
-	// ExternalRenewal; ReleaseOnCancel is ignored (the elector's own
+	// any identity client-go accepts: it is mapped with IdentityFor. It
+	// configures a candidate.External; ReleaseOnCancel is ignored (the elector's own
 	// ReleaseOnCancel decides). Callbacks are optional. LeaseDuration,
 	// RenewDeadline and RetryPeriod must be those of the LeaderElector.
 	Candidate candidate.Config
@@ -83,7 +83,7 @@ type Config struct {
 // LeaderElectionResourceLockInterface). The candidate starts with the
 // elector's first call.
 type Lock struct {
-	c         *candidate.Candidate
+	c         *candidate.External
 	identity  string
 	namespace string
 	name      string
@@ -107,10 +107,9 @@ var _ resourcelock.Interface = (*Lock)(nil)
 func New(cfg Config) (*Lock, error) {
 	cc := cfg.Candidate
 	cc.Identity = IdentityFor(cc.Identity)
-	cc.ExternalRenewal = true
 	release := true
 	cc.ReleaseOnCancel = &release
-	c, err := candidate.New(cc)
+	c, err := candidate.NewExternal(cc)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +125,7 @@ func New(cfg Config) (*Lock, error) {
 
 // Candidate is the candidate behind the Lock: IsLeader, Token, WrapConfig
 // and HealthCheck for the leader work the elector runs.
-func (l *Lock) Candidate() *candidate.Candidate { return l.c }
+func (l *Lock) Candidate() *candidate.External { return l.c }
 
 // Identity is the holder identity of this process (Config.Candidate.Identity
 // mapped by IdentityFor).

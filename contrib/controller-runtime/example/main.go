@@ -103,7 +103,7 @@ func run(ctx context.Context, o cle.Options) error {
 type stamper struct {
 	reader client.Reader
 	writer client.Client
-	c      *candidate.Candidate
+	c      *candidate.External
 }
 
 func (s *stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

@@ -1,0 +1,124 @@
+package candidate
+
+import (
+	"context"
+	"time"
+)
+
+// term is one term of leadership as the elector publishes it. A published
+// term is never changed: a renewal publishes a copy with a later renewedAt,
+// the end of the term publishes none. Readers (IsLeader, Token, the write
+// guard, the health check) load it from any goroutine without a lock.
+type term struct {
+	// token is the term's fencing token: the Lease's leaseTransitions as
+	// the term's first renewal wrote it.
+	token int32
+	// renewedAt is when the term's last successful renewal was sent.
+	renewedAt time.Time
+	// ctx is cancelled when the term ends: by the elector when it steps
+	// down, or by the first reader that finds the renew deadline passed.
+	ctx context.Context
+	end context.CancelFunc
+}
+
+// leadership is what the elector publishes about leadership, swapped whole.
+type leadership struct {
+	// term is the term being led, nil when not leading. It may have lapsed
+	// (see live) before the elector has stepped down.
+	term *term
+	// stoppingSince is when the elector told leader work to stop, zero when
+	// no leader work is stopping.
+	stoppingSince time.Time
+}
+
+// live reports whether t may act as leader now: its context has not ended
+// and its last renewal is within the renew deadline, on the wall clock as well
+// as the monotonic one (see sinceAt). Finding the deadline passed is the one
+// thing a reader does besides reading: it ends t's context, so that leader
+// work and guarded requests stop at the first look after a pause or a
+// suspend, during which the elector's timer (monotonic) stood still; and it
+// wakes the elector, which then steps down and publishes the change.
+func (c *Candidate) live(t *term) bool {
+	if t == nil || t.ctx.Err() != nil {
+		return false
+	}
+	if c.since(t.renewedAt) < c.cfg.RenewDeadline {
+		return true
+	}
+	t.end()
+	select {
+	case c.stepDownNow <- struct{}{}:
+	default:
+	}
+	return false
+}
+
+// leading is the published term, nil when not leading; it may have lapsed.
+func (c *Candidate) leading() *term { return c.state.Load().term }
+
+// liveTerm is the published term if it may act as leader now.
+func (c *Candidate) liveTerm() (*term, bool) {
+	t := c.leading()
+	return t, c.live(t)
+}
+
+// since is the time elapsed since t for a deadline (see sinceAt).
+func (c *Candidate) since(t time.Time) time.Duration {
+	return sinceAt(c.cfg.Clock.Now(), t)
+}
+
+// sinceAt is the time elapsed from t to now for a deadline: the longer of the
+// monotonic and the wall-clock readings. The monotonic clock does not advance
+// while the machine is suspended, but the rest of the world does, so a
+// process that wakes from a suspend must see the whole gap. A wait (how long
+// to hold off before acting) compares instants with their monotonic readings
+// alone (time.Time's Sub and Before), so that neither a suspend nor a
+// wall-clock step cuts it short.
+func sinceAt(now, t time.Time) time.Duration {
+	return max(now.Sub(t), now.Round(0).Sub(t.Round(0)))
+}
+
+// The elector's loop is the only writer of the published state; the methods
+// below are its.
+
+// recordRenewal publishes a successful renewal of the Lease sent at sent,
+// and reports whether it starts a term: the process was not leading and the
+// renewal is still within the renew deadline. token is the Lease's
+// leaseTransitions as the renewal wrote it. A renewal that succeeds after
+// the term lapsed does not revive it: the term's context has ended, and the
+// elector steps down.
+func (c *Candidate) recordRenewal(sent time.Time, token int32) (started *term) {
+	s := c.state.Load()
+	if t := s.term; t != nil {
+		if sent.After(t.renewedAt) {
+			renewed := *t
+			renewed.renewedAt = sent
+			c.state.Store(&leadership{term: &renewed, stoppingSince: s.stoppingSince})
+		}
+		return nil
+	}
+	if c.since(sent) >= c.cfg.RenewDeadline {
+		return nil
+	}
+	ctx, end := context.WithCancel(context.Background())
+	t := &term{token: token, renewedAt: sent, ctx: ctx, end: end}
+	c.state.Store(&leadership{term: t, stoppingSince: s.stoppingSince})
+	return t
+}
+
+// stopLeading ends the term (IsLeader false, guarded requests in flight
+// cancelled) and reports whether there was one.
+func (c *Candidate) stopLeading() bool {
+	t := c.leading()
+	if t == nil {
+		return false
+	}
+	t.end()
+	c.state.Store(&leadership{stoppingSince: c.cfg.Clock.Now()})
+	return true
+}
+
+// stoppedLeading records that leader work has returned after stopLeading.
+func (c *Candidate) stoppedLeading() {
+	c.state.Store(&leadership{})
+}
