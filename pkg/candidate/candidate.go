@@ -32,23 +32,29 @@
 //     synchronised well within that margin, or use cle-controller.
 //
 // A term's fencing token is the Lease's leaseTransitions as the term's first
-// renewal writes it: one above the highest value this process has seen the
-// Lease carry since Run began. While the Lease exists, every term's token is
-// above every earlier term's, whoever leads. Across a deletion of the Lease,
-// what holds depends on the election controller:
+// renewal writes it. cle-controller counts a term when it names the holder
+// (and the library when it hands over), and the first renewal keeps that
+// count when it is above every value this process saw on the Lease before;
+// otherwise, as under the controller built into kube-apiserver, which counts
+// nothing, the first renewal writes one above all of them. So one term is one
+// number from its naming on, and while the Lease exists every term's token
+// is above every earlier term's, whoever leads. Across a deletion of the
+// Lease, what holds depends on what the election controller remembers:
 //
 //   - cle-controller carries leaseTransitions forward when it creates a Lease
-//     again after a deletion, so tokens grow over the whole life of the Lease
-//     name, for every process.
+//     again after a deletion, if the replica that does so saw the old Lease
+//     (it remembers a Lease's count while it runs, and for the candidate TTL
+//     after the last candidate left). A replica that took over after the
+//     deletion starts the count over.
 //   - The controller built into kube-apiserver (and any other that creates
-//     the Lease with leaseTransitions 0) starts the count over. A process
-//     that saw the old Lease still starts its next term above it, but one
-//     started after the deletion has never seen the old count and may lead
-//     with a token below a deposed leader's: a resource that keeps the
-//     highest token it has seen would then refuse the new leader and accept
-//     the deposed one's late writes. Under such a controller, do not delete a
-//     Lease that a fenced resource depends on, or reset that resource's
-//     fence when you do.
+//     the Lease with leaseTransitions 0) always starts the count over.
+//
+// When the count starts over, a process that saw the old Lease still starts
+// its next term above it, but one started after the deletion has never seen
+// the old count and may lead with a token below a deposed leader's: a
+// resource that keeps the highest token it has seen would then refuse the new
+// leader and accept the deposed one's late writes. Do not delete a Lease that
+// a fenced resource depends on, or reset that resource's fence when you do.
 //
 // It works with cle-controller and with the controller built into
 // kube-apiserver, in every API mode of package access, without knowing which.
@@ -133,12 +139,11 @@ func (c *Candidate) Leader() string { return *c.holder.Load() }
 
 // Token returns the fencing token of the term this process leads: the
 // Lease's leaseTransitions as this process's first renewal of the term wrote
-// it. That renewal increases leaseTransitions in the same conditional write,
-// above every value this process has seen the Lease carry, so each term has
-// its own token whoever named the holder, and a resource guarded by the Lease
-// can reject writes carrying an older token. Across a deletion of the Lease
-// that holds under cle-controller, but not in every case under a controller
-// that starts leaseTransitions over (see the package documentation). It
+// it, above every value this process saw the Lease carry before the term
+// (see the package documentation), so each term has its own token whoever
+// named the holder, and a resource guarded by the Lease can reject writes
+// carrying an older token. Across a deletion of the Lease that does not hold
+// in every case (see the package documentation). It
 // returns 0, false when this process is not leader. Leader work should prefer
 // TokenFrom on its context, which keeps the token of its own term.
 func (c *Candidate) Token() (int32, bool) {

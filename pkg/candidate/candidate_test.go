@@ -351,8 +351,11 @@ func TestShutdownStopsWorkDeletesCandidateThenReleases(t *testing.T) {
 		}
 		wantOrder(t, h.entries(), "leader work returned", "stopped leading", "delete LeaseCandidate me", "update Lease lease")
 		lease := h.lease()
-		if holder(lease) != "" || ptr.Deref(lease.Spec.LeaseTransitions, 0) != ptr.Deref(before.Spec.LeaseTransitions, 0)+1 {
-			t.Errorf("after shutdown: holder=%s transitions=%d, want released", holder(lease), ptr.Deref(lease.Spec.LeaseTransitions, 0))
+		// A release counts no term: the controller counts the next when it
+		// names a holder.
+		if holder(lease) != "" || ptr.Deref(lease.Spec.LeaseTransitions, 0) != ptr.Deref(before.Spec.LeaseTransitions, 0) {
+			t.Errorf("after shutdown: holder=%s transitions=%d, want released at the term's %d", holder(lease),
+				ptr.Deref(lease.Spec.LeaseTransitions, 0), ptr.Deref(before.Spec.LeaseTransitions, 0))
 		}
 		if h.candidate(me) != nil {
 			t.Error("LeaseCandidate left behind")
@@ -632,6 +635,34 @@ func TestTermsExhausted(t *testing.T) {
 		}
 		if got := ptr.Deref(h.lease().Spec.LeaseTransitions, 0); got != math.MaxInt32 {
 			t.Errorf("leaseTransitions %d, want it left at %d", got, int32(math.MaxInt32))
+		}
+	})
+}
+
+// TestOneTermOneNumber: the count a controller's naming writes is the token
+// the named process leads with, and the Lease keeps it for the whole term; a
+// hand-over counts the next holder's term, so that holder leads with the
+// count the hand-over wrote.
+func TestOneTermOneNumber(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		h.elect("other")
+		h.elect(me)
+		named := ptr.Deref(h.lease().Spec.LeaseTransitions, 0)
+		if token, ok := c.Token(); !ok || token != named {
+			t.Fatalf("Token = %d, %v after a naming that counted term %d", token, ok, named)
+		}
+		for range 3 {
+			h.step(DefaultRetryPeriod)
+		}
+		if got := ptr.Deref(h.lease().Spec.LeaseTransitions, 0); got != named {
+			t.Errorf("leaseTransitions %d after renewals of term %d", got, named)
+		}
+		h.prefer("better")
+		l := h.lease()
+		if holder(l) != "better" || ptr.Deref(l.Spec.LeaseTransitions, 0) != named+1 || !countedNaming(l) {
+			t.Errorf("after the hand-over: holder %s, leaseTransitions %d, acquireTime %v, renewTime %v; want better named for term %d",
+				holder(l), ptr.Deref(l.Spec.LeaseTransitions, 0), l.Spec.AcquireTime, l.Spec.RenewTime, named+1)
 		}
 	})
 }

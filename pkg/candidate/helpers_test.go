@@ -356,7 +356,7 @@ func (h *harness) elect(holder string) {
 			Spec: coordinationv1.LeaseSpec{
 				Strategy:             ptr.To(coordinationv1.OldestEmulationVersion),
 				LeaseDurationSeconds: ptr.To[int32](5),
-				LeaseTransitions:     ptr.To[int32](0),
+				LeaseTransitions:     ptr.To[int32](1),
 			},
 		}
 	} else {

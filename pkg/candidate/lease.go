@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -37,10 +36,10 @@ type elector struct {
 	// own tells the Lease versions this process may take from those another
 	// process with the same identity renewed.
 	own *ownership
-	// highestTransitions is the highest leaseTransitions this process has
-	// seen the Lease carry, including before it was deleted: a term starts
-	// above it (see renewalOf). Written by the informer's handler too.
-	highestTransitions atomic.Int32
+	// seen is what leaseTransitions this process has seen the Lease carry,
+	// including before it was deleted: a term's token is above it (see
+	// termToken). Written by the informer's handler too.
+	seen seenTerms
 
 	// lastAttempt is when the last renewal was sent; retryAt holds off a new
 	// attempt after a failure. lastRenewal is when the last successful
@@ -123,35 +122,54 @@ func (e *elector) remember(lease *coordinationv1.Lease) {
 }
 
 // seeTransitions records the Lease's leaseTransitions as seen.
-func (e *elector) seeTransitions(lease *coordinationv1.Lease) {
+func (e *elector) seeTransitions(lease *coordinationv1.Lease) { e.seen.see(lease) }
+
+// seenTerms keeps the highest leaseTransitions seen on any version of the
+// Lease, and the highest seen on the versions other than the one that
+// carried it: the first renewal of a term compares a naming's count with
+// what came before that naming (see termToken).
+type seenTerms struct {
+	mu sync.Mutex
+	// highest was first seen on the version fingerprinted highestBy; below
+	// is the highest on any other version.
+	highest   int32
+	highestBy string
+	below     int32
+}
+
+func (s *seenTerms) see(lease *coordinationv1.Lease) {
 	if lease == nil {
 		return
 	}
-	seen := ptr.Deref(lease.Spec.LeaseTransitions, 0)
-	for {
-		highest := e.highestTransitions.Load()
-		if seen <= highest || e.highestTransitions.CompareAndSwap(highest, seen) {
-			return
-		}
+	n, fp := ptr.Deref(lease.Spec.LeaseTransitions, 0), fingerprint(lease)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case fp == s.highestBy:
+	case n > s.highest:
+		s.below, s.highest, s.highestBy = s.highest, n, fp
+	default:
+		s.below = max(s.below, n)
 	}
 }
 
-// nextTerm is the leaseTransitions of a write that starts a new term of
-// lease: one more than the most the Lease has carried as this process saw
-// it. Above lease's own value, so that each term has its own fencing token;
-// above every earlier value, so that a Lease deleted and created again with
-// leaseTransitions starting over (as kube-apiserver's controller does) does
-// not give this process a token it or another process already used.
-//
-// It reports false when that is past the largest leaseTransitions there is:
-// no new term can have a token of its own then, and the value returned is
-// that largest one (letting the Lease go starts no term anyone can lead).
-func (e *elector) nextTerm(lease *coordinationv1.Lease) (int32, bool) {
-	highest := max(ptr.Deref(lease.Spec.LeaseTransitions, 0), e.highestTransitions.Load())
-	if highest == math.MaxInt32 {
-		return highest, false
+// before is the highest leaseTransitions seen on a version other than
+// lease's own.
+func (s *seenTerms) before(lease *coordinationv1.Lease) int32 {
+	fp := fingerprint(lease)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fp == s.highestBy {
+		return s.below
 	}
-	return highest + 1, true
+	return s.highest
+}
+
+// max is the highest leaseTransitions seen on any version.
+func (s *seenTerms) max() int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.highest
 }
 
 // errTermsExhausted: a term would need a fencing token past the largest
@@ -373,16 +391,15 @@ func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coo
 
 // renewalOf is lease as this process's renewal at now writes it, with a
 // renewTime later than the stored one (see renewTimeFor). The first
-// renewal of a term (leading false) starts a new term: it increases
-// leaseTransitions (see nextTerm) in the same conditional write, so the
-// term's fencing token is its own whoever named this process, and whether or
-// not the controller increased it.
+// renewal of a term (leading false) starts a new term: its leaseTransitions
+// is the term's fencing token (see termToken), written in the same
+// conditional write.
 func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) (*coordinationv1.Lease, error) {
 	cfg := &e.c.cfg
 	clone := lease.DeepCopy()
 	clone.Spec.HolderIdentity = ptr.To(cfg.Identity)
 	if !leading {
-		term, ok := e.nextTerm(lease)
+		term, ok := termToken(lease, e.seen.before(lease))
 		if !ok {
 			return nil, errTermsExhausted
 		}
@@ -452,7 +469,11 @@ func (e *elector) stepDown(ctx context.Context, reason string, kv ...any) {
 // giveUp lets the Lease go when this process holds it and nothing of this
 // process leads any more: to the preferred holder if there is one, otherwise
 // (only when release is set, on shutdown) to nobody. Each is one conditional
-// update that starts a new term (see nextTerm). Every request has its
+// update. A hand-over names the next holder as the controller does: it
+// counts the next term in leaseTransitions (handOverToken) and writes
+// acquireTime equal to renewTime, so the next holder leads with that count
+// as its token. A release names nobody and counts nothing, as client-go's
+// does: the controller counts the next term when it names one. Every request has its
 // own timeout of the renew deadline, so a hung API call cannot block the
 // election loop or the shutdown.
 //
@@ -498,10 +519,11 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		// dereferences holderIdentity.
 		clone.Spec.HolderIdentity = ptr.To(to)
 		clone.Spec.PreferredHolder = nil
-		term, _ := e.nextTerm(lease) // at the largest, it stays there
-		clone.Spec.LeaseTransitions = ptr.To(term)
-		clone.Spec.AcquireTime = &now
 		clone.Spec.RenewTime = &now
+		if to != "" {
+			clone.Spec.LeaseTransitions = ptr.To(handOverToken(lease, e.seen.max()))
+			clone.Spec.AcquireTime = &now
+		}
 		updated, err := e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
 			return e.leases.Update(ctx, clone)
 		})

@@ -2,6 +2,7 @@ package candidate
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -207,4 +208,50 @@ func renewCall(v view) error {
 // leaseTransitions), whatever its resourceVersion.
 func fingerprint(lease *coordinationv1.Lease) string {
 	return fmt.Sprintf("%s/%d", renewTimeOf(lease).Format(time.RFC3339Nano), ptr.Deref(lease.Spec.LeaseTransitions, 0))
+}
+
+// termToken is the fencing token of a term that starts by renewing lease,
+// which names this process; seenBefore is the highest leaseTransitions this
+// process saw on any other version of the Lease. It is what the first
+// renewal writes as leaseTransitions:
+//   - the Lease's own count when the naming counted the term, as
+//     cle-controller's election and the library's hand-over do: they raise
+//     leaseTransitions and write acquireTime equal to renewTime (see
+//     countedNaming); so one term is one number, from the naming to the last
+//     renewal. Only if that count is above every value this process saw
+//     before: a naming that did not count, or a controller that lost the
+//     Lease's history, does not hand out a token already used;
+//   - otherwise one above both (the controller in kube-apiserver does not
+//     count terms).
+//
+// ok is false when that is past the largest leaseTransitions there is: no
+// new term can have a token of its own then.
+func termToken(lease *coordinationv1.Lease, seenBefore int32) (token int32, ok bool) {
+	n := ptr.Deref(lease.Spec.LeaseTransitions, 0)
+	if countedNaming(lease) && n > seenBefore {
+		return n, true
+	}
+	highest := max(n, seenBefore)
+	if highest == math.MaxInt32 {
+		return highest, false
+	}
+	return highest + 1, true
+}
+
+// handOverToken is the leaseTransitions of a hand-over of lease, which
+// counts the next holder's term: one above the Lease's and every value this
+// process saw (highest), or the largest there is when that is reached.
+func handOverToken(lease *coordinationv1.Lease, highest int32) int32 {
+	n := max(ptr.Deref(lease.Spec.LeaseTransitions, 0), highest)
+	if n == math.MaxInt32 {
+		return n
+	}
+	return n + 1
+}
+
+// countedNaming reports a Lease as a naming writes it: acquireTime equal to
+// renewTime, which a renewal never writes (see renewalOf).
+func countedNaming(lease *coordinationv1.Lease) bool {
+	s := lease.Spec
+	return s.AcquireTime != nil && s.RenewTime != nil && atMicro(s.AcquireTime.Time).Equal(atMicro(s.RenewTime.Time))
 }

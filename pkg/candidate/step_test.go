@@ -3,6 +3,7 @@ package candidate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -194,6 +195,44 @@ func TestRenewCall(t *testing.T) {
 			err := renewCall(tc.view)
 			if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
 				t.Errorf("renewCall = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTermToken is the table of a term's fencing token: the count of the
+// naming when that naming counted the term and is above everything seen
+// before it, one more than everything otherwise.
+func TestTermToken(t *testing.T) {
+	named := func(transitions int32, counted bool) *coordinationv1.Lease {
+		l := stepLease(me, "")
+		l.Spec.LeaseTransitions = ptr.To(transitions)
+		if counted {
+			l.Spec.AcquireTime = l.Spec.RenewTime.DeepCopy()
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		name       string
+		lease      *coordinationv1.Lease
+		seenBefore int32
+		want       int32
+		ok         bool
+	}{
+		{"cle-controller named this process: its count is the token", named(7, true), 6, 7, true},
+		{"a process that saw nothing before the naming takes its count", named(7, true), 0, 7, true},
+		{"the first term of a new Lease", named(1, true), 0, 1, true},
+		{"kube-apiserver's controller counts nothing: one more", named(7, false), 6, 8, true},
+		{"a naming that did not raise the count: one more", named(6, true), 6, 7, true},
+		{"a controller that lost the history names below what was seen: one above that", named(2, true), 9, 10, true},
+		{"a Lease re-created from zero by kube-apiserver's controller", named(0, false), 9, 10, true},
+		{"a counted naming at the largest count", named(math.MaxInt32, true), 5, math.MaxInt32, true},
+		{"no count left", named(math.MaxInt32, false), 5, math.MaxInt32, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := termToken(tc.lease, tc.seenBefore)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("termToken = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
 			}
 		})
 	}

@@ -665,15 +665,17 @@ func (e *election) elect() {
 
 // nextTerm returns the leaseTransitions of the next election: above every
 // value this Lease has had that the controller saw, even across its
-// deletion, and 0 for the first holder of a Lease with no history. It
-// reports false when the token is at its highest value and cannot go above
-// it.
+// deletion, and 1 for the first holder of a Lease with no history. The
+// candidate library leads with this count as its fencing token (a naming
+// with acquireTime equal to renewTime counts the term), so one term is one
+// number from the election on. It reports false when the token is at its
+// highest value and cannot go above it.
 func (e *election) nextTerm() (int32, bool) {
 	highest := e.v.record.maxTransitions
 	if e.v.lease != nil {
 		highest = max(highest, ptr.Deref(e.v.lease.Spec.LeaseTransitions, 0))
 	} else if !e.v.record.held {
-		return 0, true
+		return 1, true
 	}
 	if highest == math.MaxInt32 {
 		return 0, false

@@ -102,7 +102,7 @@ func TestDecide(t *testing.T) {
 	}, {
 		name:  "no Lease, fresh candidates: create for the best",
 		cands: []obsCand{seen(mid, now.Add(-time.Second)), seen(old, now.Add(-time.Second))},
-		want:  "create old term 0 duration 15s; outcome optimal; next 14s",
+		want:  "create old term 1 duration 15s; outcome optimal; next 14s",
 	}, {
 		name:  "no Lease, the best's freshness unknown: ping it and wait",
 		cands: []obsCand{seen(mid, now.Add(-time.Second)), seen(old, time.Time{})},
@@ -114,11 +114,11 @@ func TestDecide(t *testing.T) {
 	}, {
 		name:  "pinged past the timeout: unresponsive, the next best is elected",
 		cands: []obsCand{seen(mid, now.Add(-time.Second)), withRec(seen(old, time.Time{}), func(r *candidateRecord) { r.pingedAt, r.pingSent = now.Add(-6*time.Second), true })},
-		want:  "unanswered old; create mid term 0 duration 15s; outcome optimal; next 14s",
+		want:  "unanswered old; create mid term 1 duration 15s; outcome optimal; next 14s",
 	}, {
 		name:  "no ping reached it within the timeout: passed over, tried again after a backoff",
 		cands: []obsCand{seen(mid, now.Add(-time.Second)), withRec(seen(old, time.Time{}), func(r *candidateRecord) { r.pingedAt = now.Add(-6 * time.Second) })},
-		want:  "unanswered old; create mid term 0 duration 15s; outcome optimal; next 5s",
+		want:  "unanswered old; create mid term 1 duration 15s; outcome optimal; next 5s",
 	}, {
 		name: "unreachable: not pinged until its backoff is over",
 		cands: []obsCand{withRec(seen(old, time.Time{}), func(r *candidateRecord) {

@@ -44,7 +44,7 @@ func TestColdElectionCreatesLeaseWithoutPings(t *testing.T) {
 				LeaseDurationSeconds: ptr.To(tc.wantDuration),
 				AcquireTime:          ptr.To(metav1.NewMicroTime(t0)),
 				RenewTime:            ptr.To(metav1.NewMicroTime(t0)),
-				LeaseTransitions:     ptr.To[int32](0),
+				LeaseTransitions:     ptr.To[int32](1),
 			}
 			if got.Namespace != testNS || got.Name != testLease {
 				t.Errorf("created %s/%s, want %s", got.Namespace, got.Name, leaseKey)
@@ -65,7 +65,7 @@ func TestColdElectionCreatesLeaseWithoutPings(t *testing.T) {
 				t.Errorf("elections{created} = %v, want 1", got)
 			}
 			evs := h.takeEvents()
-			if len(evs) != 1 || !strings.HasPrefix(evs[0], "Normal LeaderElected Elected a under OldestEmulationVersion (term 0)") {
+			if len(evs) != 1 || !strings.HasPrefix(evs[0], "Normal LeaderElected Elected a under OldestEmulationVersion (term 1)") {
 				t.Errorf("events = %q, want one LeaderElected for a", evs)
 			}
 

@@ -53,6 +53,8 @@ type simProcess struct {
 	leading   bool
 	lastSent  time.Time // local time the last successful renewal was sent
 	highest   int32     // the highest leaseTransitions seen
+	highestBy string    // the version (simFingerprint) that first carried highest
+	below     int32     // the highest leaseTransitions seen on any other version
 	inFlight  bool      // a Lease write is in flight
 	answering bool      // a ping answer is in flight
 }
@@ -235,7 +237,7 @@ func (p *simProcess) onLease(l *coordinationv1.Lease) {
 	p.act(func() {
 		p.lease, p.leaseSeen = l, true
 		if l != nil {
-			p.highest = max(p.highest, ptr.Deref(l.Spec.LeaseTransitions, 0))
+			p.see(l)
 		}
 		p.decide(false)
 	})
@@ -299,7 +301,14 @@ func (p *simProcess) renew(l *coordinationv1.Lease) {
 	next := l.DeepCopy()
 	starting := !p.leading
 	if starting {
-		next.Spec.LeaseTransitions = ptr.To(max(p.highest, ptr.Deref(l.Spec.LeaseTransitions, 0)) + 1)
+		// The term's token: the naming's count when the naming counted
+		// the term (acquireTime equal to renewTime) above all seen before
+		// it, one above everything otherwise.
+		n := ptr.Deref(l.Spec.LeaseTransitions, 0)
+		if !(simCountedNaming(l) && n > p.highestBefore(l)) {
+			n = max(p.highest, n) + 1
+		}
+		next.Spec.LeaseTransitions = ptr.To(n)
 		if next.Spec.AcquireTime == nil {
 			next.Spec.AcquireTime = next.Spec.RenewTime.DeepCopy()
 		}
@@ -342,7 +351,7 @@ func (p *simProcess) renew(l *coordinationv1.Lease) {
 		}
 		written := obj.(*coordinationv1.Lease)
 		p.lease = written
-		p.highest = max(p.highest, ptr.Deref(written.Spec.LeaseTransitions, 0))
+		p.see(written)
 		if sent.After(p.lastSent) {
 			p.lastSent = sent
 		}
@@ -359,7 +368,7 @@ func (p *simProcess) handOver(l *coordinationv1.Lease, to string) {
 	now := metav1.NewMicroTime(p.localNow())
 	next.Spec.HolderIdentity = ptr.To(to)
 	next.Spec.PreferredHolder = nil
-	next.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+	next.Spec.LeaseTransitions = ptr.To(max(p.highest, ptr.Deref(l.Spec.LeaseTransitions, 0)) + 1)
 	next.Spec.AcquireTime, next.Spec.RenewTime = &now, &now
 	rv := l.ResourceVersion
 	p.inFlight = true
@@ -388,7 +397,11 @@ func (p *simProcess) stopGracefully(then func()) {
 			next := l.DeepCopy()
 			next.Spec.HolderIdentity = nil
 			next.Spec.PreferredHolder = nil
-			next.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+			renew := p.localNow()
+			if l.Spec.RenewTime != nil && !renew.After(l.Spec.RenewTime.Time) {
+				renew = l.Spec.RenewTime.Add(time.Microsecond)
+			}
+			next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(renew))
 			_, _ = w.writeLease(next, l.ResourceVersion, name+" (release)")
 		}
 		if lc := w.candidates[name]; lc != nil {
@@ -662,4 +675,41 @@ func (w *simWorld) checkRecords() {
 	if n := len(obs.leases); n > 1 {
 		w.fail("the controller keeps %d Lease records for one Lease", n)
 	}
+}
+
+// see records the leaseTransitions of a version of the Lease, as the
+// library's seenTerms does.
+func (p *simProcess) see(l *coordinationv1.Lease) {
+	n, fp := ptr.Deref(l.Spec.LeaseTransitions, 0), simFingerprint(l)
+	switch {
+	case fp == p.highestBy:
+	case n > p.highest:
+		p.below, p.highest, p.highestBy = p.highest, n, fp
+	default:
+		p.below = max(p.below, n)
+	}
+}
+
+// highestBefore is the highest leaseTransitions seen on a version other than
+// l's.
+func (p *simProcess) highestBefore(l *coordinationv1.Lease) int32 {
+	if simFingerprint(l) == p.highestBy {
+		return p.below
+	}
+	return p.highest
+}
+
+func simFingerprint(l *coordinationv1.Lease) string {
+	var renew time.Time
+	if l.Spec.RenewTime != nil {
+		renew = l.Spec.RenewTime.Time
+	}
+	return fmt.Sprintf("%s/%d", renew.Format(time.RFC3339Nano), ptr.Deref(l.Spec.LeaseTransitions, 0))
+}
+
+// simCountedNaming: a naming that counted the term (acquireTime equal to
+// renewTime).
+func simCountedNaming(l *coordinationv1.Lease) bool {
+	s := l.Spec
+	return s.AcquireTime != nil && s.RenewTime != nil && s.AcquireTime.Time.Equal(s.RenewTime.Time)
 }

@@ -205,7 +205,7 @@ func TestElection(t *testing.T) {
 		for _, line := range []string{
 			`no Lease and no LeaseCandidates yet  \[unmanaged, best <none>\]`,
 			`candidates \+newer\(emulation 1\.36\.0, binary 1\.36\.0, OldestEmulationVersion\)  \[vacant, best newer\]`,
-			`holder <none> -> newer \(term 0\)  \[optimal, best newer\]`,
+			`holder <none> -> newer \(term 1\)  \[optimal, best newer\]`,
 			`candidates \+old\(emulation 1\.35\.0, binary 1\.36\.0, OldestEmulationVersion\)  \[preempting, best old\]`,
 			`preferredHolder <none> -> old  \[preempting, best old\]`,
 			`holder newer -> old \(term [1-9]\d*\)  \[optimal, best old\]`,
