@@ -284,10 +284,11 @@ func (c *Controller) onLease(obj any) {
 		return
 	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	now := c.opts.Clock.Now()
+	c.opts.WatchLag.observe(lease, now) // the controller's lock has no candidates
 	if !c.hasCandidates(key) {
 		return
 	}
-	now := c.opts.Clock.Now()
 	if c.obs.observeLease(lease, now) {
 		c.enqueue(key, now)
 	}
@@ -302,6 +303,7 @@ func (c *Controller) onLeaseDelete(obj any) {
 		return
 	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	c.opts.WatchLag.forget(key)
 	referenced := c.hasCandidates(key)
 	c.obs.leaseDeleted(key, referenced, c.opts.Clock.Now())
 	if referenced {

@@ -56,6 +56,9 @@ type view struct {
 	// now. The time a step waits in the queue is the controller's own
 	// delay, not the candidates' silence.
 	now, judgeAt time.Time
+	// watchLag is how late the Lease watch delivers changes now (see
+	// WatchLag): a holder's Lease expires that much later.
+	watchLag time.Duration
 }
 
 // observedCandidate is a candidate as cached with its record.
@@ -322,7 +325,9 @@ type election struct {
 }
 
 // judgeLease judges the Lease on the local clock: it is live while it names
-// a holder whose record changed within the lease duration.
+// a holder whose record changed within the lease duration, and for as long
+// again as the watch lags: a renewal the watch has yet to deliver must not
+// make a live holder look expired.
 func (e *election) judgeLease() {
 	if e.v.lease == nil {
 		return
@@ -331,7 +336,7 @@ func (e *election) judgeLease() {
 	if e.holder == "" {
 		return
 	}
-	expiry := e.v.record.observedAt.Add(e.leaseDuration())
+	expiry := e.v.record.observedAt.Add(e.leaseDuration() + e.v.watchLag)
 	if e.v.now.Before(expiry) {
 		e.leaseLive = true
 		e.d.wakeAt(expiry)

@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -270,5 +271,42 @@ func TestRequeuedStepJudgesAsOfWhenItWasDue(t *testing.T) {
 	}
 	if l := h.serverLease(); l == nil || holderOf(l) != "a" {
 		t.Errorf("Lease %v, want it created naming a", l)
+	}
+}
+
+// A watch that stalls on a loaded server: the holder keeps renewing, but the
+// renewals, like those of the controller's own lock, are not delivered. The
+// controller must not take the holder for expired (and ping candidates and
+// write the Lease, loading the server further) while it can tell that its
+// watch is behind.
+func TestLaggingWatchDoesNotExpireALiveHolder(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	h.create(lease(heldBy("a"), transitions(3)))
+	h.reconcile()
+	h.clearWrites()
+	for elapsed := time.Duration(0); elapsed < 2*h.c.opts.LeaseDuration; elapsed += time.Second {
+		h.step(time.Second)
+		if elapsed%(2*time.Second) == 0 {
+			now := h.clock.Now()
+			// The renewal reaches the server, not the controller's cache.
+			l := h.serverLease()
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
+			l.ResourceVersion = h.nextRV()
+			if err := h.client.Tracker().Update(leasesGVR, l, testNS); err != nil {
+				t.Fatal(err)
+			}
+			h.c.opts.WatchLag.ExpectRenewal("cle-system", "cle-controller", now, now)
+		}
+		_, _ = h.reconcileOnly()
+	}
+	if w := h.leaseWrites(); len(w) != 0 {
+		t.Errorf("wrote the Lease of a holder that kept renewing while the watch stalled: %v", w)
+	}
+	if p := h.pings(); len(p) != 0 {
+		t.Errorf("pinged %v while the watch stalled and the holder kept renewing", p)
+	}
+	if lag := h.c.opts.WatchLag.At(h.clock.Now()); lag < 2*h.c.opts.LeaseDuration-2*time.Second {
+		t.Errorf("watch lag estimated at %s after a stall of %s", lag, 2*h.c.opts.LeaseDuration)
 	}
 }

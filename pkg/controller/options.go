@@ -46,6 +46,12 @@ type Options struct {
 	// Metrics receives the controller's metrics. Default: a new, unregistered
 	// set.
 	Metrics *Metrics
+	// WatchLag measures how late the Lease watch delivers changes; a
+	// holder's Lease expires only that much later (see WatchLag). Pass the
+	// same one to the controllers of successive leadership terms, and feed
+	// it the renewals of the controller's own lock. Default: a new one, fed
+	// by the controller's own writes only.
+	WatchLag *WatchLag
 }
 
 const (
@@ -82,6 +88,9 @@ func (o *Options) complete() error {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics()
+	}
+	if o.WatchLag == nil {
+		o.WatchLag = &WatchLag{}
 	}
 	var errs []error
 	for name, d := range map[string]time.Duration{

@@ -50,7 +50,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 // snapshot reads what decide needs about the Lease key from the caches and
 // the records, as of now.
 func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
-	v := &view{key: key, now: now, judgeAt: now}
+	v := &view{key: key, now: now, judgeAt: now, watchLag: c.opts.WatchLag.At(now)}
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
 	for _, lc := range c.candidatesOf(key) {
@@ -230,6 +230,7 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner.Name, err)
 	}
 	c.obs.noteWritten(v.key, v.lease, written, v.now)
+	c.opts.WatchLag.expectWrite(v.key, written.ResourceVersion, v.now)
 	if w.kind == writeSteer {
 		c.steered(ctx, v, w)
 		return true, time.Time{}, nil

@@ -194,3 +194,11 @@ func (o *Options) controllerOptions() controller.Options {
 		ElectionGather:     gather,
 	}
 }
+
+// watches reports whether the controller's informers see namespace ns.
+func (o *Options) watches(ns string) bool {
+	if len(o.Namespaces) > 0 {
+		return slices.Contains(o.Namespaces, ns)
+	}
+	return !slices.Contains(o.ExcludeNamespaces, ns)
+}

@@ -137,6 +137,12 @@ func Run(ctx context.Context, o *Options) error {
 
 	registry := prometheus.NewRegistry()
 	metrics := controller.NewMetrics()
+	// The watch's lag outlives a leadership term: the next term starts with
+	// what this one measured.
+	lag := &controller.WatchLag{}
+	watchLag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_watch_lag_seconds",
+		Help: "How late the Lease watch delivers changes, as measured from the controller's own writes and lock renewals; a holder's Lease expires this much later."},
+		func() float64 { return lag.At(time.Now()).Seconds() })
 	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "The API mode in use (label mode).", ConstLabels: prometheus.Labels{"mode": string(acc.Mode())}})
 	modeInfo.Set(1)
 	leading := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_controller_leading", Help: "1 while this replica is the active one and runs the election controller, 0 while it stands by."},
@@ -146,7 +152,7 @@ func Run(ctx context.Context, o *Options) error {
 			}
 			return 0
 		})
-	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo), registry.Register(leading), registry.Register(requests),
+	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo), registry.Register(leading), registry.Register(watchLag), registry.Register(requests),
 		registry.Register(collectors.NewGoCollector()), registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
@@ -185,7 +191,7 @@ func Run(ctx context.Context, o *Options) error {
 			return err
 		}
 		copts := o.controllerOptions()
-		copts.Recorder, copts.Metrics = recorder, metrics
+		copts.Recorder, copts.Metrics, copts.WatchLag = recorder, metrics, lag
 		c, err := controller.New(acc, informers, copts)
 		if err != nil {
 			return fmt.Errorf("build the election controller: %w", err)
@@ -210,10 +216,16 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		id = host + "_" + string(uuid.NewUUID())
 	}
-	lock := &resourcelock.LeaseLock{
+	leaseLock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: o.lockName(acc)},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	var lock resourcelock.Interface = leaseLock
+	if o.watches(o.LeaderElectResourceNS) {
+		// Its renewals, every retry period, measure the watch's lag when
+		// no election writes anything.
+		lock = lagLock{Interface: leaseLock, lag: lag, meta: leaseLock.LeaseMeta}
 	}
 	// Leadership is lost, not fatal: stop the controller cleanly and rejoin
 	// the election.
@@ -237,7 +249,7 @@ func Run(ctx context.Context, o *Options) error {
 					defer close(termDone)
 					s.leading.Store(true)
 					defer s.leading.Store(false)
-					logger.Info("Leading: starting the election controller", "identity", id, "lock", klog.KRef(lock.LeaseMeta.Namespace, lock.LeaseMeta.Name))
+					logger.Info("Leading: starting the election controller", "identity", id, "lock", klog.KRef(leaseLock.LeaseMeta.Namespace, leaseLock.LeaseMeta.Name))
 					if termErr = term(ctx); termErr != nil {
 						stopElection() // release the lock and return
 					}
@@ -351,5 +363,22 @@ func serve(ctx context.Context, wg *sync.WaitGroup, addr string, handlers map[st
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 	})
+	return nil
+}
+
+// lagLock is the controller's own lock, whose successful renewals it tells
+// the watch-lag meter about.
+type lagLock struct {
+	resourcelock.Interface
+	lag  *controller.WatchLag
+	meta metav1.ObjectMeta
+}
+
+func (l lagLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := time.Now()
+	if err := l.Interface.Update(ctx, ler); err != nil {
+		return err
+	}
+	l.lag.ExpectRenewal(l.meta.Namespace, l.meta.Name, ler.RenewTime.Time, sent)
 	return nil
 }
