@@ -102,6 +102,7 @@ type Controller struct {
 	gcQueue workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	obs     *observations
 	events  *eventDeduper
+	pings   *pingBudget
 
 	// neededSince is when each pending election became needed, for the
 	// election latency metric. Only workers touch it, one key at a time.
@@ -163,6 +164,7 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 				Name: "cle_candidate_gc", Clock: opts.Clock, MetricsProvider: opts.Metrics.queue,
 			}),
 		obs:         newObservations(opts.CandidateTTL),
+		pings:       newPingBudget(opts.PingRate, opts.PingBurst),
 		events:      newEventDeduper(opts.Recorder),
 		neededSince: map[types.NamespacedName]time.Time{},
 		queuedAt:    map[types.NamespacedName]time.Time{},

@@ -136,6 +136,9 @@ const (
 type pingIntent struct {
 	candidate *coordinationv1beta1.LeaseCandidate
 	pingTime  time.Time
+	// preempt: the ping only checks whether a candidate better than a live
+	// holder is alive; no election is due (see pingBudget).
+	preempt bool
 }
 
 // Kinds of Lease write.
@@ -447,7 +450,7 @@ func (e *election) ping(lc *coordinationv1beta1.LeaseCandidate) {
 		// The API keeps microseconds: one after the renewal is after it.
 		at = lc.Spec.RenewTime.Truncate(time.Microsecond).Add(time.Microsecond)
 	}
-	e.d.pings = append(e.d.pings, pingIntent{candidate: lc, pingTime: at})
+	e.d.pings = append(e.d.pings, pingIntent{candidate: lc, pingTime: at, preempt: e.leaseLive})
 }
 
 // liveHolder returns the holder's candidate while the Lease is live and the

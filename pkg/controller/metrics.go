@@ -15,6 +15,7 @@ type Metrics struct {
 	LeaderChanges    prometheus.Counter
 	Preemptions      prometheus.Counter
 	Pings            prometheus.Counter
+	PingsDeferred    prometheus.Counter
 	PingTimeouts     prometheus.Counter
 	Conflicts        prometheus.Counter
 	InvalidCandidate prometheus.Counter
@@ -62,6 +63,10 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Name: "pings_total",
 			Help: "Pings written to candidates whose liveness was needed.",
 		}),
+		PingsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "pings_deferred_total",
+			Help: "Pings held back because the ping budget (--ping-rate) was spent; they are sent when it allows, elections first.",
+		}),
 		PingTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "ping_timeouts_total",
 			Help: "Pings not answered within the ping timeout; the candidate is excluded until it writes again.",
@@ -89,7 +94,7 @@ func NewMetrics() *Metrics {
 
 // Register registers every metric, including the workqueue's, with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingTimeouts, m.Conflicts, m.InvalidCandidate}
+	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingTimeouts, m.Conflicts, m.InvalidCandidate}
 	cs = append(cs, m.queue.collectors()...)
 	cs = append(cs, m.candidates, m.leases)
 	for _, c := range cs {

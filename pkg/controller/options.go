@@ -39,6 +39,12 @@ type Options struct {
 	// Elections of vacant or expired Leases with a history are never
 	// delayed. Default 1s; NoElectionGather turns it off.
 	ElectionGather time.Duration
+	// PingRate bounds the pings sent per second, across all Leases, and
+	// PingBurst how many may go at once (see pingBudget). Defaults 100 and
+	// 200: below the default client rate of cle-controller (300 requests/s),
+	// so that Lease writes always have room.
+	PingRate  float64
+	PingBurst int
 	// Clock is the only time source of the controller. Default: real time.
 	Clock clock.WithTicker
 	// Recorder emits Events on Leases. Default: none.
@@ -60,6 +66,8 @@ const (
 	DefaultCandidateTTL       = 30 * time.Minute
 	DefaultLeaseDuration      = 15 * time.Second
 	DefaultElectionGather     = time.Second
+	DefaultPingRate           = 100
+	DefaultPingBurst          = 200
 
 	// NoElectionGather as Options.ElectionGather elects a new Lease as soon
 	// as its first candidate is known to be the best alive.
@@ -80,6 +88,12 @@ func (o *Options) complete() error {
 	setDefault(&o.CandidateTTL, DefaultCandidateTTL)
 	setDefault(&o.LeaseDuration, DefaultLeaseDuration)
 	setDefault(&o.ElectionGather, DefaultElectionGather)
+	if o.PingRate == 0 {
+		o.PingRate = DefaultPingRate
+	}
+	if o.PingBurst == 0 {
+		o.PingBurst = DefaultPingBurst
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
@@ -100,6 +114,9 @@ func (o *Options) complete() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative (zero takes the default), got %s", name, d))
 		}
+	}
+	if o.PingRate < 0 || o.PingBurst < 0 {
+		errs = append(errs, fmt.Errorf("ping rate and burst must not be negative (zero takes the default), got %v and %d", o.PingRate, o.PingBurst))
 	}
 	if o.LeaseDuration%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("lease duration must be a whole number of seconds, got %s", o.LeaseDuration))

@@ -113,7 +113,10 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 	case d.markNeeded:
 		c.markNeeded(v.key, d.neededSince)
 	}
-	pingErr := c.sendPings(ctx, v, d.pings)
+	deferredFor, pingErr := c.sendPings(ctx, v, d.pings)
+	if deferredFor > 0 {
+		next = earliest(next, v.now.Add(deferredFor))
+	}
 	wrote, wait, err := c.write(ctx, v, d.write)
 	next = earliest(next, wait)
 	outcome := d.unwritten
@@ -159,12 +162,19 @@ func (c *Controller) say(ctx context.Context, v *view, ev eventIntent) {
 // (see candidateRecord.unreachable), so that neither a candidate nobody can
 // write to (an admission policy, an object that no longer validates) blocks
 // the election, nor a short outage of the API excludes the candidates it
-// kept from being asked.
-func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent) error {
+// kept from being asked. Pings over the budget (see pingBudget) are not
+// sent; deferredFor is then how long until one fits.
+func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent) (deferredFor time.Duration, _ error) {
 	logger := klog.FromContext(ctx)
 	var errs []error
+	deferred := 0
 	for _, p := range pings {
 		lc := p.candidate
+		if !c.pings.take(v.now, p.preempt) {
+			deferred++
+			deferredFor = max(deferredFor, max(c.pings.wait(v.now, p.preempt), time.Millisecond))
+			continue
+		}
 		clone := lc.DeepCopy()
 		clone.Spec.PingTime = ptr.To(metav1.NewMicroTime(p.pingTime))
 		_, err := c.access.LeaseCandidates(lc.Namespace).Update(ctx, clone)
@@ -187,7 +197,11 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 			errs = append(errs, fmt.Errorf("ping candidate %s/%s: %w", lc.Namespace, lc.Name, err))
 		}
 	}
-	return errors.Join(errs...)
+	if deferred > 0 {
+		c.opts.Metrics.PingsDeferred.Add(float64(deferred))
+		logger.V(2).Info("Ping budget spent; pinging later", "deferred", deferred, "in", deferredFor, "pingRate", c.opts.PingRate)
+	}
+	return deferredFor, errors.Join(errs...)
 }
 
 // write makes the decision's Lease write, if any. It reports whether the

@@ -28,6 +28,8 @@ type Options struct {
 	KubeAPIBurst      int
 
 	PingTimeout        time.Duration
+	PingRate           float64
+	PingBurst          int
 	CandidateFreshness time.Duration
 	CandidateTTL       time.Duration
 	LeaseDuration      time.Duration
@@ -70,6 +72,8 @@ func NewOptions() *Options {
 		KubeAPIQPS:               300,
 		KubeAPIBurst:             600,
 		PingTimeout:              controller.DefaultPingTimeout,
+		PingRate:                 controller.DefaultPingRate,
+		PingBurst:                controller.DefaultPingBurst,
 		CandidateFreshness:       controller.DefaultCandidateFreshness,
 		CandidateTTL:             controller.DefaultCandidateTTL,
 		LeaseDuration:            controller.DefaultLeaseDuration,
@@ -96,6 +100,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Client-side rate limit on requests to kube-apiserver, per second. An election costs one write, so this bounds how fast many Leases are elected at once (a cold start, a node taking many holders with it): at 300/s, 10,000 Leases in about 35s. kube-apiserver's priority and fairness protects it from a burst; Events have a limit of their own.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Client-side burst of requests to kube-apiserver.")
 	fs.DurationVar(&o.PingTimeout, "ping-timeout", o.PingTimeout, "How long a pinged candidate has to answer before it is excluded until it writes again.")
+	fs.Float64Var(&o.PingRate, "ping-rate", o.PingRate, "Pings sent per second at most, across all Leases; pings for due elections go before those that only check a candidate better than a live holder. Keep it below --kube-api-qps so that Lease writes always have room.")
+	fs.IntVar(&o.PingBurst, "ping-burst", o.PingBurst, "Pings that may be sent at once within --ping-rate.")
 	fs.DurationVar(&o.CandidateFreshness, "candidate-freshness", o.CandidateFreshness, "How long after a candidate was seen created or renewed it counts as alive without a ping.")
 	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "How long a candidate may go without renewing before it is ignored and deleted.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "leaseDurationSeconds of the Leases the controller creates (whole seconds).")
@@ -156,6 +162,9 @@ func (o *Options) Validate() error {
 	if o.Profiling && (o.MetricsBindAddress == "" || o.MetricsBindAddress == "0") {
 		errs = append(errs, errors.New("--profiling needs --metrics-bind-address: the profiles are served there"))
 	}
+	if o.PingRate <= 0 || o.PingBurst < 1 {
+		errs = append(errs, fmt.Errorf("--ping-rate (%v) must be positive and --ping-burst (%d) at least 1", o.PingRate, o.PingBurst))
+	}
 	if o.ShutdownGracePeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-grace-period must be positive"))
 	}
@@ -188,6 +197,8 @@ func (o *Options) controllerOptions() controller.Options {
 	}
 	return controller.Options{
 		PingTimeout:        o.PingTimeout,
+		PingRate:           o.PingRate,
+		PingBurst:          o.PingBurst,
 		CandidateFreshness: o.CandidateFreshness,
 		CandidateTTL:       o.CandidateTTL,
 		LeaseDuration:      o.LeaseDuration,
