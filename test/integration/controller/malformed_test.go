@@ -286,7 +286,7 @@ func (x *malformed) invalidUnderStrategy(t *testing.T) {
 	x.expectEvent(t, x.e, "invalid", controller.ReasonInvalidCandidate, "Candidate bad-priority cannot take part")
 	// Naming one or both candidates, as the controller first saw them: the
 	// recorder folds the next such Event on the unchanged Lease into it.
-	x.expectEvent(t, x.e, "invalid", controller.ReasonNoEligible, "can lead: no-emulation(binary 1.36.0, emulation )")
+	x.expectEvent(t, x.e, "invalid", controller.ReasonNoEligible, "no-emulation(binary 1.36.0, emulation )")
 	x.expectNoLease(t, x.e, "invalid")
 }
 
