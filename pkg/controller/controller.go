@@ -287,7 +287,7 @@ func (c *Controller) onLease(obj any) {
 	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	now := c.opts.Clock.Now()
-	c.opts.WatchLag.observe(lease, now) // the controller's lock has no candidates
+	c.opts.WatchLag.observe(lease) // the controller's lock has no candidates
 	if !c.hasCandidates(key) {
 		return
 	}

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
@@ -9,75 +8,60 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// WatchLag measures how late the Lease watch delivers changes, from writes
-// whose sending the controller saw: its own Lease writes, and the renewals
-// of its own lock (ExpectRenewal). One WatchLag serves the controllers of
-// successive leadership terms (Options.WatchLag); it is safe for concurrent
-// use. A write seen through the watch is a
-// sample (from when it was sent to when it arrived); a write not seen yet
-// shows that the watch lags at least as long as it has been outstanding, so
-// a watch that stalls is known to lag while it stalls, not only once it
-// delivers again.
+// WatchLag measures how far behind the Lease watch is, from writes whose
+// sending the controller saw: its own Lease writes, and the renewals of its
+// own lock (ExpectRenewal). A write the watch has not delivered yet shows
+// that the watch lags at least as long as that write has been outstanding;
+// once the watch delivers it (or a later version: a watch that restarts
+// delivers only the newest), nothing is known to be missing. So the lag is
+// known while it lasts, a watch that stalls included, and is forgotten as
+// soon as the watch catches up, however late that write was.
 //
 // The controller judges a holder's Lease expired a lease duration after it
 // last saw a renewal, plus the lag: a watch that delivers late on a loaded
 // server would otherwise make live holders look expired, and the elections
-// and pings that follow load the server further.
+// and pings that follow load the server further. One WatchLag serves the
+// controllers of successive leadership terms (Options.WatchLag); it is safe
+// for concurrent use.
 type WatchLag struct {
 	mu sync.Mutex
 	// pending are the writes not seen yet, by Lease.
 	pending map[types.NamespacedName]lagProbe
-	// samples are the lags measured within the window, oldest first.
-	samples []lagSample
 	// last is the estimate made at lastAt: reused for lagReuse, as every
 	// step asks and the pending writes may be many.
 	last   time.Duration
 	lastAt time.Time
 }
 
-// lagProbe is one write to recognise in the watch: by resourceVersion (the
-// controller's own writes) or by renewTime (the lock's renewals, written by
-// client-go, which does not return the resourceVersion).
+// lagProbe is one write to recognise in the watch, by the renewTime it
+// writes: the watch delivers it, or a later version, with that renewTime or
+// a later one (renewals never move it back). It is recorded before the write
+// is sent, since the watch may deliver the write before its response comes.
 type lagProbe struct {
-	resourceVersion string
-	renewTime       time.Time
-	sentAt          time.Time
-}
-
-type lagSample struct {
-	at  time.Time
-	lag time.Duration
+	renewTime time.Time
+	sentAt    time.Time
 }
 
 const (
-	// lagWindow is how long a measured lag counts.
-	lagWindow = 2 * time.Minute
 	// maxLag bounds the allowance: past it a write not seen is taken as
-	// lost rather than late (a watch restart can drop it from view), and a
-	// holder's Lease expires even if the watch still lags.
+	// lost rather than late, and a holder's Lease expires even if the
+	// watch still lags.
 	maxLag = time.Minute
-	// maxLagSamples bounds the memory of samples.
-	maxLagSamples = 256
 	// lagReuse is how long an estimate is reused.
 	lagReuse = 100 * time.Millisecond
 )
 
-// expectWrite records the controller's own write of a Lease, sent at sentAt
-// and stored at resourceVersion.
-func (w *WatchLag) expectWrite(key types.NamespacedName, resourceVersion string, sentAt time.Time) {
-	w.expect(key, lagProbe{resourceVersion: resourceVersion, sentAt: sentAt})
+// ExpectRenewal records a write of the Lease namespace/name that sets
+// renewTime, about to be sent at sentAt, and returns the function to call if
+// the write fails. The controller's own lock is the one to feed it: its
+// renewals, every retry period, show the watch's lag when no election writes
+// anything. The lock's namespace must be one the controller watches.
+func (w *WatchLag) ExpectRenewal(namespace, name string, renewTime, sentAt time.Time) (failed func()) {
+	return w.expect(types.NamespacedName{Namespace: namespace, Name: name}, renewTime, sentAt)
 }
 
-// ExpectRenewal records a successful renewal of the Lease namespace/name
-// that wrote renewTime and was sent at sentAt: the controller's own lock, whose
-// renewals, every few seconds, measure the watch's lag when no election
-// writes anything. The lock's namespace must be one the controller watches.
-func (w *WatchLag) ExpectRenewal(namespace, name string, renewTime, sentAt time.Time) {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	w.expect(key, lagProbe{renewTime: renewTime.Round(0).Truncate(time.Microsecond), sentAt: sentAt})
-}
-
-func (w *WatchLag) expect(key types.NamespacedName, p lagProbe) {
+func (w *WatchLag) expect(key types.NamespacedName, renewTime, sentAt time.Time) (failed func()) {
+	p := lagProbe{renewTime: renewTime.Round(0).Truncate(time.Microsecond), sentAt: sentAt}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.pending == nil {
@@ -89,26 +73,24 @@ func (w *WatchLag) expect(key types.NamespacedName, p lagProbe) {
 		p.sentAt = old.sentAt
 	}
 	w.pending[key] = p
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if cur, ok := w.pending[key]; ok && cur.renewTime.Equal(p.renewTime) {
+			delete(w.pending, key)
+		}
+	}
 }
 
-// observe checks a Lease delivered by the watch at now against the writes
-// awaited.
-func (w *WatchLag) observe(lease *coordinationv1.Lease, now time.Time) {
+// observe checks a Lease delivered by the watch against the write awaited.
+func (w *WatchLag) observe(lease *coordinationv1.Lease) {
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	p, ok := w.pending[key]
-	if !ok {
-		return
+	if p, ok := w.pending[key]; ok && lease.Spec.RenewTime != nil &&
+		!lease.Spec.RenewTime.Round(0).Truncate(time.Microsecond).Before(p.renewTime) {
+		delete(w.pending, key)
 	}
-	if !p.seenIn(lease) {
-		return
-	}
-	delete(w.pending, key)
-	if len(w.samples) == maxLagSamples {
-		w.samples = w.samples[1:]
-	}
-	w.samples = append(w.samples, lagSample{at: now, lag: max(0, now.Sub(p.sentAt))})
 }
 
 // forget drops what is awaited of a Lease that is gone.
@@ -118,9 +100,8 @@ func (w *WatchLag) forget(key types.NamespacedName) {
 	delete(w.pending, key)
 }
 
-// At is the lag as known at now: the longest measured within the last two
-// minutes, or the age of the oldest write still unseen if longer; at most a
-// minute.
+// At is the lag as known at now: the age of the oldest write the watch has
+// not delivered yet, at most a minute.
 func (w *WatchLag) At(now time.Time) time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -128,14 +109,6 @@ func (w *WatchLag) At(now time.Time) time.Duration {
 		return w.last
 	}
 	var lag time.Duration
-	kept := w.samples[:0]
-	for _, s := range w.samples {
-		if now.Sub(s.at) < lagWindow {
-			kept = append(kept, s)
-			lag = max(lag, s.lag)
-		}
-	}
-	w.samples = kept
 	for key, p := range w.pending {
 		age := now.Sub(p.sentAt)
 		if age >= maxLag {
@@ -146,21 +119,4 @@ func (w *WatchLag) At(now time.Time) time.Duration {
 	}
 	w.last, w.lastAt = min(lag, maxLag), now
 	return w.last
-}
-
-// seenIn reports whether lease, as delivered, shows the probed write or a
-// later one: a watch that restarts delivers only the newest version.
-// resourceVersions are compared as numbers where they are (etcd's revisions,
-// as every kube-apiserver stores them), and must match otherwise; renewTimes
-// come from one writer, whose renewals never move it back.
-func (p lagProbe) seenIn(lease *coordinationv1.Lease) bool {
-	if p.resourceVersion != "" {
-		if lease.ResourceVersion == p.resourceVersion {
-			return true
-		}
-		want, err1 := strconv.ParseUint(p.resourceVersion, 10, 64)
-		got, err2 := strconv.ParseUint(lease.ResourceVersion, 10, 64)
-		return err1 == nil && err2 == nil && got > want
-	}
-	return lease.Spec.RenewTime != nil && !lease.Spec.RenewTime.Round(0).Truncate(time.Microsecond).Before(p.renewTime)
 }

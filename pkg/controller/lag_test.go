@@ -17,54 +17,48 @@ func lagLease(rv string, renew time.Time) *coordinationv1.Lease {
 	}
 }
 
-// TestWatchLag: what the watch delivers late, and what it has not delivered
-// yet, both count as lag; a write is recognised in a later version too.
+// TestWatchLag: a write the watch has not delivered counts for as long as it
+// is outstanding; once the watch delivers it, or a later version, nothing is
+// known to be missing.
 func TestWatchLag(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "l"}
-	ms := time.Millisecond
 	for _, tc := range []struct {
 		name string
 		run  func(w *WatchLag) time.Duration // the lag it ends with
 		want time.Duration
 	}{
-		{"nothing measured", func(w *WatchLag) time.Duration { return w.At(t0) }, 0},
-		{"an own write delivered 300ms after it was sent", func(w *WatchLag) time.Duration {
-			w.expectWrite(key, "10", t0)
-			w.observe(lagLease("10", t0), t0.Add(300*ms))
-			return w.At(t0.Add(time.Second))
-		}, 300 * ms},
+		{"nothing awaited", func(w *WatchLag) time.Duration { return w.At(t0) }, 0},
 		{"a write not delivered yet counts for as long as it is outstanding", func(w *WatchLag) time.Duration {
-			w.expectWrite(key, "10", t0)
-			w.observe(lagLease("9", t0), t0.Add(time.Second)) // an older version
+			w.expect(key, t0, t0)
+			w.observe(lagLease("9", t0.Add(-time.Second))) // an older version
 			return w.At(t0.Add(7 * time.Second))
 		}, 7 * time.Second},
-		{"a later version shows the write was delivered (a watch restart skips versions)", func(w *WatchLag) time.Duration {
-			w.expectWrite(key, "10", t0)
-			w.observe(lagLease("12", t0), t0.Add(2*time.Second))
-			return w.At(t0.Add(5 * time.Second))
-		}, 2 * time.Second},
-		{"a lock renewal is recognised by its renewTime, or a later one", func(w *WatchLag) time.Duration {
+		{"once delivered, however late, it counts no more", func(w *WatchLag) time.Duration {
+			w.expect(key, t0, t0)
+			w.observe(lagLease("10", t0))
+			return w.At(t0.Add(7 * time.Second))
+		}, 0},
+		{"a later version shows it was delivered (a watch restart skips versions)", func(w *WatchLag) time.Duration {
 			w.ExpectRenewal("ns", "l", t0, t0)
-			w.observe(lagLease("3", t0.Add(-time.Second)), t0.Add(ms)) // an earlier renewal
-			w.observe(lagLease("4", t0.Add(2*time.Second)), t0.Add(4*time.Second))
+			w.observe(lagLease("12", t0.Add(2*time.Second)))
 			return w.At(t0.Add(5 * time.Second))
-		}, 4 * time.Second},
-		{"renewals unseen in a row keep the age of the oldest", func(w *WatchLag) time.Duration {
+		}, 0},
+		{"writes unseen in a row keep the age of the oldest", func(w *WatchLag) time.Duration {
 			w.ExpectRenewal("ns", "l", t0, t0)
 			w.ExpectRenewal("ns", "l", t0.Add(2*time.Second), t0.Add(2*time.Second))
 			return w.At(t0.Add(3 * time.Second))
 		}, 3 * time.Second},
-		{"a measured lag counts for the window, then not", func(w *WatchLag) time.Duration {
-			w.expectWrite(key, "10", t0)
-			w.observe(lagLease("10", t0), t0.Add(3*time.Second))
-			return w.At(t0.Add(3*time.Second + lagWindow))
+		{"a write that failed is not awaited", func(w *WatchLag) time.Duration {
+			failed := w.ExpectRenewal("ns", "l", t0, t0)
+			failed()
+			return w.At(t0.Add(3 * time.Second))
 		}, 0},
 		{"a write unseen for maxLag is taken as lost", func(w *WatchLag) time.Duration {
-			w.expectWrite(key, "10", t0)
+			w.expect(key, t0, t0)
 			return w.At(t0.Add(maxLag))
 		}, 0},
 		{"a deleted Lease's writes are not awaited", func(w *WatchLag) time.Duration {
-			w.expectWrite(key, "10", t0)
+			w.expect(key, t0, t0)
 			w.forget(key)
 			return w.At(t0.Add(10 * time.Second))
 		}, 0},

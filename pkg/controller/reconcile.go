@@ -226,6 +226,16 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		written *coordinationv1.Lease
 		err     error
 	)
+	if w.kind != writeSteer {
+		// An election writes a new renewTime: the watch's lag shows in
+		// how late it delivers it.
+		failed := c.opts.WatchLag.expect(v.key, leaseRenewTime(w.lease), v.now)
+		defer func() {
+			if err != nil {
+				failed()
+			}
+		}()
+	}
 	if w.kind == writeCreate {
 		written, err = leases.Create(ctx, w.lease)
 	} else {
@@ -244,7 +254,6 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner.Name, err)
 	}
 	c.obs.noteWritten(v.key, v.lease, written, v.now)
-	c.opts.WatchLag.expectWrite(v.key, written.ResourceVersion, v.now)
 	if w.kind == writeSteer {
 		c.steered(ctx, v, w)
 		return true, time.Time{}, nil

@@ -141,7 +141,7 @@ func Run(ctx context.Context, o *Options) error {
 	// what this one measured.
 	lag := &controller.WatchLag{}
 	watchLag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_watch_lag_seconds",
-		Help: "How late the Lease watch delivers changes, as measured from the controller's own writes and lock renewals; a holder's Lease expires this much later."},
+		Help: "How far behind the Lease watch is: how long the oldest of the controller's own Lease writes and lock renewals not delivered yet has been outstanding; a holder's Lease expires this much later."},
 		func() float64 { return lag.At(time.Now()).Seconds() })
 	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "The API mode in use (label mode).", ConstLabels: prometheus.Labels{"mode": string(acc.Mode())}})
 	modeInfo.Set(1)
@@ -375,10 +375,10 @@ type lagLock struct {
 }
 
 func (l lagLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
-	sent := time.Now()
-	if err := l.Interface.Update(ctx, ler); err != nil {
-		return err
+	failed := l.lag.ExpectRenewal(l.meta.Namespace, l.meta.Name, ler.RenewTime.Time, time.Now())
+	err := l.Interface.Update(ctx, ler)
+	if err != nil {
+		failed()
 	}
-	l.lag.ExpectRenewal(l.meta.Namespace, l.meta.Name, ler.RenewTime.Time, sent)
-	return nil
+	return err
 }
