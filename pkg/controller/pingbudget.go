@@ -19,6 +19,19 @@ import (
 type pingBudget struct {
 	mu  sync.Mutex
 	lim *rate.Limiter
+	// latest is the latest instant asked about: workers ask with their
+	// own readings of the clock, not in order, and a limiter asked about
+	// an earlier instant than the last counts the time between twice.
+	latest time.Time
+}
+
+// at is now, or the latest instant asked about if that is later; b.mu held.
+func (b *pingBudget) at(now time.Time) time.Time {
+	if now.Before(b.latest) {
+		return b.latest
+	}
+	b.latest = now
+	return now
 }
 
 func newPingBudget(perSecond float64, burst int) *pingBudget {
@@ -30,6 +43,7 @@ func newPingBudget(perSecond float64, burst int) *pingBudget {
 func (b *pingBudget) take(now time.Time, preempt bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now = b.at(now)
 	if preempt && b.lim.TokensAt(now) < float64(b.lim.Burst())/2 {
 		return false
 	}
@@ -40,6 +54,7 @@ func (b *pingBudget) take(now time.Time, preempt bool) bool {
 func (b *pingBudget) wait(now time.Time, preempt bool) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now = b.at(now)
 	need := 1.0
 	if preempt {
 		need = math.Max(need, float64(b.lim.Burst())/2)

@@ -56,3 +56,22 @@ func TestPingsOverTheBudgetWait(t *testing.T) {
 		t.Errorf("pinged %v once the budget allowed; want a second candidate pinged", p)
 	}
 }
+
+// Workers ask with their own readings of the clock, out of order: an earlier
+// instant must not count the time since it twice.
+func TestPingBudgetOutOfOrder(t *testing.T) {
+	b := newPingBudget(1, 10)
+	sent := 0
+	for i := range 40 {
+		at := t0 // alternately at the start and 5s on
+		if i%2 == 1 {
+			at = t0.Add(5 * time.Second)
+		}
+		if b.take(at, false) {
+			sent++
+		}
+	}
+	if sent > 15 {
+		t.Errorf("%d pings within 5s with a budget of 1/s and a burst of 10", sent)
+	}
+}

@@ -170,9 +170,9 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 	deferred := 0
 	for _, p := range pings {
 		lc := p.candidate
-		if !c.pings.take(v.now, p.preempt) {
+		if now := c.opts.Clock.Now(); !c.pings.take(now, p.preempt) {
 			deferred++
-			deferredFor = max(deferredFor, max(c.pings.wait(v.now, p.preempt), time.Millisecond))
+			deferredFor = max(deferredFor, max(c.pings.wait(now, p.preempt), time.Millisecond))
 			continue
 		}
 		clone := lc.DeepCopy()
