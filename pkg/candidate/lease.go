@@ -26,7 +26,6 @@ const giveUpAttempts = 3
 // after run returns, to the shutdown steps).
 type elector struct {
 	c      *Candidate
-	mode   renewalMode
 	leases access.LeaseClient
 	watched[*coordinationv1.Lease]
 	// wake makes run step at once: a change of the Lease, or a term that
@@ -75,7 +74,6 @@ type elector struct {
 func newElector(c *Candidate, acc access.Interface) *elector {
 	e := &elector{
 		c:      c,
-		mode:   c.mode,
 		leases: acc.Leases(c.cfg.Namespace),
 		watched: watched[*coordinationv1.Lease]{
 			informer: acc.NewLeaseInformer(c.cfg.Namespace, 0, oneObject(c.cfg.LeaseName)),
@@ -93,12 +91,12 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 	handle, _ := e.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			e.own.observe(nil, asLease(obj), initial)
-			e.seeTransitions(asLease(obj))
+			e.seen.see(asLease(obj))
 			e.wakeSoon()
 		},
 		UpdateFunc: func(old, obj any) {
 			e.own.observe(asLease(old), asLease(obj), false)
-			e.seeTransitions(asLease(obj))
+			e.seen.see(asLease(obj))
 			e.wakeSoon()
 		},
 		DeleteFunc: func(any) {
@@ -113,16 +111,13 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 // remember records a Lease this process wrote or read, newer than the
 // informer's store.
 func (e *elector) remember(lease *coordinationv1.Lease) {
-	e.seeTransitions(lease)
+	e.seen.see(lease)
 	storeRV := ""
 	if stored, ok := e.stored(); ok {
 		storeRV = stored.ResourceVersion
 	}
 	e.written.remember(storeRV, lease)
 }
-
-// seeTransitions records the Lease's leaseTransitions as seen.
-func (e *elector) seeTransitions(lease *coordinationv1.Lease) { e.seen.see(lease) }
 
 // seenTerms keeps the highest leaseTransitions seen on any version of the
 // Lease, and the highest seen on the versions other than the one that
@@ -236,7 +231,7 @@ func (e *elector) snapshot() view {
 		now:          cfg.Clock.Now(),
 		identity:     cfg.Identity,
 		timing:       timing{leaseDuration: cfg.LeaseDuration, renewDeadline: cfg.RenewDeadline, retryPeriod: cfg.RetryPeriod},
-		renewsItself: e.mode.renewsItself(),
+		renewsItself: e.c.mode.renewsItself(),
 		lease:        lease,
 		leading:      t != nil,
 		lapsed:       t != nil && !e.c.live(t),
@@ -279,9 +274,9 @@ func (e *elector) apply(ctx context.Context, v view, a action) {
 // past renewals, measured on the clock's monotonic Since: a wait.
 func (e *elector) quietIn() time.Duration {
 	if e.lastRenewal.IsZero() {
-		return e.mode.quietIn(false, 0)
+		return e.c.mode.quietIn(false, 0)
 	}
-	return e.mode.quietIn(true, e.c.cfg.Clock.Since(e.lastRenewal))
+	return e.c.mode.quietIn(true, e.c.cfg.Clock.Since(e.lastRenewal))
 }
 
 // mayLetGo reports whether nothing of this process can still act on its
@@ -371,7 +366,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 		e.lastRenewal = sent
 	}
 	if t := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)); t != nil {
-		e.mode.termStarted()
+		e.c.mode.termStarted()
 		e.startWork(ctx, t)
 	}
 	return nil

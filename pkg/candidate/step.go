@@ -231,22 +231,24 @@ func termToken(lease *coordinationv1.Lease, seenBefore int32) (token int32, ok b
 	if countedNaming(lease) && n > seenBefore {
 		return n, true
 	}
-	highest := max(n, seenBefore)
-	if highest == math.MaxInt32 {
-		return highest, false
-	}
-	return highest + 1, true
+	return oneAbove(max(n, seenBefore))
 }
 
 // handOverToken is the leaseTransitions of a hand-over of lease, which
 // counts the next holder's term: one above the Lease's and every value this
 // process saw (highest), or the largest there is when that is reached.
 func handOverToken(lease *coordinationv1.Lease, highest int32) int32 {
-	n := max(ptr.Deref(lease.Spec.LeaseTransitions, 0), highest)
-	if n == math.MaxInt32 {
-		return n
+	n, _ := oneAbove(max(ptr.Deref(lease.Spec.LeaseTransitions, 0), highest))
+	return n
+}
+
+// oneAbove is highest+1, or highest and false when that is past the largest
+// leaseTransitions there is.
+func oneAbove(highest int32) (int32, bool) {
+	if highest == math.MaxInt32 {
+		return highest, false
 	}
-	return n + 1
+	return highest + 1, true
 }
 
 // countedNaming reports a Lease as a naming writes it: acquireTime equal to

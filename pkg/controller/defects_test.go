@@ -292,10 +292,7 @@ func TestLaggingWatchDoesNotExpireALiveHolder(t *testing.T) {
 			// The renewal reaches the server, not the controller's cache.
 			l := h.serverLease()
 			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
-			l.ResourceVersion = h.nextRV()
-			if err := h.client.Tracker().Update(leasesGVR, l, testNS); err != nil {
-				t.Fatal(err)
-			}
+			h.serverWrite(leasesGVR, l)
 			h.c.opts.WatchLag.ExpectRenewal("cle-system", "cle-controller", now, now)
 		}
 		_, _ = h.reconcileOnly()

@@ -475,11 +475,18 @@ func (h *harness) step(d time.Duration) { h.clock.Step(d) }
 // delivers it.
 func (h *harness) serverUpdate(gvr schema.GroupVersionResource, obj runtime.Object) {
 	h.t.Helper()
+	h.serverWrite(gvr, obj)
+	h.sync()
+}
+
+// serverWrite writes obj as another client would, without delivering it to
+// the controller's caches (a watch that lags).
+func (h *harness) serverWrite(gvr schema.GroupVersionResource, obj runtime.Object) {
+	h.t.Helper()
 	mustMeta(obj).SetResourceVersion(h.nextRV())
 	if err := h.client.Tracker().Update(gvr, obj, testNS); err != nil {
 		h.t.Fatalf("update on the server: %v", err)
 	}
-	h.sync()
 }
 
 // renew makes candidate name write a new renewTime (by its own clock).
