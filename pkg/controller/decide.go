@@ -719,11 +719,9 @@ func (e *election) steer() {
 	clone.Spec.PreferredHolder = nil
 	var winner *coordinationv1beta1.LeaseCandidate
 	if want != "" {
+		// The best, or (while waiting, maybe with no best yet) a contender.
 		clone.Spec.PreferredHolder = ptr.To(want)
-		winner = e.best
-		if want != e.best.Name {
-			winner = e.candidateNamed(want)
-		}
+		winner = e.candidateNamed(want)
 	}
 	clone.Spec.Strategy = ptr.To(name)
 	e.d.write = &leaseWrite{

@@ -203,6 +203,15 @@ func TestDecide(t *testing.T) {
 		cands:  []obsCand{seen(old, now.Add(-time.Second))},
 		want:   "wait for own write; read the Lease; next 5s",
 	}, {
+		name:   "live holder no strategy can rank, the preferred one pinged and not answered yet: kept while the strategy is written",
+		lease:  held("bad", preferring("old"), transitions(2), func(l *coordinationv1.Lease) { l.Spec.Strategy = nil }),
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "bad", transitions: 2, observedAt: now.Add(-time.Second)}},
+		cands: []obsCand{
+			seen(candidate("bad", "1.31.x", "1.30.0"), now.Add(-time.Second)),
+			withRec(seen(old, time.Time{}), func(r *candidateRecord) { r.pingedAt, r.pingSent = now.Add(-2*time.Second), true }),
+		},
+		want: `steer preferred="old"; event InvalidCandidate; outcome optimal; next 3s`,
+	}, {
 		name:   "token exhausted: no election",
 		lease:  held("", transitions(math.MaxInt32)),
 		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: math.MaxInt32}},
