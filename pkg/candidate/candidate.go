@@ -66,7 +66,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -342,21 +341,6 @@ func wakeOnChange(wake chan struct{}) cache.ResourceEventHandler {
 		UpdateFunc: func(any, any) { signal() },
 		DeleteFunc: func(any) { signal() },
 	}
-}
-
-// untilNext is the wait before the earliest of the given instants, at least
-// a millisecond so that a loop never spins.
-func untilNext(now time.Time, instants ...time.Time) time.Duration {
-	var next time.Time
-	for _, t := range instants {
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
-		}
-	}
-	if d := next.Sub(now); d > time.Millisecond {
-		return d
-	}
-	return time.Millisecond
 }
 
 // isConflictOrGone tells the writes that failed because the object changed

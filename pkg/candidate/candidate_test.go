@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/pkg/access"
 )
 
@@ -660,7 +661,7 @@ func TestOneTermOneNumber(t *testing.T) {
 		}
 		h.prefer("better")
 		l := h.lease()
-		if holder(l) != "better" || ptr.Deref(l.Spec.LeaseTransitions, 0) != named+1 || !countedNaming(l) {
+		if holder(l) != "better" || ptr.Deref(l.Spec.LeaseTransitions, 0) != named+1 || !lead.CountedNaming(l) {
 			t.Errorf("after the hand-over: holder %s, leaseTransitions %d, acquireTime %v, renewTime %v; want better named for term %d",
 				holder(l), ptr.Deref(l.Spec.LeaseTransitions, 0), l.Spec.AcquireTime, l.Spec.RenewTime, named+1)
 		}

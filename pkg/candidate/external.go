@@ -10,11 +10,13 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/cle-dev/cle/internal/lead"
 )
 
 // renewalMode is who renews the Lease: the library's own loop (selfRenewal,
 // a Candidate from New) or an elector outside it (externalRenewal, an
-// External). The elector's rules (next) take what the mode says as input.
+// External). The elector's rules (lead.Next) take what the mode says as input.
 type renewalMode interface {
 	// renewsItself is true when the library renews the Lease.
 	renewsItself() bool
@@ -79,9 +81,6 @@ var (
 	// ErrNotRunning is returned by Renew, Lease and Resign once Run has
 	// stopped following the Lease (its context is done, or it failed).
 	ErrNotRunning = errors.New("the candidate is not running")
-	// errForeignRenewal: another process renews the Lease under this
-	// identity.
-	errForeignRenewal = fmt.Errorf("%w: another process renewed the Lease under this identity", ErrNotLeader)
 )
 
 // External is a candidate whose Lease is renewed by an elector that has its
@@ -176,7 +175,7 @@ func (e *External) inLoop(ctx context.Context, fn func(ctx, caller context.Conte
 func (e *External) Renew(ctx context.Context) error {
 	return e.inLoop(ctx, func(ctx, caller context.Context, el *elector) error {
 		el.step(ctx) // steps down for every reason to
-		if err := renewCall(el.snapshot()); err != nil {
+		if err := lead.RenewCall(el.snapshot()); err != nil {
 			return err
 		}
 		if err := el.renew(ctx, caller, el.current()); err != nil {

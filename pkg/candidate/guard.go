@@ -2,7 +2,6 @@ package candidate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,12 +12,14 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+
+	"github.com/cle-dev/cle/internal/lead"
 )
 
 // ErrNotLeader is the error of a write refused by a client from WrapConfig
 // because this process is not leader. Clients wrap it (in a *url.Error);
 // test for it with errors.Is.
-var ErrNotLeader = errors.New("not the leader")
+var ErrNotLeader = lead.ErrNotLeader
 
 // WrapConfig returns a copy of cfg whose clients refuse mutating requests
 // with ErrNotLeader while this process is not leader. It returns nil for a

@@ -3,17 +3,16 @@ package candidate
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/pkg/access"
 )
 
@@ -34,11 +33,11 @@ type elector struct {
 
 	// own tells the Lease versions this process may take from those another
 	// process with the same identity renewed.
-	own *ownership
+	own *lead.Ownership
 	// seen is what leaseTransitions this process has seen the Lease carry,
 	// including before it was deleted: a term's token is above it (see
-	// termToken). Written by the informer's handler too.
-	seen seenTerms
+	// lead.TermToken). Written by the informer's handler too.
+	seen lead.SeenTerms
 
 	// lastAttempt is when the last renewal was sent; retryAt holds off a new
 	// attempt after a failure. lastRenewal is when the last successful
@@ -80,7 +79,7 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 			key:      c.cfg.Namespace + "/" + c.cfg.LeaseName,
 		},
 		wake:  c.stepDownNow,
-		own:   &ownership{identity: c.cfg.Identity},
+		own:   &lead.Ownership{Identity: c.cfg.Identity},
 		calls: c.mode.calls(),
 	}
 	asLease := func(obj any) *coordinationv1.Lease {
@@ -90,17 +89,17 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 	// The registration cannot fail on an informer that has not started.
 	handle, _ := e.informer.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			e.own.observe(nil, asLease(obj), initial)
-			e.seen.see(asLease(obj))
+			e.own.Observe(nil, asLease(obj), initial)
+			e.seen.See(asLease(obj))
 			e.wakeSoon()
 		},
 		UpdateFunc: func(old, obj any) {
-			e.own.observe(asLease(old), asLease(obj), false)
-			e.seen.see(asLease(obj))
+			e.own.Observe(asLease(old), asLease(obj), false)
+			e.seen.See(asLease(obj))
 			e.wakeSoon()
 		},
 		DeleteFunc: func(any) {
-			e.own.observe(nil, nil, false)
+			e.own.Observe(nil, nil, false)
 			e.wakeSoon()
 		},
 	})
@@ -111,65 +110,13 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 // remember records a Lease this process wrote or read, newer than the
 // informer's store.
 func (e *elector) remember(lease *coordinationv1.Lease) {
-	e.seen.see(lease)
+	e.seen.See(lease)
 	storeRV := ""
 	if stored, ok := e.stored(); ok {
 		storeRV = stored.ResourceVersion
 	}
 	e.written.remember(storeRV, lease)
 }
-
-// seenTerms keeps the highest leaseTransitions seen on any version of the
-// Lease, and the highest seen on the versions other than the one that
-// carried it: the first renewal of a term compares a naming's count with
-// what came before that naming (see termToken).
-type seenTerms struct {
-	mu sync.Mutex
-	// highest was first seen on the version fingerprinted highestBy; below
-	// is the highest on any other version.
-	highest   int32
-	highestBy string
-	below     int32
-}
-
-func (s *seenTerms) see(lease *coordinationv1.Lease) {
-	if lease == nil {
-		return
-	}
-	n, fp := ptr.Deref(lease.Spec.LeaseTransitions, 0), fingerprint(lease)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case fp == s.highestBy:
-	case n > s.highest:
-		s.below, s.highest, s.highestBy = s.highest, n, fp
-	default:
-		s.below = max(s.below, n)
-	}
-}
-
-// before is the highest leaseTransitions seen on a version other than
-// lease's own.
-func (s *seenTerms) before(lease *coordinationv1.Lease) int32 {
-	fp := fingerprint(lease)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if fp == s.highestBy {
-		return s.below
-	}
-	return s.highest
-}
-
-// max is the highest leaseTransitions seen on any version.
-func (s *seenTerms) max() int32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.highest
-}
-
-// errTermsExhausted: a term would need a fencing token past the largest
-// leaseTransitions there is.
-var errTermsExhausted = fmt.Errorf("%w: leaseTransitions has reached %d, so a new term cannot have a fencing token above every earlier one", ErrNotLeader, int32(math.MaxInt32))
 
 // run steps the election on every change of the Lease and on time, until ctx
 // is done; it then stops leader work and returns. It does not release the
@@ -200,73 +147,73 @@ func (e *elector) run(ctx context.Context) {
 const maxActions = 4
 
 // step acts on the Lease as it is now and returns when it wants to look
-// again: it decides (next) and performs the decision until the decision is
+// again: it decides (lead.Next) and performs the decision until the decision is
 // to wait. It is idempotent: waking it early does no harm.
 func (e *elector) step(ctx context.Context) time.Duration {
 	logger := klog.FromContext(ctx)
 	e.observe(e.current())
-	if n := e.own.takeForeignRenewals(); n > 0 {
+	if n := e.own.TakeForeignRenewals(); n > 0 {
 		logger.Error(nil, "Another process renews the Lease under this identity; Identity must be unique among the candidates of a Lease", "renewals", n)
 	}
 	steppedDown := false
 	for range maxActions {
 		v := e.snapshot()
-		v.steppedDown = steppedDown
-		a := next(v)
-		if a.kind == waitAction {
-			return a.after
+		v.SteppedDown = steppedDown
+		a := lead.Next(v)
+		if a.Kind == lead.Wait {
+			return a.After
 		}
 		e.apply(ctx, v, a)
-		steppedDown = steppedDown || a.kind == stepDown
+		steppedDown = steppedDown || a.Kind == lead.StepDown
 	}
 	return e.c.cfg.RetryPeriod
 }
 
-// snapshot is the view next decides on.
-func (e *elector) snapshot() view {
+// snapshot is the view lead.Next decides on.
+func (e *elector) snapshot() lead.View {
 	cfg := &e.c.cfg
 	lease := e.current()
 	t := e.c.leading()
-	v := view{
-		now:          cfg.Clock.Now(),
-		identity:     cfg.Identity,
-		timing:       timing{leaseDuration: cfg.LeaseDuration, renewDeadline: cfg.RenewDeadline, retryPeriod: cfg.RetryPeriod},
-		renewsItself: e.c.mode.renewsItself(),
-		lease:        lease,
-		leading:      t != nil,
-		lapsed:       t != nil && !e.c.live(t),
-		quietIn:      e.quietIn(),
-		lastAttempt:  e.lastAttempt,
-		retryAt:      e.retryAt,
-		handOverAt:   e.handOverAt,
-		goneVersion:  e.goneVersion,
-		foreign:      e.foreign,
+	v := lead.View{
+		Now:          cfg.Clock.Now(),
+		Identity:     cfg.Identity,
+		Timing:       lead.Timing{LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod},
+		RenewsItself: e.c.mode.renewsItself(),
+		Lease:        lease,
+		Leading:      t != nil,
+		Lapsed:       t != nil && !e.c.live(t),
+		QuietIn:      e.quietIn(),
+		LastAttempt:  e.lastAttempt,
+		RetryAt:      e.retryAt,
+		HandOverAt:   e.handOverAt,
+		GoneVersion:  e.goneVersion,
+		Foreign:      e.foreign,
 	}
 	if e.foreign != "" {
-		v.foreignFor = cfg.Clock.Since(e.foreignSince)
+		v.ForeignFor = cfg.Clock.Since(e.foreignSince)
 	}
 	if t != nil {
-		v.renewedAt = t.renewedAt
+		v.RenewedAt = t.renewedAt
 	}
 	if lease != nil {
-		v.mine, v.mayTake = e.own.mine(lease), e.own.mayTake(lease)
+		v.Mine, v.MayTake = e.own.Mine(lease), e.own.MayTake(lease)
 	}
 	return v
 }
 
-// apply performs one decision of next, taken on v.
-func (e *elector) apply(ctx context.Context, v view, a action) {
-	switch a.kind {
-	case renew:
-		_ = e.renew(ctx, nil, v.lease) // a failure is logged and retried
-	case stepDown:
-		e.stepDown(ctx, a.reason, a.kv...)
-	case handOver:
+// apply performs one decision of lead.Next, taken on v.
+func (e *elector) apply(ctx context.Context, v lead.View, a lead.Action) {
+	switch a.Kind {
+	case lead.Renew:
+		_ = e.renew(ctx, nil, v.Lease) // a failure is logged and retried
+	case lead.StepDown:
+		e.stepDown(ctx, a.Reason, a.KV...)
+	case lead.HandOver:
 		e.giveUp(ctx, false)
-	case noteForeign:
-		e.foreign, e.foreignSince = a.foreign, v.now
+	case lead.NoteForeign:
+		e.foreign, e.foreignSince = a.Foreign, v.Now
 		klog.FromContext(ctx).V(2).Info("The Lease names this identity but was renewed by another process; waiting for it to stay unchanged for a lease duration",
-			"renewTime", v.lease.Spec.RenewTime, "leaseDuration", e.c.cfg.LeaseDuration)
+			"renewTime", v.Lease.Spec.RenewTime, "leaseDuration", e.c.cfg.LeaseDuration)
 	}
 }
 
@@ -322,19 +269,19 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 		fresh, err = e.leases.Get(reqCtx, cfg.LeaseName)
 		if err == nil {
 			e.remember(fresh)
-			if holderOf(fresh) != cfg.Identity || (preferredOf(fresh) != "" && preferredOf(fresh) != cfg.Identity) {
+			if lead.HolderOf(fresh) != cfg.Identity || (lead.PreferredOf(fresh) != "" && lead.PreferredOf(fresh) != cfg.Identity) {
 				e.wakeSoon()
 				return fmt.Errorf("%w: the Lease changed under the renewal", ErrNotLeader) // the next step acts on it
 			}
-			if leading && !e.own.mine(fresh) {
+			if leading && !e.own.Mine(fresh) {
 				logger.Error(nil, "Another process renewed the Lease under this identity; Identity must be unique among the candidates of a Lease",
 					"renewTime", fresh.Spec.RenewTime)
 				e.stepDown(ctx, "another process renewed the Lease under this identity")
-				return errForeignRenewal
+				return lead.ErrForeignRenewal
 			}
-			if !leading && !e.own.mayTake(fresh) {
+			if !leading && !e.own.MayTake(fresh) {
 				e.wakeSoon()
-				return errForeignRenewal // the next step decides whether to wait
+				return lead.ErrForeignRenewal // the next step decides whether to wait
 			}
 			if renewal, err = e.renewalOf(fresh, sent, leading); err == nil {
 				updated, err = e.update(reqCtx, renewal)
@@ -375,44 +322,20 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 // update sends one renewal, recording its renewTime as possibly written by
 // this process unless the server certainly refused it.
 func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	renew := renewTimeOf(lease)
-	e.own.wrote(renew)
+	renew := lead.RenewTimeOf(lease)
+	e.own.Wrote(renew)
 	updated, err := e.leases.Update(ctx, lease)
 	if apierrors.IsConflict(err) {
-		e.own.refused(renew)
+		e.own.Refused(renew)
 	}
 	return updated, err
 }
 
-// renewalOf is lease as this process's renewal at now writes it, with a
-// renewTime later than the stored one (see renewTimeFor). The first
-// renewal of a term (leading false) starts a new term: its leaseTransitions
-// is the term's fencing token (see termToken), written in the same
-// conditional write.
+// renewalOf is lease as this process's renewal at now writes it (see
+// lead.Renewal).
 func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) (*coordinationv1.Lease, error) {
 	cfg := &e.c.cfg
-	clone := lease.DeepCopy()
-	clone.Spec.HolderIdentity = ptr.To(cfg.Identity)
-	if !leading {
-		term, ok := termToken(lease, e.seen.before(lease))
-		if !ok {
-			return nil, errTermsExhausted
-		}
-		clone.Spec.LeaseTransitions = ptr.To(term)
-		if clone.Spec.AcquireTime == nil && clone.Spec.RenewTime != nil {
-			// The term was acquired when the controller named the holder.
-			clone.Spec.AcquireTime = clone.Spec.RenewTime.DeepCopy()
-		}
-	}
-	renew := renewTimeFor(now, renewTimeOf(lease))
-	if a := clone.Spec.AcquireTime; a != nil && renew.Equal(atMicro(a.Time)) {
-		// acquireTime equal to renewTime marks a Lease nobody has renewed
-		// since it was named (see freshlyNamed); a renewal must not look so.
-		renew = renew.Add(time.Microsecond)
-	}
-	clone.Spec.RenewTime = ptr.To(metav1.NewMicroTime(renew))
-	clone.Spec.LeaseDurationSeconds = ptr.To(int32(cfg.LeaseDuration / time.Second))
-	return clone, nil
+	return lead.Renewal(lease, cfg.Identity, now, leading, e.seen.Before(lease), cfg.LeaseDuration)
 }
 
 // startWork runs OnStartedLeading for the term that just began, with the
@@ -464,13 +387,10 @@ func (e *elector) stepDown(ctx context.Context, reason string, kv ...any) {
 // giveUp lets the Lease go when this process holds it and nothing of this
 // process leads any more: to the preferred holder if there is one, otherwise
 // (only when release is set, on shutdown) to nobody. Each is one conditional
-// update. A hand-over names the next holder as the controller does: it
-// counts the next term in leaseTransitions (handOverToken) and writes
-// acquireTime equal to renewTime, so the next holder leads with that count
-// as its token. A release names nobody and counts nothing, as client-go's
-// does: the controller counts the next term when it names one. Every request has its
-// own timeout of the renew deadline, so a hung API call cannot block the
-// election loop or the shutdown.
+// update, written as lead.LetGo says: a hand-over counts the next holder's
+// term, a release counts nothing. Every request has its own timeout of the
+// renew deadline, so a hung API call cannot block the election loop or the
+// shutdown.
 //
 // The holder's name alone does not make the Lease this process's to let go:
 // another process started with the same Identity may hold it and still run
@@ -489,15 +409,15 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 	e.handOverAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
 	lease := e.current()
 	for attempt := 0; lease != nil; attempt++ {
-		if holderOf(lease) != cfg.Identity {
+		if lead.HolderOf(lease) != cfg.Identity {
 			return
 		}
-		if !e.own.mayTake(lease) {
+		if !e.own.MayTake(lease) {
 			logger.V(2).Info("The Lease names this identity but another process renewed it; leaving it to that process",
 				"renewTime", lease.Spec.RenewTime, "release", release)
 			return
 		}
-		to := preferredOf(lease)
+		to := lead.PreferredOf(lease)
 		if to == cfg.Identity {
 			to = ""
 		}
@@ -508,17 +428,7 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 			logger.Error(nil, "Letting the Lease go conflicted with other writes every time; giving up for now: "+otherwise, "to", to, "attempts", attempt)
 			return
 		}
-		now := metav1.NewMicroTime(renewTimeFor(cfg.Clock.Now(), renewTimeOf(lease)))
-		clone := lease.DeepCopy()
-		// An empty holder rather than none: kube-apiserver's controller
-		// dereferences holderIdentity.
-		clone.Spec.HolderIdentity = ptr.To(to)
-		clone.Spec.PreferredHolder = nil
-		clone.Spec.RenewTime = &now
-		if to != "" {
-			clone.Spec.LeaseTransitions = ptr.To(handOverToken(lease, e.seen.max()))
-			clone.Spec.AcquireTime = &now
-		}
+		clone := lead.LetGo(lease, to, cfg.Clock.Now(), e.seen.Max())
 		updated, err := e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
 			return e.leases.Update(ctx, clone)
 		})
@@ -562,7 +472,7 @@ func (e *elector) release(ctx context.Context) {
 
 // observe records the holder and tells OnNewLeader about a new one.
 func (e *elector) observe(lease *coordinationv1.Lease) {
-	holder := holderOf(lease)
+	holder := lead.HolderOf(lease)
 	e.c.holder.Store(&holder)
 	if holder == e.observed {
 		return
@@ -578,18 +488,4 @@ func (e *elector) wakeSoon() {
 	case e.wake <- struct{}{}:
 	default:
 	}
-}
-
-func holderOf(lease *coordinationv1.Lease) string {
-	if lease == nil {
-		return ""
-	}
-	return ptr.Deref(lease.Spec.HolderIdentity, "")
-}
-
-func preferredOf(lease *coordinationv1.Lease) string {
-	if lease == nil {
-		return ""
-	}
-	return ptr.Deref(lease.Spec.PreferredHolder, "")
 }

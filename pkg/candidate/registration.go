@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/pkg/access"
 )
 
@@ -73,7 +74,7 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 	logger := klog.FromContext(ctx)
 	now := cfg.Clock.Now()
 	if now.Before(r.retryAt) {
-		return untilNext(now, r.retryAt)
+		return lead.UntilNext(now, r.retryAt)
 	}
 	storeRV := ""
 	if stored, ok := r.stored(); ok {
@@ -119,7 +120,7 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 		what = "renew"
 		written, err = r.update(reqCtx, lc, now)
 	default:
-		return untilNext(now, r.renewedAt.Add(cfg.CandidateRenewInterval))
+		return lead.UntilNext(now, r.renewedAt.Add(cfg.CandidateRenewInterval))
 	}
 	if err != nil {
 		switch {
@@ -159,7 +160,7 @@ func (r *registrar) spec(old coordinationv1beta1.LeaseCandidateSpec, renew time.
 	old.BinaryVersion = cfg.BinaryVersion
 	old.EmulationVersion = cfg.EmulationVersion
 	old.Strategy = cfg.Strategy
-	old.RenewTime = ptr.To(metav1.NewMicroTime(renewTimeFor(renew, stored)))
+	old.RenewTime = ptr.To(metav1.NewMicroTime(lead.RenewTimeFor(renew, stored)))
 	return old
 }
 

@@ -1,4 +1,4 @@
-package candidate
+package lead
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
-// ownership tells whether a Lease naming this identity may be taken by this
+// Ownership tells whether a Lease naming this identity may be taken by this
 // process. The name alone does not say it: two processes started with the
 // same Identity would both renew the Lease and both lead. A Lease naming this
 // identity may be taken when
@@ -23,8 +23,9 @@ import (
 // The informer's event handler feeds it every change in order, which the
 // elector, reading only the newest state, could miss. It is shared between
 // that handler and the elector's loop, hence the lock.
-type ownership struct {
-	identity string
+type Ownership struct {
+	// Identity is the candidate's identity.
+	Identity string
 
 	mu sync.Mutex
 	// sent holds the renewTimes of this process's recent renewals, but for
@@ -44,8 +45,8 @@ type ownership struct {
 // the usual timings.
 const maxSent = 32
 
-// wrote records the renewTime of a renewal about to be sent.
-func (o *ownership) wrote(renew time.Time) {
+// Wrote records the renewTime of a renewal about to be sent.
+func (o *Ownership) Wrote(renew time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.sent) == maxSent {
@@ -54,62 +55,62 @@ func (o *ownership) wrote(renew time.Time) {
 	o.sent = append(o.sent, renew)
 }
 
-// refused forgets a renewal the server certainly did not make.
-func (o *ownership) refused(renew time.Time) {
+// Refused forgets a renewal the server certainly did not make.
+func (o *Ownership) Refused(renew time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.sent = slices.DeleteFunc(o.sent, renew.Equal)
 }
 
-// mine reports whether this process wrote the Lease's renewTime.
-func (o *ownership) mine(lease *coordinationv1.Lease) bool {
+// Mine reports whether this process wrote the Lease's renewTime.
+func (o *Ownership) Mine(lease *coordinationv1.Lease) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.mineLocked(renewTimeOf(lease))
+	return o.mineLocked(RenewTimeOf(lease))
 }
 
-func (o *ownership) mineLocked(renew time.Time) bool {
+func (o *Ownership) mineLocked(renew time.Time) bool {
 	return !renew.IsZero() && slices.ContainsFunc(o.sent, renew.Equal)
 }
 
-// mayTake reports whether a Lease naming this identity may be taken now
+// MayTake reports whether a Lease naming this identity may be taken now
 // without waiting for it to stay unchanged (see the type's doc).
-func (o *ownership) mayTake(lease *coordinationv1.Lease) bool {
-	if freshlyNamed(lease) {
+func (o *Ownership) MayTake(lease *coordinationv1.Lease) bool {
+	if FreshlyNamed(lease) {
 		return true
 	}
-	renew := renewTimeOf(lease)
+	renew := RenewTimeOf(lease)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.mineLocked(renew) || (o.named && o.namedRenew.Equal(renew))
 }
 
-// observe follows one change of the Lease as the informer delivers it; old
+// Observe follows one change of the Lease as the informer delivers it; old
 // is nil for an addition, initial is true for the informer's initial list.
-func (o *ownership) observe(old, lease *coordinationv1.Lease, initial bool) {
+func (o *Ownership) Observe(old, lease *coordinationv1.Lease, initial bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if holderOf(lease) != o.identity {
+	if HolderOf(lease) != o.Identity {
 		o.named = false
 		return
 	}
-	renew := renewTimeOf(lease)
+	renew := RenewTimeOf(lease)
 	switch {
 	case o.mineLocked(renew):
-	case freshlyNamed(lease),
+	case FreshlyNamed(lease),
 		old == nil && !initial, // created naming this identity
-		old != nil && holderOf(old) != o.identity:
+		old != nil && HolderOf(old) != o.Identity:
 		o.named, o.namedRenew = true, renew
-	case old != nil && !renewTimeOf(old).Equal(renew):
+	case old != nil && !RenewTimeOf(old).Equal(renew):
 		// Renewed, but not by this process.
 		o.named = false
 		o.foreignRenewals++
 	}
 }
 
-// takeForeignRenewals returns and resets the count of renewals by another
+// TakeForeignRenewals returns and resets the count of renewals by another
 // process.
-func (o *ownership) takeForeignRenewals() int {
+func (o *Ownership) TakeForeignRenewals() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := o.foreignRenewals
@@ -117,11 +118,11 @@ func (o *ownership) takeForeignRenewals() int {
 	return n
 }
 
-// freshlyNamed reports a Lease that has not been renewed since a controller
+// FreshlyNamed reports a Lease that has not been renewed since a controller
 // named its holder: cle-controller names a holder with acquireTime equal to
-// renewTime, which this library never writes in a renewal; a Lease with no
+// renewTime, which a renewal never writes (see Renewal); a Lease with no
 // renewTime has never been renewed at all.
-func freshlyNamed(lease *coordinationv1.Lease) bool {
+func FreshlyNamed(lease *coordinationv1.Lease) bool {
 	if lease == nil {
 		return false
 	}
@@ -129,30 +130,30 @@ func freshlyNamed(lease *coordinationv1.Lease) bool {
 	return s.RenewTime == nil || (s.AcquireTime != nil && s.AcquireTime.Time.Equal(s.RenewTime.Time))
 }
 
-// renewTimeOf is the Lease's renewTime at the precision the API stores
+// RenewTimeOf is the Lease's renewTime at the precision the API stores
 // (microseconds), zero when unset.
-func renewTimeOf(lease *coordinationv1.Lease) time.Time {
+func RenewTimeOf(lease *coordinationv1.Lease) time.Time {
 	if lease == nil || lease.Spec.RenewTime == nil {
 		return time.Time{}
 	}
-	return atMicro(lease.Spec.RenewTime.Time)
+	return AtMicro(lease.Spec.RenewTime.Time)
 }
 
-// atMicro is t as the API stores a MicroTime: truncated to microseconds,
+// AtMicro is t as the API stores a MicroTime: truncated to microseconds,
 // without a monotonic clock reading.
-func atMicro(t time.Time) time.Time {
+func AtMicro(t time.Time) time.Time {
 	return t.Round(0).Truncate(time.Microsecond)
 }
 
-// renewTimeFor is the renewTime a write at now stores over the stored one
+// RenewTimeFor is the renewTime a write at now stores over the stored one
 // (zero when there is none): now at the API's precision, or a microsecond
 // after the stored one when that is not earlier, as happens when it came from
 // a clock ahead of this process's. So a write never moves renewTime back,
 // which a party comparing it with a ping or with its own clock would read as
 // no renewal at all, and every write changes it.
-func renewTimeFor(now, stored time.Time) time.Time {
-	renew := atMicro(now)
-	if stored = atMicro(stored); !stored.IsZero() && !renew.After(stored) {
+func RenewTimeFor(now, stored time.Time) time.Time {
+	renew := AtMicro(now)
+	if stored = AtMicro(stored); !stored.IsZero() && !renew.After(stored) {
 		return stored.Add(time.Microsecond)
 	}
 	return renew
