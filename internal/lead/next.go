@@ -103,7 +103,8 @@ type Action struct {
 	Foreign string
 }
 
-func waitFor(d time.Duration) Action { return Action{Kind: Wait, After: d} }
+// waitFor waits d, at least a millisecond so that a loop never spins.
+func waitFor(d time.Duration) Action { return Action{Kind: Wait, After: max(d, time.Millisecond)} }
 
 func waitUntil(now time.Time, instants ...time.Time) Action {
 	return waitFor(UntilNext(now, instants...))

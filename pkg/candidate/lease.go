@@ -115,7 +115,7 @@ func (e *elector) remember(lease *coordinationv1.Lease) {
 	if stored, ok := e.stored(); ok {
 		storeRV = stored.ResourceVersion
 	}
-	e.written.remember(storeRV, lease)
+	e.written.Remember(storeRV, lease)
 }
 
 // run steps the election on every change of the Lease and on time, until ctx

@@ -139,7 +139,7 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 		r.retryAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
 		return cfg.RetryPeriod
 	}
-	r.written.remember(storeRV, written)
+	r.written.Remember(storeRV, written)
 	r.renewedAt, r.retryAt, r.created = now, time.Time{}, true
 	logger.V(4).Info("Wrote LeaseCandidate", "op", what)
 	return cfg.CandidateRenewInterval

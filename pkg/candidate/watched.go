@@ -3,6 +3,8 @@ package candidate
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cle-dev/cle/internal/lead"
 )
 
 // watched is one object this process both watches and writes (its Lease or
@@ -14,7 +16,7 @@ type watched[T metav1.Object] struct {
 	key    string
 	// written is the result of our last write, served instead of the
 	// informer's object until the informer catches up with it.
-	written newest[T]
+	written lead.Newest[T]
 }
 
 // stored is the object in the informer's store.
@@ -30,51 +32,10 @@ func (w *watched[T]) stored() (T, bool) {
 
 // current is the newest object known, the zero T (nil) if there is none.
 func (w *watched[T]) current() T {
-	t, ok := w.written.pick(w.stored())
+	t, ok := w.written.Pick(w.stored())
 	if !ok {
 		var zero T
 		return zero
 	}
 	return t
-}
-
-// newest bridges the lag between this process's writes and its informer: it
-// keeps the object of the last write until the informer's store shows that
-// write or something later. It remembers every resourceVersion known to be
-// older than the write (what the store showed, and earlier writes), so that a
-// store that is several writes behind never serves an older object.
-type newest[T metav1.Object] struct {
-	written T
-	has     bool
-	older   map[string]bool
-}
-
-// remember records written, the result of a write made while the store
-// showed storeRV ("" when the store had no object).
-func (n *newest[T]) remember(storeRV string, written T) {
-	if n.older == nil {
-		n.older = map[string]bool{}
-	}
-	if storeRV != "" {
-		n.older[storeRV] = true
-	}
-	if n.has {
-		n.older[n.written.GetResourceVersion()] = true
-	}
-	n.written, n.has = written, true
-}
-
-// pick returns the newer of the store's object and the last write. Once the
-// store has caught up (or moved on, or lost the object), the write is
-// forgotten.
-func (n *newest[T]) pick(stored T, exists bool) (T, bool) {
-	if !n.has {
-		return stored, exists
-	}
-	if exists && n.older[stored.GetResourceVersion()] {
-		return n.written, true
-	}
-	var zero T
-	n.written, n.has, n.older = zero, false, nil
-	return stored, exists
 }

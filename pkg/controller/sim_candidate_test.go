@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -16,17 +17,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
 // simCandidate is one candidate identity; proc is its running process (nil
-// while it is down). A process follows the library's protocol: it registers
-// its LeaseCandidate and answers pings from a watch, renews the Lease that
-// names it every retry period, leads from its first renewal and only while
-// its last successful renewal was sent less than the renew deadline ago (on
-// its own clock), hands over when preferredHolder names another, steps down
-// when the Lease is gone, and on a graceful stop releases the Lease and
-// deletes its candidate.
+// while it is down). A process is pkg/candidate's elector with the API
+// replaced by the model server: it decides with the library's own rules
+// (internal/lead: Next, Renewal, LetGo, Ownership, SeenTerms, Newest) and
+// performs each decision as the library's executor (lease.go) does, each
+// request taking its time and failing as the world draws. Registering the
+// LeaseCandidate and answering pings are modelled after registration.go.
 type simCandidate struct {
 	w                 *simWorld
 	name              string
@@ -46,33 +47,58 @@ type simProcess struct {
 	held   []func() // what arrived while paused
 
 	leaseWatch, candWatch *simWatcher
-	lease                 *coordinationv1.Lease // as seen on its watch, or as it wrote it
-	leaseSeen             bool
 	self                  *coordinationv1beta1.LeaseCandidate
+	answering             bool // a ping answer is in flight
 
+	// The elector's state, as pkg/candidate's elector keeps it.
+	stored  *coordinationv1.Lease // the watch's copy, nil when there is none
+	synced  bool                  // the watch has delivered its initial list
+	written lead.Newest[*coordinationv1.Lease]
+	own     *lead.Ownership
+	seen    lead.SeenTerms
+	// leading: a term is published; renewedAt (local) is when its last
+	// successful renewal was sent.
 	leading   bool
-	lastSent  time.Time // local time the last successful renewal was sent
-	highest   int32     // the highest leaseTransitions seen
-	highestBy string    // the version (simFingerprint) that first carried highest
-	below     int32     // the highest leaseTransitions seen on any other version
-	inFlight  bool      // a Lease write is in flight
-	answering bool      // a ping answer is in flight
+	renewedAt time.Time
+	// Local instants and versions as the elector's fields.
+	lastAttempt, retryAt, lastRenewal, handOverAt time.Time
+	goneVersion                                   string
+	foreign                                       string
+	foreignSince                                  time.Time
+	// busy: the loop is blocked in an action (a request, or waiting for
+	// leader work to return); a wake-up meanwhile makes it step when done.
+	busy, woken bool
+	// wakeGen identifies the pending timer: a newer one replaces it.
+	wakeGen int
+	// cancelRequest ends the elector's request in flight, as cancelling
+	// its context does.
+	cancelRequest func()
+	// stopping: a graceful stop has begun (the elector's context is
+	// done); stopped is called when it is over.
+	stopping, shuttingDown bool
+	stopped                func()
 }
+
+// simWorkReturn bounds how long leader work takes to return once its
+// context is cancelled; stepping down waits for it.
+const simWorkReturn = time.Second
 
 func (p *simProcess) localNow() time.Time {
 	w := p.c.w
 	return w.now.Add(p.offset + time.Duration(p.drift*float64(w.now.Sub(p.born))))
 }
 
-// untilLocal is the true duration until local time d from now passes.
+// untilLocal is the true duration until local time d from now passes,
+// rounded up: a wait always lets time pass.
 func (p *simProcess) untilLocal(d time.Duration) time.Duration {
-	return time.Duration(float64(d) / (1 + p.drift))
+	return time.Duration(math.Ceil(float64(d) / (1 + p.drift)))
 }
 
-// isLeader is the library's IsLeader: leading, and the last successful
-// renewal was sent less than the renew deadline ago on this clock.
+// isLeader is the library's IsLeader: a term is published and its last
+// successful renewal was sent less than the renew deadline ago on this
+// clock.
 func (p *simProcess) isLeader() bool {
-	return p.leading && p.localNow().Sub(p.lastSent) < simRenewDeadline
+	return p.leading && p.localNow().Sub(p.renewedAt) < simRenewDeadline
 }
 
 func (w *simWorld) addCandidate(name, binary, emulation string) *simCandidate {
@@ -88,6 +114,7 @@ func (c *simCandidate) start() {
 		c: c, id: c.incarnations, born: w.now,
 		offset: w.durationBetween(-10*time.Minute, 10*time.Minute),
 		drift:  (w.rng.Float64()*2 - 1) * simMaxDrift,
+		own:    &lead.Ownership{Identity: c.name},
 	}
 	p.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
 		if deleted {
@@ -105,16 +132,22 @@ func (c *simCandidate) start() {
 	}}
 	c.proc = p
 	w.tracef("%s/%d starts (binary %s, emulation %s)", c.name, p.id, c.binary, c.emulation)
-	// Its watches list what there is, after a lag.
+	// Its watches list what there is, after a lag; the elector starts
+	// once the Lease's list is in.
 	var lease *coordinationv1.Lease
 	if w.lease != nil {
 		lease = w.lease.DeepCopy()
 	}
 	at := w.now.Add(w.lag())
 	p.leaseWatch.last, p.candWatch.last = at, at
-	w.at(at, func() { p.onLease(lease) })
+	w.at(at, func() {
+		p.act(func() {
+			p.synced = true
+			p.observe(lease, true)
+			p.step()
+		})
+	})
 	p.register()
-	p.scheduleTick(w.durationBetween(0, simRetryPeriod))
 }
 
 // act runs fn as the process, unless it is dead or paused (a paused
@@ -144,29 +177,54 @@ func (p *simProcess) resume() {
 	}
 }
 
-// request sends a write and delivers its result later: applied after one
-// latency, answered after another. The write itself and its failure are
-// drawn by the world.
-func (p *simProcess) request(write func() (runtime.Object, error), done func(runtime.Object, error)) {
+// request sends a request and delivers its result later: made after one
+// latency, answered after another; the failure, and whether a failed
+// write was made nonetheless, are drawn by the world. A deadline (local,
+// zero for none) ends the wait first with context.DeadlineExceeded, as the
+// library's request context does, and so does cancel, with
+// context.Canceled; the request may be made nonetheless.
+func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, error), done func(runtime.Object, error)) (cancel func()) {
 	w := p.c.w
-	w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase), func() {
+	answered := false
+	finish := func(obj runtime.Object, err error) {
+		if answered {
+			return
+		}
+		answered = true
+		p.act(func() { done(obj, err) })
+	}
+	if !deadline.IsZero() {
+		timeout := deadline.Sub(p.localNow())
+		if timeout <= 0 {
+			finish(nil, context.DeadlineExceeded)
+			return func() {}
+		}
+		w.after(p.untilLocal(timeout), func() { finish(nil, context.DeadlineExceeded) })
+	}
+	sent := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
+	w.late(w.now.Add(sent + 20*time.Millisecond))
+	w.after(sent, func() {
 		err, applied := w.requestError(simLeasesGR, p.c.name)
 		var obj runtime.Object
 		if err == nil || applied {
-			var werr error
-			obj, werr = write()
-			if werr != nil {
-				err = werr
+			var cerr error
+			obj, cerr = call()
+			if err == nil {
+				err = cerr
 			}
 		}
-		w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond), func() { p.act(func() { done(obj, err) }) })
+		w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond), func() { finish(obj, err) })
 	})
+	return func() { finish(nil, context.Canceled) }
 }
 
 func (p *simProcess) register() {
 	c, w := p.c, p.c.w
+	if p.stopping {
+		return
+	}
 	now := metav1.NewMicroTime(p.localNow())
-	p.request(func() (runtime.Object, error) {
+	p.request(time.Time{}, func() (runtime.Object, error) {
 		cur := w.candidates[c.name]
 		lc := &coordinationv1beta1.LeaseCandidate{Spec: coordinationv1beta1.LeaseCandidateSpec{
 			LeaseName: simLease, BinaryVersion: c.binary, EmulationVersion: c.emulation,
@@ -203,7 +261,7 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 		}
 		p.self = lc
 		ping, renew := lc.Spec.PingTime, lc.Spec.RenewTime
-		if ping == nil || (renew != nil && !ping.After(renew.Time)) || p.answering {
+		if p.stopping || ping == nil || (renew != nil && !ping.After(renew.Time)) || p.answering {
 			return
 		}
 		p.answering = true
@@ -212,7 +270,7 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 			at = ping.Time
 		}
 		rv := lc.ResourceVersion
-		p.request(func() (runtime.Object, error) {
+		p.request(time.Time{}, func() (runtime.Object, error) {
 			cur := w.candidates[p.c.name]
 			if cur == nil || cur.ResourceVersion != rv {
 				return nil, apierrors.NewConflict(simCandidatesGR, p.c.name, errors.New("changed"))
@@ -233,190 +291,370 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 	})
 }
 
+// onLease is the Lease informer's event handler: it feeds Ownership and
+// SeenTerms every change in order and wakes the elector.
 func (p *simProcess) onLease(l *coordinationv1.Lease) {
 	p.act(func() {
-		p.lease, p.leaseSeen = l, true
-		if l != nil {
-			p.see(l)
+		if !p.synced {
+			return // the initial list, due first, carries it
 		}
-		p.decide(false)
+		p.observe(l, false)
+		p.step()
 	})
 }
 
-func (p *simProcess) scheduleTick(d time.Duration) {
-	w := p.c.w
-	w.after(d, func() {
+func (p *simProcess) observe(l *coordinationv1.Lease, initial bool) {
+	old := p.stored
+	p.stored = l
+	if l == nil {
+		p.own.Observe(nil, nil, false)
+		return
+	}
+	if initial {
+		old = nil
+	}
+	p.own.Observe(old, l, initial)
+	p.seen.See(l)
+}
+
+// current is the newest Lease the process knows: the watch's copy or its
+// own last write, as the library's watched.current.
+func (p *simProcess) current() *coordinationv1.Lease {
+	l, ok := p.written.Pick(p.stored, p.stored != nil)
+	if !ok {
+		return nil
+	}
+	return l
+}
+
+// remember records a Lease this process wrote or read, as the elector's
+// remember.
+func (p *simProcess) remember(l *coordinationv1.Lease) {
+	p.seen.See(l)
+	storeRV := ""
+	if p.stored != nil {
+		storeRV = p.stored.ResourceVersion
+	}
+	p.written.Remember(storeRV, l)
+}
+
+// view is the library's snapshot.
+func (p *simProcess) view() lead.View {
+	lease := p.current()
+	v := lead.View{
+		Now: p.localNow(), Identity: p.c.name,
+		Timing:       lead.Timing{LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod},
+		RenewsItself: true,
+		Lease:        lease,
+		Leading:      p.leading,
+		Lapsed:       p.leading && !p.isLeader(),
+		RenewedAt:    p.renewedAt,
+		LastAttempt:  p.lastAttempt, RetryAt: p.retryAt, HandOverAt: p.handOverAt,
+		GoneVersion: p.goneVersion,
+		Foreign:     p.foreign,
+	}
+	if p.foreign != "" {
+		v.ForeignFor = v.Now.Sub(p.foreignSince)
+	}
+	if lease != nil {
+		v.Mine, v.MayTake = p.own.Mine(lease), p.own.MayTake(lease)
+	}
+	return v
+}
+
+// step is the elector's step: decide with lead.Next, perform, and decide
+// again until the answer is to wait. An action that takes time (a request,
+// stepping down) leaves the loop busy; the step goes on when it is done.
+func (p *simProcess) step() {
+	if p.busy {
+		p.woken = true
+		return
+	}
+	p.stepFrom(0, false)
+}
+
+// simMaxActions is the library's maxActions.
+const simMaxActions = 4
+
+func (p *simProcess) stepFrom(actions int, steppedDown bool) {
+	if p.stopping {
+		p.shutdown()
+		return
+	}
+	for ; actions < simMaxActions; actions++ {
+		v := p.view()
+		v.SteppedDown = steppedDown
+		a := lead.Next(v)
+		then := func() { p.done(); p.stepFrom(actions+1, steppedDown || a.Kind == lead.StepDown) }
+		switch a.Kind {
+		case lead.Wait:
+			p.wakeIn(a.After)
+			return
+		case lead.NoteForeign:
+			p.foreign, p.foreignSince = a.Foreign, v.Now
+			p.c.w.tracef("%s/%d waits for a foreign renewal to stay unchanged", p.c.name, p.id)
+			continue
+		case lead.StepDown:
+			p.stepDown(a.Reason, then)
+		case lead.Renew:
+			p.renew(v.Lease, then)
+		case lead.HandOver:
+			p.giveUp(false, then)
+		}
+		return
+	}
+	p.wakeIn(simRetryPeriod)
+}
+
+// done ends a busy stretch; a wake-up that came meanwhile is served by the
+// step that goes on.
+func (p *simProcess) done() { p.busy, p.woken = false, false }
+
+// wakeIn sets the loop's timer to local duration d.
+func (p *simProcess) wakeIn(d time.Duration) {
+	p.wakeGen++
+	gen := p.wakeGen
+	p.c.w.after(p.untilLocal(d), func() {
 		p.act(func() {
-			p.decide(true)
-			p.scheduleTick(p.untilLocal(simRetryPeriod))
+			if gen == p.wakeGen {
+				p.step()
+			}
 		})
 	})
 }
 
-// decide is the library's step: step down when it must, renew or hand over
-// when the Lease names it. A leader renews on its ticks (every retry
-// period); a process not leading renews as soon as it is named.
-func (p *simProcess) decide(tick bool) {
-	if p.leading && !p.isLeader() {
-		p.stepDown("renew deadline passed")
-	}
-	if !p.leaseSeen || p.inFlight {
-		return
-	}
-	l := p.lease
-	if l == nil {
-		if p.leading {
-			p.stepDown("the Lease is gone")
-		}
-		return
-	}
-	if holderIdentity(l) != p.c.name {
-		if p.leading {
-			p.stepDown("the Lease names " + holderIdentity(l))
-		}
-		return
-	}
-	if pref := ptr.Deref(l.Spec.PreferredHolder, ""); pref != "" && pref != p.c.name {
-		if p.leading {
-			p.stepDown("preferredHolder " + pref)
-		}
-		p.handOver(l, pref)
-		return
-	}
-	// (One process per identity runs at a time here, so a Lease that names
-	// it is its own to renew, whichever process of it renewed it last.)
-	if tick || !p.leading {
-		p.renew(l)
-	}
-}
-
-func (p *simProcess) stepDown(why string) {
+// stepDown ends the term at once (IsLeader false); the loop then waits for
+// leader work to return.
+func (p *simProcess) stepDown(why string, then func()) {
 	p.leading = false
+	p.busy = true
 	p.c.w.tracef("%s/%d stops leading: %s", p.c.name, p.id, why)
+	p.c.w.after(p.c.w.durationBetween(0, simWorkReturn), func() { p.act(then) })
 }
 
-func (p *simProcess) renew(l *coordinationv1.Lease) {
+// renew is the elector's renew: one conditional update; on a conflict one
+// read, and one more update when the Lease is still this process's to
+// renew.
+func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 	w := p.c.w
 	sent := p.localNow()
-	next := l.DeepCopy()
-	starting := !p.leading
-	if starting {
-		// The term's token: the naming's count when the naming counted
-		// the term (acquireTime equal to renewTime) above all seen before
-		// it, one above everything otherwise.
-		n := ptr.Deref(l.Spec.LeaseTransitions, 0)
-		if !(simCountedNaming(l) && n > p.highestBefore(l)) {
-			n = max(p.highest, n) + 1
-		}
-		next.Spec.LeaseTransitions = ptr.To(n)
-		if next.Spec.AcquireTime == nil {
-			next.Spec.AcquireTime = next.Spec.RenewTime.DeepCopy()
-		}
-	}
-	renew := sent
-	if l.Spec.RenewTime != nil && !renew.After(l.Spec.RenewTime.Time) {
-		renew = l.Spec.RenewTime.Add(time.Microsecond)
-	}
-	if a := next.Spec.AcquireTime; a != nil && a.Equal(&metav1.MicroTime{Time: renew}) {
-		renew = renew.Add(time.Microsecond)
-	}
-	next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(renew))
-	next.Spec.LeaseDurationSeconds = ptr.To(int32(simLeaseDuration / time.Second))
-	rv := l.ResourceVersion
-	// The request is cancelled at the renew deadline: of the term while
-	// leading, of this renewal otherwise.
+	p.lastAttempt = sent
+	leading := p.leading
 	deadline := sent.Add(simRenewDeadline)
-	if p.leading {
-		deadline = p.lastSent.Add(simRenewDeadline)
+	if leading {
+		deadline = p.renewedAt.Add(simRenewDeadline)
 	}
-	p.inFlight = true
-	p.request(func() (runtime.Object, error) {
-		return w.writeLease(next, rv, fmt.Sprintf("%s/%d", p.c.name, p.id))
-	}, func(obj runtime.Object, err error) {
-		p.inFlight = false
-		if err == nil && !p.localNow().Before(deadline) {
-			err = context.DeadlineExceeded
-		}
-		if err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				// The library reads the Lease again and acts on it.
-				var fresh *coordinationv1.Lease
-				if w.lease != nil {
-					fresh = w.lease.DeepCopy()
-				}
-				p.lease = fresh
-				p.decide(false)
+	p.busy = true
+	fail := func(err error) {
+		if apierrors.IsNotFound(err) {
+			// Gone, whether or not the watch shows it yet.
+			p.goneVersion = lease.ResourceVersion
+			if p.leading {
+				p.stepDown("the Lease was deleted", then)
+				return
 			}
+			then()
 			return
 		}
-		written := obj.(*coordinationv1.Lease)
-		p.lease = written
-		p.see(written)
-		if sent.After(p.lastSent) {
-			p.lastSent = sent
-		}
-		if !p.leading && p.localNow().Sub(sent) < simRenewDeadline {
-			p.leading = true
-			w.newTerm(p, ptr.Deref(written.Spec.LeaseTransitions, 0))
-		}
-	})
-}
-
-func (p *simProcess) handOver(l *coordinationv1.Lease, to string) {
-	w := p.c.w
-	next := l.DeepCopy()
-	now := metav1.NewMicroTime(p.localNow())
-	next.Spec.HolderIdentity = ptr.To(to)
-	next.Spec.PreferredHolder = nil
-	next.Spec.LeaseTransitions = ptr.To(max(p.highest, ptr.Deref(l.Spec.LeaseTransitions, 0)) + 1)
-	next.Spec.AcquireTime, next.Spec.RenewTime = &now, &now
-	rv := l.ResourceVersion
-	p.inFlight = true
-	p.request(func() (runtime.Object, error) {
-		return w.writeLease(next, rv, fmt.Sprintf("%s/%d (hand over)", p.c.name, p.id))
-	}, func(obj runtime.Object, err error) {
-		p.inFlight = false
-		if err == nil {
-			w.res.handovers++
-			p.lease = obj.(*coordinationv1.Lease)
-		}
-	})
-}
-
-// stopGracefully is the library's shutdown: stop leading, release the Lease
-// (if it names this process), delete the candidate.
-func (p *simProcess) stopGracefully(then func()) {
-	w := p.c.w
-	if p.leading {
-		p.stepDown("shutting down")
-	}
-	p.dead = true
-	name := p.c.name
-	w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond), func() {
-		if l := w.lease; l != nil && holderIdentity(l) == name {
-			next := l.DeepCopy()
-			next.Spec.HolderIdentity = nil
-			next.Spec.PreferredHolder = nil
-			renew := p.localNow()
-			if l.Spec.RenewTime != nil && !renew.After(l.Spec.RenewTime.Time) {
-				renew = l.Spec.RenewTime.Add(time.Microsecond)
-			}
-			next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(renew))
-			_, _ = w.writeLease(next, l.ResourceVersion, name+" (release)")
-		}
-		if lc := w.candidates[name]; lc != nil {
-			_, _ = w.writeCandidate(name, nil, lc.ResourceVersion, name+" (shutdown)")
-		}
+		p.retryAt = p.localNow().Add(simRetryPeriod)
 		then()
+	}
+	var update func(*coordinationv1.Lease, bool)
+	update = func(base *coordinationv1.Lease, again bool) {
+		seenBefore := p.seen.Before(base)
+		renewal, err := lead.Renewal(base, p.c.name, sent, leading, seenBefore, simLeaseDuration)
+		if err != nil {
+			p.retryAt = p.localNow().Add(simLeaseDuration)
+			then()
+			return
+		}
+		renewTime := lead.RenewTimeOf(renewal)
+		p.own.Wrote(renewTime)
+		rv := base.ResourceVersion
+		p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
+			return w.writeLease(renewal, rv, fmt.Sprintf("%s/%d", p.c.name, p.id))
+		}, func(obj runtime.Object, err error) {
+			p.cancelRequest = nil
+			if apierrors.IsConflict(err) {
+				p.own.Refused(renewTime)
+				if !again {
+					p.reread(deadline, func(fresh *coordinationv1.Lease, err error) {
+						if err != nil {
+							fail(err)
+							return
+						}
+						switch {
+						case lead.HolderOf(fresh) != p.c.name || (lead.PreferredOf(fresh) != "" && lead.PreferredOf(fresh) != p.c.name):
+							then() // the next step acts on it
+						case leading && !p.own.Mine(fresh):
+							p.stepDown("another process renewed the Lease under this identity", then)
+						case !leading && !p.own.MayTake(fresh):
+							then()
+						default:
+							update(fresh, true)
+						}
+					})
+					return
+				}
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			p.succeeded(obj.(*coordinationv1.Lease), sent, seenBefore)
+			then()
+		})
+	}
+	update(lease, false)
+}
+
+// reread is the Get after a conflict, within the same deadline.
+func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease, error)) {
+	w := p.c.w
+	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
+		if w.lease == nil {
+			return nil, apierrors.NewNotFound(simLeasesGR, simLease)
+		}
+		return w.lease.DeepCopy(), nil
+	}, func(obj runtime.Object, err error) {
+		p.cancelRequest = nil
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		fresh := obj.(*coordinationv1.Lease)
+		p.remember(fresh)
+		done(fresh, nil)
 	})
 }
 
-// newTerm records a term that just began and checks its token.
-func (w *simWorld) newTerm(p *simProcess, token int32) {
+// succeeded records a successful renewal sent at sent, as the elector's
+// renew and the Candidate's recordRenewal do: a term starts unless the
+// renewal was sent a renew deadline ago or more.
+func (p *simProcess) succeeded(written *coordinationv1.Lease, sent time.Time, seenBefore int32) {
+	p.remember(written)
+	p.retryAt = time.Time{}
+	if sent.After(p.lastRenewal) {
+		p.lastRenewal = sent
+	}
+	if p.leading {
+		if sent.After(p.renewedAt) {
+			p.renewedAt = sent
+		}
+		return
+	}
+	if p.localNow().Sub(sent) >= simRenewDeadline {
+		return
+	}
+	p.leading, p.renewedAt = true, sent
+	p.c.w.newTerm(p, ptr.Deref(written.Spec.LeaseTransitions, 0), seenBefore)
+}
+
+// giveUp is the elector's giveUp: it lets the Lease go (to its preferred
+// holder, or on release to nobody) when it names this identity and this
+// process may take it, with up to simGiveUpAttempts conditional updates.
+func (p *simProcess) giveUp(release bool, then func()) {
+	p.handOverAt = p.localNow().Add(simRetryPeriod)
+	p.busy = true
+	p.letGo(p.current(), release, 0, then)
+}
+
+const simGiveUpAttempts = 3
+
+func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt int, then func()) {
+	w := p.c.w
+	if lease == nil || lead.HolderOf(lease) != p.c.name || !p.own.MayTake(lease) || attempt == simGiveUpAttempts {
+		then()
+		return
+	}
+	to := lead.PreferredOf(lease)
+	if to == p.c.name {
+		to = ""
+	}
+	if to == "" && !release {
+		then()
+		return
+	}
+	next := lead.LetGo(lease, to, p.localNow(), p.seen.Max())
+	rv := lease.ResourceVersion
+	deadline := p.localNow().Add(simRenewDeadline)
+	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
+		return w.writeLease(next, rv, fmt.Sprintf("%s/%d (let go to %q)", p.c.name, p.id, to))
+	}, func(obj runtime.Object, err error) {
+		p.cancelRequest = nil
+		switch {
+		case err == nil:
+			p.remember(obj.(*coordinationv1.Lease))
+			p.handOverAt = time.Time{}
+			if to != "" {
+				w.res.handovers++
+			}
+			then()
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			p.reread(p.localNow().Add(simRenewDeadline), func(fresh *coordinationv1.Lease, err error) {
+				if err != nil {
+					then()
+					return
+				}
+				p.letGo(fresh, release, attempt+1, then)
+			})
+		default:
+			then()
+		}
+	})
+}
+
+// stopGracefully is the library's shutdown: the elector's context ends
+// (cancelling its request in flight), it steps down and waits for leader
+// work, the LeaseCandidate is deleted, then the Lease is released if it is
+// still this process's. then runs when that is over.
+func (p *simProcess) stopGracefully(then func()) {
+	p.stopping, p.stopped = true, then
+	if cancel := p.cancelRequest; cancel != nil {
+		cancel()
+	}
+	if !p.busy {
+		p.shutdown()
+	}
+}
+
+func (p *simProcess) shutdown() {
+	if p.shuttingDown {
+		return
+	}
+	p.shuttingDown = true
+	w, name := p.c.w, p.c.name
+	finish := func() {
+		p.dead = true
+		p.stopped()
+	}
+	deleteCandidate := func() {
+		p.request(p.localNow().Add(simRenewDeadline), func() (runtime.Object, error) {
+			if lc := w.candidates[name]; lc != nil {
+				return w.writeCandidate(name, nil, lc.ResourceVersion, name+" (shutdown)")
+			}
+			return nil, nil
+		}, func(runtime.Object, error) {
+			p.busy = true
+			p.letGo(p.current(), true, 0, finish)
+		})
+	}
+	if p.leading {
+		p.stepDown("shutting down", deleteCandidate)
+		return
+	}
+	deleteCandidate()
+}
+
+// newTerm records a term that just began and checks its token: above every
+// earlier term's, unless a controller that never saw the highest created
+// the Lease again (historyLost) and the new leader's process has not seen
+// it either (seenBefore, the most it saw before the naming).
+func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 	w.res.terms++
 	w.tracef("%s/%d STARTS LEADING token=%d", p.c.name, p.id, token)
 	if w.anyTerm && token <= w.maxToken {
-		if !w.historyLost {
+		if !w.historyLost || seenBefore >= w.maxToken {
 			w.fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.name, p.id, token, w.maxToken)
 		}
 		w.maxToken = token
@@ -446,8 +684,7 @@ func (w *simWorld) checkLeaders() {
 	if w.quietLeader.IsZero() && w.now.Sub(w.quietAt) > simLeaderBound {
 		w.fail("no leader %s after faults stopped (bound %s)", w.now.Sub(w.quietAt), simLeaderBound)
 	}
-	best := w.bestCandidate()
-	bestLeads := len(leaders) == 1 && best != nil && w.asGoodAs(leaders[0], best)
+	best, bestLeads := w.bestLeads(leaders)
 	if bestLeads {
 		if w.quietBest.IsZero() {
 			w.quietBest = w.now
@@ -455,13 +692,24 @@ func (w *simWorld) checkLeaders() {
 	} else if !w.quietBest.IsZero() && w.steadyFrom.IsZero() {
 		w.quietBest = time.Time{} // not settled yet
 	}
-	if w.quietBest.IsZero() && w.now.Sub(w.quietAt) > simBestBound {
-		w.fail("the best candidate %s does not lead %s after faults stopped (bound %s)", best.name, w.now.Sub(w.quietAt), simBestBound)
+	// The best is measured from when it became the best: a candidate
+	// started after faults stopped may be better than the leader.
+	if best != w.best {
+		w.best, w.bestFrom = best, w.now
+	}
+	from := w.quietAt
+	if w.bestFrom.After(from) {
+		from = w.bestFrom
+	}
+	if w.quietBest.IsZero() && w.now.Sub(from) > simBestBound {
+		w.fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.now.Sub(from), simBestBound)
 	}
 	if !w.quietBest.IsZero() && w.steadyFrom.IsZero() && w.now.Sub(w.quietBest) > 30*time.Second {
 		// Settled: from now on nothing but the holder's renewals and the
 		// candidates' own renewals may be written.
 		w.steadyFrom = w.now
+		w.res.toLeader = max(w.res.toLeader, w.quietLeader.Sub(w.quietAt))
+		w.res.toBest = max(w.res.toBest, w.quietBest.Sub(from))
 		w.tracef("steady state from here")
 	}
 	if !w.steadyFrom.IsZero() && !bestLeads {
@@ -475,6 +723,35 @@ func (w *simWorld) asGoodAs(leader string, best *simCandidate) bool {
 	name, _, _ := strings.Cut(leader, "/")
 	lc, blc := w.candidates[name], w.candidates[best.name]
 	return lc != nil && blc != nil && (strategy.OldestEmulationVersion{}).CompareMerit(lc, blc) == 0
+}
+
+// bestLeads is the best candidate, and whether the one leader is as good
+// as it. Ranking parses versions, so the answer is kept while nothing it
+// depends on changes: the stored candidates, which processes run, the
+// leader.
+func (w *simWorld) bestLeads(leaders []string) (*simCandidate, bool) {
+	key := simRankKey{rv: w.rv}
+	for i, c := range w.cands {
+		if c.proc != nil && !c.proc.dead {
+			key.running |= 1 << i
+		}
+	}
+	if len(leaders) == 1 {
+		key.leader = leaders[0]
+	}
+	if w.rank.valid && w.rank.key == key {
+		return w.rank.best, w.rank.bestLeads
+	}
+	best := w.bestCandidate()
+	bestLeads := len(leaders) == 1 && best != nil && w.asGoodAs(leaders[0], best)
+	w.rank.key, w.rank.valid, w.rank.best, w.rank.bestLeads = key, true, best, bestLeads
+	return best, bestLeads
+}
+
+type simRankKey struct {
+	rv      int64
+	running uint64
+	leader  string
 }
 
 // bestCandidate is the candidate that should lead: the best running one.
@@ -584,7 +861,7 @@ func (w *simWorld) injectFault() {
 		}
 	case 3: // graceful stop, restart later
 		c := pick()
-		if p := c.proc; p != nil && !p.dead && !p.paused {
+		if p := c.proc; p != nil && !p.dead && !p.paused && !p.stopping {
 			w.fault("stop")
 			p.stopGracefully(func() {
 				c.proc = nil
@@ -648,7 +925,10 @@ func (w *simWorld) stopFaults() {
 	w.errorRate = 0
 	w.lagBase = time.Millisecond
 	w.quietAt = w.now
-	w.tracef("faults stop")
+	if w.lateUntil.After(w.quietAt) {
+		w.quietAt = w.lateUntil
+	}
+	w.tracef("faults stop; what they delayed has arrived %s later", w.quietAt.Sub(w.now))
 	for _, c := range w.cands {
 		if c.proc != nil {
 			c.proc.resume()
@@ -675,41 +955,4 @@ func (w *simWorld) checkRecords() {
 	if n := len(obs.leases); n > 1 {
 		w.fail("the controller keeps %d Lease records for one Lease", n)
 	}
-}
-
-// see records the leaseTransitions of a version of the Lease, as the
-// library's seenTerms does.
-func (p *simProcess) see(l *coordinationv1.Lease) {
-	n, fp := ptr.Deref(l.Spec.LeaseTransitions, 0), simFingerprint(l)
-	switch {
-	case fp == p.highestBy:
-	case n > p.highest:
-		p.below, p.highest, p.highestBy = p.highest, n, fp
-	default:
-		p.below = max(p.below, n)
-	}
-}
-
-// highestBefore is the highest leaseTransitions seen on a version other than
-// l's.
-func (p *simProcess) highestBefore(l *coordinationv1.Lease) int32 {
-	if simFingerprint(l) == p.highestBy {
-		return p.below
-	}
-	return p.highest
-}
-
-func simFingerprint(l *coordinationv1.Lease) string {
-	var renew time.Time
-	if l.Spec.RenewTime != nil {
-		renew = l.Spec.RenewTime.Time
-	}
-	return fmt.Sprintf("%s/%d", renew.Format(time.RFC3339Nano), ptr.Deref(l.Spec.LeaseTransitions, 0))
-}
-
-// simCountedNaming: a naming that counted the term (acquireTime equal to
-// renewTime).
-func simCountedNaming(l *coordinationv1.Lease) bool {
-	s := l.Spec
-	return s.AcquireTime != nil && s.RenewTime != nil && s.AcquireTime.Time.Equal(s.RenewTime.Time)
 }
