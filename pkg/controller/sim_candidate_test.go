@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -839,7 +840,7 @@ func (w *simWorld) injectFault() {
 		}
 		return w.cands[w.rng.IntN(len(w.cands))]
 	}
-	switch k := w.rng.IntN(9); k {
+	switch k := w.rng.IntN(10); k {
 	case 0, 1: // SIGSTOP, then SIGCONT
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused {
@@ -897,6 +898,24 @@ func (w *simWorld) injectFault() {
 				w.startController()
 			}
 		})
+	case 9: // the active controller stops (SIGSTOP); a standby takes over
+		// if the pause outlasts the controller lock, and the stopped one
+		// runs again later, not knowing yet that it was replaced.
+		sc := w.ctrl
+		if sc == nil || sc.paused {
+			return
+		}
+		w.fault("controller-pause")
+		sc.paused = true
+		w.tracef("controller %d pauses", sc.id)
+		w.after(simControllerLease, func() {
+			if sc.paused && w.ctrl == sc {
+				w.tracef("controller %d's lock lapsed; a standby takes over", sc.id)
+				w.ctrl = nil
+				w.startController()
+			}
+		})
+		w.after(w.durationBetween(time.Second, 40*time.Second), sc.resume)
 	case 7: // an API outage: every request fails for a while
 		w.fault("api-outage")
 		rate := w.errorRate
@@ -935,6 +954,9 @@ func (w *simWorld) stopFaults() {
 		} else {
 			c.start()
 		}
+	}
+	for _, sc := range slices.Clone(w.ctrls) {
+		sc.resume()
 	}
 	if w.ctrl == nil {
 		w.startController()

@@ -36,18 +36,20 @@ import (
 )
 
 // The deterministic simulation: the controller's real code (event handlers,
-// records, decide, apply) runs for one or more replicas against a model API
-// server, with candidates that follow the library's protocol, all driven by
-// one seed. The model server does compare-and-swap on resourceVersion and
-// delivers each watcher's events late (later still while writes are
-// frequent, as a loaded server does) and in order per resource, but in no
-// order across resources. Requests fail (409 from races, 429, 503, timeouts
-// after the write was made); Leases and LeaseCandidates are deleted;
-// candidates pause (SIGSTOP), crash, restart and stop gracefully; the
-// active controller fails over to a replica that remembers nothing; every
-// process has its own clock, with an offset and a bounded drift. Invariants
-// are checked on true time at every event. A failing seed prints its trace
-// and replays exactly with -sim.seed.
+// records, decide, apply) runs for one or more replicas, and the candidate
+// library's real rules (internal/lead) for each candidate process, against
+// a model API server, all driven by one seed. The model server does
+// compare-and-swap on resourceVersion and delivers each watcher's events
+// late (later still while writes are frequent, as a loaded server does) and
+// in order per resource, but in no order across resources. Requests take
+// time and fail (409 from races, 429, 503, timeouts after the write was
+// made); Leases and LeaseCandidates are deleted; candidates pause
+// (SIGSTOP), crash, restart and stop gracefully; the active controller
+// fails over to a replica that remembers nothing, or pauses and comes back
+// after a standby took over, acting on what it knew until it notices; every
+// process has its own clock, with an offset and a bounded drift.
+// Invariants are checked on true time at every event. A failing seed prints
+// its trace and replays exactly with -sim.seed.
 //
 //	go test ./pkg/controller -run TestSimulation -sim.seeds=2000
 //	go test ./pkg/controller -run TestSimulation -sim.seed=1234 -v   # replay, with the trace
@@ -72,6 +74,11 @@ const (
 	simQuietPhase    = 4 * time.Minute
 	// simMaxDrift bounds how fast or slow any process's clock runs.
 	simMaxDrift = 0.005
+	// The controller's own leader election: a standby takes over a lease
+	// duration after the active replica last renewed; a replica notices
+	// that it lost within a retry period of running again.
+	simControllerLease       = 15 * time.Second
+	simControllerRetryPeriod = 2 * time.Second
 )
 
 // The liveness bounds the simulation checks once faults stop: some
@@ -251,7 +258,10 @@ type simWorld struct {
 	errorRate float64
 	lagBase   time.Duration
 
+	// ctrl is the active controller replica; ctrls are all replicas that
+	// run, among them a deposed one that has not noticed yet.
 	ctrl     *simController
+	ctrls    []*simController
 	replicas int
 	cands    []*simCandidate
 
@@ -393,8 +403,8 @@ func (w *simWorld) nextRV() string {
 
 func (w *simWorld) leaseWatchers() []*simWatcher {
 	var out []*simWatcher
-	if w.ctrl != nil {
-		out = append(out, w.ctrl.leaseWatch)
+	for _, sc := range w.ctrls {
+		out = append(out, sc.leaseWatch)
 	}
 	for _, c := range w.cands {
 		if c.proc != nil {
@@ -406,8 +416,8 @@ func (w *simWorld) leaseWatchers() []*simWatcher {
 
 func (w *simWorld) candidateWatchers(name string) []*simWatcher {
 	var out []*simWatcher
-	if w.ctrl != nil {
-		out = append(out, w.ctrl.candWatch)
+	for _, sc := range w.ctrls {
+		out = append(out, sc.candWatch)
 	}
 	for _, c := range w.cands {
 		if c.name == name && c.proc != nil {
@@ -520,6 +530,22 @@ type simController struct {
 	sawToken int32
 	failures int // consecutive failed steps, for the backoff
 	dead     bool
+	// paused: the process is stopped (SIGSTOP); held is what arrived
+	// meanwhile, run on resume.
+	paused bool
+	held   []func()
+}
+
+// act runs fn as the replica, unless it is gone or paused (then on
+// resume).
+func (sc *simController) act(fn func()) {
+	switch {
+	case sc.dead:
+	case sc.paused:
+		sc.held = append(sc.held, fn)
+	default:
+		fn()
+	}
 }
 
 func (sc *simController) localNow() time.Time {
@@ -555,6 +581,7 @@ func (w *simWorld) startController() {
 		sc.deliverCandidate(obj.(*coordinationv1beta1.LeaseCandidate), deleted)
 	}}
 	w.ctrl = sc
+	w.ctrls = append(w.ctrls, sc)
 	w.tracef("controller %d starts (clock offset %s, drift %+.4f)", sc.id, sc.offset, sc.drift)
 	// The initial list, after a lag: candidates first, then the Lease.
 	listAt := w.now.Add(w.lag())
@@ -568,21 +595,54 @@ func (w *simWorld) startController() {
 	}
 	sc.leaseWatch.last, sc.candWatch.last = listAt, listAt
 	w.at(listAt, func() {
-		if sc.dead {
-			return
-		}
-		sc.sync()
-		for _, lc := range cands {
-			_ = sc.cstore.Add(lc)
-			sc.c.onCandidateAdd(lc, true)
-		}
-		if lease != nil {
-			sc.sawToken = max(sc.sawToken, ptr.Deref(lease.Spec.LeaseTransitions, 0))
-			_ = sc.lstore.Add(lease)
-			sc.c.onLease(lease)
-		}
-		sc.drain()
+		sc.act(func() { sc.list(cands, lease) })
 	})
+}
+
+// list is the informers' initial list.
+func (sc *simController) list(cands []*coordinationv1beta1.LeaseCandidate, lease *coordinationv1.Lease) {
+	sc.sync()
+	for _, lc := range cands {
+		_ = sc.cstore.Add(lc)
+		sc.c.onCandidateAdd(lc, true)
+	}
+	if lease != nil {
+		sc.sawToken = max(sc.sawToken, ptr.Deref(lease.Spec.LeaseTransitions, 0))
+		_ = sc.lstore.Add(lease)
+		sc.c.onLease(lease)
+	}
+	sc.drain()
+}
+
+// resume ends a pause. A replica that is still the active one goes on. One
+// that a standby replaced while it was stopped acts on until its own leader
+// election notices, up to a retry period of the controller's lock: it takes
+// the steps due, before or after its informers deliver what they held (the
+// order of goroutines after a SIGCONT is anyone's), then stops.
+func (sc *simController) resume() {
+	w := sc.w
+	if !sc.paused || sc.dead {
+		return
+	}
+	sc.paused = false
+	held := sc.held
+	sc.held = nil
+	deposed := w.ctrl != sc
+	w.tracef("controller %d resumes (deposed: %v)", sc.id, deposed)
+	if deposed && w.rng.IntN(2) == 0 {
+		sc.step() // on what it knew before the pause
+	}
+	for _, fn := range held {
+		sc.act(fn)
+	}
+	if deposed {
+		w.fault("controller-overlap")
+		w.late(w.now.Add(simControllerRetryPeriod))
+		w.after(w.durationBetween(0, simControllerRetryPeriod), func() {
+			w.tracef("controller %d notices it lost the controller lock", sc.id)
+			sc.stop()
+		})
+	}
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -597,14 +657,13 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 
 func (sc *simController) stop() {
 	sc.dead = true
+	sc.w.ctrls = slices.DeleteFunc(sc.w.ctrls, func(o *simController) bool { return o == sc })
 	sc.c.queue.ShutDown()
 	sc.c.gcQueue.ShutDown()
 }
 
 func (sc *simController) deliverLease(l *coordinationv1.Lease, deleted bool) {
-	if !sc.dead {
-		sc.sawToken = max(sc.sawToken, ptr.Deref(l.Spec.LeaseTransitions, 0))
-	}
+	sc.act(func() { sc.sawToken = max(sc.sawToken, ptr.Deref(l.Spec.LeaseTransitions, 0)) })
 	sc.deliver(sc.lstore, l, deleted, cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, _ bool) { sc.c.onLease(obj) },
 		UpdateFunc: func(_, obj any) { sc.c.onLease(obj) },
@@ -621,9 +680,10 @@ func (sc *simController) deliverCandidate(lc *coordinationv1beta1.LeaseCandidate
 // deliver applies one watch event to the replica's store and calls the
 // handler its informer would, then schedules the steps the handler queued.
 func (sc *simController) deliver(store cache.Indexer, obj runtime.Object, deleted bool, h cache.ResourceEventHandlerDetailedFuncs) {
-	if sc.dead {
-		return
-	}
+	sc.act(func() { sc.apply(store, obj, deleted, h) })
+}
+
+func (sc *simController) apply(store cache.Indexer, obj runtime.Object, deleted bool, h cache.ResourceEventHandlerDetailedFuncs) {
 	sc.sync()
 	old, exists, _ := store.Get(obj)
 	switch {
@@ -658,11 +718,13 @@ func (sc *simController) schedule(t time.Time) {
 	}
 	sc.stepAt = t
 	sc.w.at(t, func() {
-		if sc.dead || !sc.stepAt.Equal(t) {
-			return
-		}
-		sc.stepAt = time.Time{}
-		sc.step()
+		sc.act(func() {
+			if !sc.stepAt.Equal(t) {
+				return
+			}
+			sc.stepAt = time.Time{}
+			sc.step()
+		})
 	})
 }
 
