@@ -712,6 +712,7 @@ func (w *simWorld) checkLeaders() {
 		w.res.toLeader = max(w.res.toLeader, w.quietLeader.Sub(w.quietAt))
 		w.res.toBest = max(w.res.toBest, w.quietBest.Sub(from))
 		w.tracef("steady state from here")
+		w.after(w.durationBetween(0, 30*time.Second), w.lagInSteadyState)
 	}
 	if !w.steadyFrom.IsZero() && !bestLeads {
 		w.fail("leadership changed in steady state: leaders %v", leaders)
@@ -961,6 +962,20 @@ func (w *simWorld) stopFaults() {
 	if w.ctrl == nil {
 		w.startController()
 	}
+}
+
+// lagInSteadyState makes every watch lag far behind for a minute while the
+// election is settled, and nothing else goes wrong (requests are as quick as
+// ever): the controller must not
+// take late renewals for missing ones (no write, no change of leader).
+func (w *simWorld) lagInSteadyState() {
+	w.fault("steady-watch-lag")
+	w.watchLag = w.durationBetween(5*time.Second, 25*time.Second)
+	w.tracef("every watch lags up to %s", w.watchLag)
+	w.after(time.Minute, func() {
+		w.watchLag = 0
+		w.tracef("the watches keep up again")
+	})
 }
 
 // checkRecords checks that the controller remembers no more than there is.

@@ -256,7 +256,8 @@ type simWorld struct {
 
 	faulty    bool // the fault phase
 	errorRate float64
-	lagBase   time.Duration
+	lagBase   time.Duration // requests' latency and the watches' lag
+	watchLag  time.Duration // the watches' lag alone, when longer
 
 	// ctrl is the active controller replica; ctrls are all replicas that
 	// run, among them a deposed one that has not noticed yet.
@@ -344,7 +345,7 @@ func (w *simWorld) lag() time.Duration {
 		i++
 	}
 	w.writeTimes = w.writeTimes[i:]
-	d := w.durationBetween(0, w.lagBase+time.Millisecond)
+	d := w.durationBetween(0, max(w.lagBase, w.watchLag)+time.Millisecond)
 	if w.faulty {
 		d += time.Duration(len(w.writeTimes)) * w.durationBetween(0, 200*time.Millisecond)
 		if w.rng.IntN(50) == 0 {
@@ -582,6 +583,7 @@ func (w *simWorld) startController() {
 	}}
 	w.ctrl = sc
 	w.ctrls = append(w.ctrls, sc)
+	sc.renewLock()
 	w.tracef("controller %d starts (clock offset %s, drift %+.4f)", sc.id, sc.offset, sc.drift)
 	// The initial list, after a lag: candidates first, then the Lease.
 	listAt := w.now.Add(w.lag())
@@ -612,6 +614,43 @@ func (sc *simController) list(cands []*coordinationv1beta1.LeaseCandidate, lease
 		sc.c.onLease(lease)
 	}
 	sc.drain()
+}
+
+// simLock is the name of the controllers' own lock, a Lease in the
+// namespace the controllers watch: cle-controller measures its watch's lag
+// with it.
+const simLock = "cle-controller"
+
+// renewLock renews the controller's lock every retry period while this
+// replica is the active one, awaiting each renewal on its watch (WatchLag),
+// as cle-controller's lock does.
+func (sc *simController) renewLock() {
+	w := sc.w
+	if sc.dead || w.ctrl != sc {
+		return
+	}
+	sc.act(func() {
+		renew := sc.localNow().Truncate(time.Microsecond)
+		failed := sc.c.opts.WatchLag.ExpectRenewal(simNS, simLock, renew, sc.localNow())
+		w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase), func() {
+			if err, applied := w.requestError(simLeasesGR, simLock); err != nil && !applied {
+				sc.act(failed)
+				return
+			}
+			lock := &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLock, ResourceVersion: w.nextRV()},
+				Spec: coordinationv1.LeaseSpec{
+					HolderIdentity: ptr.To(fmt.Sprintf("controller-%d", sc.id)),
+					RenewTime:      ptr.To(metav1.NewMicroTime(renew)),
+				},
+			}
+			w.writeTimes = append(w.writeTimes, w.now)
+			for _, other := range w.ctrls {
+				other.leaseWatch.send(lock.DeepCopy(), false)
+			}
+		})
+	})
+	w.after(time.Duration(float64(simControllerRetryPeriod)/(1+sc.drift)), sc.renewLock)
 }
 
 // resume ends a pause. A replica that is still the active one goes on. One
