@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -25,8 +26,8 @@ import (
 // for concurrent use.
 type WatchLag struct {
 	mu sync.Mutex
-	// pending are the writes not seen yet, by Lease.
-	pending map[types.NamespacedName]lagProbe
+	// pending are the writes not seen yet, by Lease, oldest first.
+	pending map[types.NamespacedName][]lagProbe
 	// last is the estimate made at lastAt: reused for lagReuse, as every
 	// step asks and the pending writes may be many.
 	last   time.Duration
@@ -49,6 +50,11 @@ const (
 	maxLag = time.Minute
 	// lagReuse is how long an estimate is reused.
 	lagReuse = 100 * time.Millisecond
+	// maxProbes bounds the writes awaited per Lease: a lock renewed every
+	// 2 s has 30 outstanding when the watch is maxLag behind. Past it the
+	// newest probe takes the newer write's renewTime and keeps its own,
+	// earlier, sentAt: the lag is overestimated a little, never missed.
+	maxProbes = 64
 )
 
 // ExpectRenewal records a write of the Lease namespace/name that sets
@@ -65,32 +71,46 @@ func (w *WatchLag) expect(key types.NamespacedName, renewTime, sentAt time.Time)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.pending == nil {
-		w.pending = map[types.NamespacedName]lagProbe{}
+		w.pending = map[types.NamespacedName][]lagProbe{}
 	}
-	if old, ok := w.pending[key]; ok && old.sentAt.Before(p.sentAt) {
-		// The earlier write is still unseen: keep its age as the bound
-		// until either arrives (a later write supersedes it in the watch).
-		p.sentAt = old.sentAt
+	probes := w.pending[key]
+	if n := len(probes); n == maxProbes {
+		// Merged into the newest probe, which stands for earlier writes
+		// too: a failure of this one does not take it back.
+		probes[n-1].renewTime = p.renewTime
+		return func() {}
 	}
-	w.pending[key] = p
+	w.pending[key] = append(probes, p)
 	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if cur, ok := w.pending[key]; ok && cur.renewTime.Equal(p.renewTime) {
+		w.pending[key] = slices.DeleteFunc(w.pending[key], func(q lagProbe) bool { return q == p })
+		if len(w.pending[key]) == 0 {
 			delete(w.pending, key)
 		}
 	}
 }
 
-// observe checks a Lease delivered by the watch against the write awaited.
+// observe checks a Lease delivered by the watch against the writes awaited:
+// every one it shows (its renewTime or an earlier one) has arrived.
 func (w *WatchLag) observe(lease *coordinationv1.Lease) {
+	if lease.Spec.RenewTime == nil {
+		return
+	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
+	renew := lease.Spec.RenewTime.Round(0).Truncate(time.Microsecond)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if p, ok := w.pending[key]; ok && lease.Spec.RenewTime != nil &&
-		!lease.Spec.RenewTime.Round(0).Truncate(time.Microsecond).Before(p.renewTime) {
-		delete(w.pending, key)
+	probes, ok := w.pending[key]
+	if !ok {
+		return
 	}
+	probes = slices.DeleteFunc(probes, func(p lagProbe) bool { return !renew.Before(p.renewTime) })
+	if len(probes) == 0 {
+		delete(w.pending, key)
+		return
+	}
+	w.pending[key] = probes
 }
 
 // forget drops what is awaited of a Lease that is gone.
@@ -109,13 +129,17 @@ func (w *WatchLag) At(now time.Time) time.Duration {
 		return w.last
 	}
 	var lag time.Duration
-	for key, p := range w.pending {
-		age := now.Sub(p.sentAt)
-		if age >= maxLag {
-			delete(w.pending, key) // lost, not late
+	for key, probes := range w.pending {
+		// Writes unseen for maxLag are lost, not late.
+		probes = slices.DeleteFunc(probes, func(p lagProbe) bool { return now.Sub(p.sentAt) >= maxLag })
+		if len(probes) == 0 {
+			delete(w.pending, key)
 			continue
 		}
-		lag = max(lag, age)
+		w.pending[key] = probes
+		for _, p := range probes {
+			lag = max(lag, now.Sub(p.sentAt))
+		}
 	}
 	w.last, w.lastAt = min(lag, maxLag), now
 	return w.last

@@ -48,6 +48,24 @@ func TestWatchLag(t *testing.T) {
 			w.ExpectRenewal("ns", "l", t0.Add(2*time.Second), t0.Add(2*time.Second))
 			return w.At(t0.Add(3 * time.Second))
 		}, 3 * time.Second},
+		{"delivering an older write leaves the age of the oldest still unseen", func(w *WatchLag) time.Duration {
+			w.ExpectRenewal("ns", "l", t0, t0)
+			w.ExpectRenewal("ns", "l", t0.Add(2*time.Second), t0.Add(2*time.Second))
+			w.ExpectRenewal("ns", "l", t0.Add(4*time.Second), t0.Add(4*time.Second))
+			w.observe(lagLease("10", t0))
+			return w.At(t0.Add(5 * time.Second))
+		}, 3 * time.Second},
+		{"a watch that stays behind longer than maxLag keeps its lag", func(w *WatchLag) time.Duration {
+			// Renewals every 2s, each delivered 15s late, for two minutes.
+			for s := 0; s <= 120; s += 2 {
+				sent := t0.Add(time.Duration(s) * time.Second)
+				w.ExpectRenewal("ns", "l", sent, sent)
+				if s >= 15 {
+					w.observe(lagLease("10", sent.Add(-15*time.Second)))
+				}
+			}
+			return w.At(t0.Add(121 * time.Second))
+		}, 15 * time.Second},
 		{"a write that failed is not awaited", func(w *WatchLag) time.Duration {
 			failed := w.ExpectRenewal("ns", "l", t0, t0)
 			failed()
