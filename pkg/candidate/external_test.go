@@ -95,6 +95,34 @@ func TestExternalRenewalPreferredHolderFailsRenewalsAndWaitsBeforeHandingOver(t 
 	})
 }
 
+// TestExternalRenewalWaitBeforeHandingOverIsMonotonic: the lease duration
+// an External waits after its last renewal before it lets the Lease go is
+// counted on the monotonic clock. A suspend moves the wall clock past it
+// while the elector that renews, suspended with the process, has had no
+// time to notice that it may not lead: the Lease stays until a lease
+// duration of running time has passed.
+func TestExternalRenewalWaitBeforeHandingOverIsMonotonic(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		clk := &suspendClock{FakeClock: h.clock}
+		c := h.startExternal(func(cfg *Config) { cfg.Clock = clk })
+		h.elect(me)
+		if err := c.Renew(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clk.suspended.Store(int64(2 * DefaultLeaseDuration))
+		h.prefer("better")
+		h.step(DefaultRetryPeriod)
+		if got := holder(h.lease()); got != me {
+			t.Fatalf("Lease handed to %s %s after the last renewal, a suspend of %s included: the wait counted the suspend",
+				got, DefaultRetryPeriod, 2*DefaultLeaseDuration)
+		}
+		h.step(DefaultLeaseDuration)
+		if got := holder(h.lease()); got != "better" {
+			t.Errorf("Lease names %s a lease duration of running time after the last renewal, want the preferred holder", got)
+		}
+	})
+}
+
 func TestExternalRenewalNamedButNeverRenewedHandsOverAtOnce(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		h.startExternal()
