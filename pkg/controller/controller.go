@@ -232,7 +232,7 @@ func (c *Controller) onCandidateAdd(obj any, inInitialList bool) {
 	now := c.opts.Clock.Now()
 	c.obs.observeCandidate(lc, now, inInitialList)
 	key := leaseKeyOf(lc)
-	c.obs.candidateJoined(key, c.leaseOf(key), now)
+	c.obs.candidateJoined(key, c.leaseOf(key), now, inInitialList)
 	c.enqueue(key, now)
 	c.gcQueue.AddAfter(candidateKeyOf(lc), c.opts.CandidateTTL)
 }
@@ -248,7 +248,7 @@ func (c *Controller) onCandidateUpdate(oldObj, newObj any) {
 	}
 	key := leaseKeyOf(lc)
 	if old, ok := oldObj.(*coordinationv1beta1.LeaseCandidate); ok && old.Spec.LeaseName != lc.Spec.LeaseName {
-		c.obs.candidateJoined(key, c.leaseOf(key), now)
+		c.obs.candidateJoined(key, c.leaseOf(key), now, false)
 		c.events.forgetCandidate(leaseKeyOf(old), old.Name)
 		c.candidateLeft(leaseKeyOf(old))
 	}

@@ -548,6 +548,12 @@ func (e *election) decideWrite() {
 			"departedHolder", e.v.record.departed.holder, "until", until, "best", e.best.Name)
 		return
 	}
+	if until := e.unseenHolderUntil(); !until.IsZero() {
+		d.wakeAt(until)
+		d.log(2, "The Lease does not exist, but its candidates were there before this controller started: a holder of a Lease deleted before then may still act; electing once a lease duration has passed",
+			"until", until, "best", e.best.Name)
+		return
+	}
 	if until := e.gatheringUntil(); !until.IsZero() {
 		d.wakeAt(until)
 		d.log(2, "Gathering candidates before the first election", "candidates", len(e.all), "until", until, "best", e.best.Name)
@@ -577,6 +583,26 @@ func (e *election) gatheringUntil() time.Time {
 		return time.Time{}
 	}
 	return until
+}
+
+// unseenHolderUntil returns, for a Lease that does not exist and whose
+// candidates were already there when this controller started, when a holder
+// it could not see has surely stopped acting: the Lease may have been
+// deleted while held just before this controller started (during a
+// failover, say), and its holder acts on until its renewals fail. That is
+// Options.UnseenHolderWait (a lease duration) after the controller first
+// saw the candidates. A Lease this controller saw, or whose candidates all
+// came later, does not wait.
+func (e *election) unseenHolderUntil() time.Time {
+	rec := &e.v.record
+	wait := e.o.UnseenHolderWait
+	if wait <= 0 || e.v.lease != nil || !rec.inherited || rec.held || rec.departed.holder != "" {
+		return time.Time{}
+	}
+	if until := rec.firstJoin.Add(wait); e.v.now.Before(until) {
+		return until
+	}
+	return time.Time{}
 }
 
 // departedUntil returns, for a Lease that was deleted while held, when its

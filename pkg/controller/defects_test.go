@@ -326,3 +326,38 @@ func TestLaggingWatchDoesNotExpireALiveHolder(t *testing.T) {
 		t.Errorf("watch lag estimated at %s after a stall of %s", lag, 2*h.c.opts.LeaseDuration)
 	}
 }
+
+// A controller that starts (or takes over) while candidates wait for a Lease
+// that does not exist cannot tell a Lease that never existed from one
+// deleted just before it started, whose holder acts on until its renewals
+// fail: it creates the Lease only a lease duration after it first saw the
+// candidates. Candidates that come later are elected at once. (Without the
+// wait, the simulation's seed 14027 has two leaders: a Lease deleted while
+// the active replica was paused, and the standby that took over named a new
+// holder 1.3 s later.)
+func TestAbsentLeaseAtStartWaitsForAHolderItCouldNotSee(t *testing.T) {
+	wait := func(o *Options) { o.UnseenHolderWait = 0 } // the default: the lease duration
+	t.Run("candidates there at start", func(t *testing.T) {
+		h := newHarness(t, wait)
+		h.list(candidate("a", "1.30.0", "1.30.0"))
+		h.reconcile() // pings a: the controller has not seen it renew
+		h.renew("a", h.clock.Now())
+		h.clearWrites()
+		h.reconcile()
+		h.expectNoWrites("within a lease duration of the controller's start")
+		h.step(DefaultLeaseDuration)
+		h.renew("a", h.clock.Now())
+		h.reconcile()
+		if got := h.expectOneLeaseWrite("create"); holderOf(got) != "a" {
+			t.Errorf("created naming %q, want a", holderOf(got))
+		}
+	})
+	t.Run("candidates that came later", func(t *testing.T) {
+		h := newHarness(t, wait)
+		h.create(candidate("a", "1.30.0", "1.30.0"))
+		h.reconcile()
+		if got := h.expectOneLeaseWrite("create"); holderOf(got) != "a" {
+			t.Errorf("created naming %q, want a", holderOf(got))
+		}
+	})
+}

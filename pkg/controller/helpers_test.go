@@ -209,8 +209,9 @@ func newHarness(t *testing.T, tweak ...func(*Options)) *harness {
 	}
 	acc := access.NewNative(h.client)
 	h.inf = NewInformers(acc, nil, 0)
-	// Elections are immediate unless a test turns the gathering window on.
-	opts := Options{Clock: h.clock, Recorder: h.rec, Metrics: h.metrics, ElectionGather: NoElectionGather}
+	// Elections are immediate unless a test turns the gathering window, or
+	// the wait for a holder it could not see, on.
+	opts := Options{Clock: h.clock, Recorder: h.rec, Metrics: h.metrics, ElectionGather: NoElectionGather, UnseenHolderWait: NoUnseenHolderWait}
 	for _, f := range tweak {
 		f(&opts)
 	}

@@ -161,6 +161,11 @@ type gathering struct {
 	// firstJoin and lastJoin are when, on the local clock, the first and the
 	// latest candidate of the Lease were seen joining it.
 	firstJoin, lastJoin time.Time
+	// inherited is set when candidates of the Lease were there when this
+	// controller started (in its informer's initial list): the Lease may
+	// have had a holder, and been deleted, before this controller could see
+	// it (see unseenHolderUntil).
+	inherited bool
 }
 
 // pendingWrite is the controller's own write of the Lease in flight: set by
@@ -255,15 +260,17 @@ func (o *observations) forgetCandidate(key types.NamespacedName) {
 	delete(o.candidates, key)
 }
 
-// candidateJoined records that a candidate of the Lease key was seen at now,
-// and the Lease itself if it is in the cache (lease non-nil) and not recorded
-// yet: the Lease's own handler drops Leases that no candidate references.
-func (o *observations) candidateJoined(key types.NamespacedName, lease *coordinationv1.Lease, now time.Time) {
+// candidateJoined records that a candidate of the Lease key was seen at now
+// (in the informer's initial list when initial is set), and the Lease itself
+// if it is in the cache (lease non-nil) and not recorded yet: the Lease's
+// own handler drops Leases that no candidate references.
+func (o *observations) candidateJoined(key types.NamespacedName, lease *coordinationv1.Lease, now time.Time, initial bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.leaseLocked(key, now)
 	if r.firstJoin.IsZero() {
 		r.firstJoin = now
+		r.inherited = initial
 	}
 	r.lastJoin = now
 	if lease != nil && !r.observed {

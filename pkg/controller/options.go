@@ -39,6 +39,14 @@ type Options struct {
 	// Elections of vacant or expired Leases with a history are never
 	// delayed. Default 1s; NoElectionGather turns it off.
 	ElectionGather time.Duration
+	// UnseenHolderWait is how long after it first saw them the controller
+	// waits before it creates a Lease whose candidates were there when it
+	// started: a holder of that Lease, deleted just before this controller
+	// started (during a failover, say), acts on until its renewals fail, and
+	// no one else may be named before then. Leases the controller saw, and
+	// Leases whose candidates all came later, do not wait. Default: the
+	// LeaseDuration; NoUnseenHolderWait turns it off.
+	UnseenHolderWait time.Duration
 	// PingRate bounds the pings sent per second, across all Leases, and
 	// PingBurst how many may go at once (see pingBudget). Defaults 100 and
 	// 200: below the default client rate of cle-controller (300 requests/s),
@@ -72,6 +80,10 @@ const (
 	// NoElectionGather as Options.ElectionGather elects a new Lease as soon
 	// as its first candidate is known to be the best alive.
 	NoElectionGather time.Duration = -1
+	// NoUnseenHolderWait as Options.UnseenHolderWait creates a Lease whose
+	// candidates were there when the controller started as soon as the best
+	// of them is known.
+	NoUnseenHolderWait time.Duration = -1
 )
 
 // Validate reports every problem with the options, as New would.
@@ -88,6 +100,9 @@ func (o *Options) complete() error {
 	setDefault(&o.CandidateTTL, DefaultCandidateTTL)
 	setDefault(&o.LeaseDuration, DefaultLeaseDuration)
 	setDefault(&o.ElectionGather, DefaultElectionGather)
+	if o.UnseenHolderWait == 0 && o.LeaseDuration > 0 {
+		o.UnseenHolderWait = o.LeaseDuration
+	}
 	if o.PingRate == 0 {
 		o.PingRate = DefaultPingRate
 	}
@@ -123,6 +138,9 @@ func (o *Options) complete() error {
 	}
 	if o.ElectionGather < 0 && o.ElectionGather != NoElectionGather {
 		errs = append(errs, fmt.Errorf("election gather must not be negative (zero takes the default, NoElectionGather turns it off), got %s", o.ElectionGather))
+	}
+	if o.UnseenHolderWait < 0 && o.UnseenHolderWait != NoUnseenHolderWait {
+		errs = append(errs, fmt.Errorf("unseen holder wait must not be negative (zero takes the default, NoUnseenHolderWait turns it off), got %s", o.UnseenHolderWait))
 	}
 	if o.CandidateTTL <= o.CandidateFreshness {
 		errs = append(errs, fmt.Errorf("candidate TTL (%s) must be longer than candidate freshness (%s)", o.CandidateTTL, o.CandidateFreshness))
