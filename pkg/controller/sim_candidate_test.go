@@ -141,6 +141,7 @@ func (c *simCandidate) start() {
 	}
 	at := w.now.Add(w.lag())
 	p.leaseWatch.last, p.candWatch.last = at, at
+	w.late(at)
 	w.at(at, func() {
 		p.act(func() {
 			p.synced = true

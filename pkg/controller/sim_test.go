@@ -596,6 +596,7 @@ func (w *simWorld) startController() {
 		lease = w.lease.DeepCopy()
 	}
 	sc.leaseWatch.last, sc.candWatch.last = listAt, listAt
+	w.late(listAt)
 	w.at(listAt, func() {
 		sc.act(func() { sc.list(cands, lease) })
 	})
