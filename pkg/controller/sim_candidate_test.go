@@ -62,10 +62,10 @@ type simProcess struct {
 	leading   bool
 	renewedAt time.Time
 	// Local instants and versions as the elector's fields.
-	lastAttempt, retryAt, lastRenewal, handOverAt time.Time
-	goneVersion                                   string
-	foreign                                       string
-	foreignSince                                  time.Time
+	lastAttempt, retryAt, handOverAt time.Time
+	goneVersion                      string
+	foreign                          string
+	foreignSince                     time.Time
 	// busy: the loop is blocked in an action (a request, or waiting for
 	// leader work to return); a wake-up meanwhile makes it step when done.
 	busy, woken bool
@@ -536,9 +536,6 @@ func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease,
 func (p *simProcess) succeeded(written *coordinationv1.Lease, sent time.Time, seenBefore int32) {
 	p.remember(written)
 	p.retryAt = time.Time{}
-	if sent.After(p.lastRenewal) {
-		p.lastRenewal = sent
-	}
 	if p.leading {
 		if sent.After(p.renewedAt) {
 			p.renewedAt = sent
