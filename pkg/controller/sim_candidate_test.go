@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -665,14 +664,16 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 // checkLeaders checks, at the present true instant, that at most one process
 // may act as leader, and follows the liveness bounds after faults stopped.
 func (w *simWorld) checkLeaders() {
-	var leaders []string
+	// Most steps have at most one leader: the slice stays on the stack.
+	var buf [2]*simCandidate
+	leaders := buf[:0]
 	for _, c := range w.cands {
 		if p := c.proc; p != nil && !p.dead && p.isLeader() {
-			leaders = append(leaders, fmt.Sprintf("%s/%d", c.name, p.id))
+			leaders = append(leaders, c)
 		}
 	}
 	if len(leaders) > 1 {
-		w.fail("two processes may act as leader: %v", leaders)
+		w.fail("two processes may act as leader: %v", leaderNames(leaders))
 	}
 	if w.quietAt.IsZero() || w.now.Before(w.quietAt) {
 		return
@@ -713,24 +714,32 @@ func (w *simWorld) checkLeaders() {
 		w.after(w.durationBetween(0, 30*time.Second), w.lagInSteadyState)
 	}
 	if !w.steadyFrom.IsZero() && !bestLeads {
-		w.fail("leadership changed in steady state: leaders %v", leaders)
+		w.fail("leadership changed in steady state: leaders %v", leaderNames(leaders))
 	}
 }
 
-// asGoodAs reports whether the leader (a process, name/incarnation) is the
-// best candidate's equal on merit: among equals whoever holds keeps leading.
-func (w *simWorld) asGoodAs(leader string, best *simCandidate) bool {
-	name, _, _ := strings.Cut(leader, "/")
-	lc, blc := w.candidates[name], w.candidates[best.name]
+// leaderNames names leading processes as name/incarnation.
+func leaderNames(leaders []*simCandidate) []string {
+	names := make([]string, 0, len(leaders))
+	for _, c := range leaders {
+		names = append(names, fmt.Sprintf("%s/%d", c.name, c.proc.id))
+	}
+	return names
+}
+
+// asGoodAs reports whether the leader is the best candidate's equal on
+// merit: among equals whoever holds keeps leading.
+func (w *simWorld) asGoodAs(leader, best *simCandidate) bool {
+	lc, blc := w.candidates[leader.name], w.candidates[best.name]
 	return lc != nil && blc != nil && (strategy.OldestEmulationVersion{}).CompareMerit(lc, blc) == 0
 }
 
 // bestLeads is the best candidate, and whether the one leader is as good
 // as it. Ranking parses versions, so the answer is kept while nothing it
-// depends on changes: the stored candidates, which processes run, the
-// leader.
-func (w *simWorld) bestLeads(leaders []string) (*simCandidate, bool) {
-	key := simRankKey{rv: w.rv}
+// depends on changes: the stored candidates (candidateWrites), which
+// processes run, the leader.
+func (w *simWorld) bestLeads(leaders []*simCandidate) (*simCandidate, bool) {
+	key := simRankKey{candidateWrites: w.candidateWrites}
 	for i, c := range w.cands {
 		if c.proc != nil && !c.proc.dead {
 			key.running |= 1 << i
@@ -749,9 +758,9 @@ func (w *simWorld) bestLeads(leaders []string) (*simCandidate, bool) {
 }
 
 type simRankKey struct {
-	rv      int64
-	running uint64
-	leader  string
+	candidateWrites int
+	running         uint64
+	leader          *simCandidate
 }
 
 // bestCandidate is the candidate that should lead: the best running one.

@@ -271,17 +271,18 @@ type simWorld struct {
 	cands    []*simCandidate
 
 	// history of terms: the highest token any term of the Lease had.
-	maxToken    int32
-	anyTerm     bool
-	historyLost bool          // the next term may restart the tokens
-	quietAt     time.Time     // when faults stopped and what they delayed had arrived
-	lateUntil   time.Time     // see late
-	best        *simCandidate // the best running candidate, since bestFrom
-	bestFrom    time.Time
-	quietLeader time.Time // when some candidate first led after faults stopped
-	quietBest   time.Time // when the best candidate first led after faults stopped
-	steadyFrom  time.Time // from then on, no controller write is expected
-	ctrlWrites  int       // controller writes since steadyFrom
+	maxToken        int32
+	anyTerm         bool
+	historyLost     bool          // the next term may restart the tokens
+	quietAt         time.Time     // when faults stopped and what they delayed had arrived
+	lateUntil       time.Time     // see late
+	best            *simCandidate // the best running candidate, since bestFrom
+	bestFrom        time.Time
+	quietLeader     time.Time // when some candidate first led after faults stopped
+	quietBest       time.Time // when the best candidate first led after faults stopped
+	steadyFrom      time.Time // from then on, no controller write is expected
+	ctrlWrites      int       // controller writes since steadyFrom
+	candidateWrites int       // LeaseCandidate writes so far, which may change the ranking
 	// rank caches bestLeads.
 	rank struct {
 		key       simRankKey
@@ -489,6 +490,7 @@ func (w *simWorld) writeCandidate(name string, lc *coordinationv1beta1.LeaseCand
 		return nil, apierrors.NewConflict(simCandidatesGR, name, errors.New("stale resourceVersion"))
 	}
 	w.writeTimes = append(w.writeTimes, w.now)
+	w.candidateWrites++
 	if lc == nil {
 		delete(w.candidates, name)
 		w.tracef("candidate %s deleted by %s", name, by)
