@@ -37,6 +37,10 @@ chaos: kube-bin ## Run the fault-injection suite and print its summary. DURATION
 sim: ## Run the deterministic simulation of elections and print its figures. SEEDS=N (default 10000) or BUDGET=60s; SEED=S replays one seed with its trace.
 	SEEDS="$(SEEDS)" BUDGET="$(BUDGET)" SEED="$(SEED)" FIRST="$(FIRST)" hack/sim.sh
 
+.PHONY: sim-knockouts
+sim-knockouts: ## Take each fix in hack/knockouts out of a copy of the tree and show the simulation finds it (the first failing seed of each). KNOCKOUTS="a b", SEEDS=N.
+	KNOCKOUTS="$(KNOCKOUTS)" SEEDS="$(SEEDS)" hack/sim-knockouts.sh
+
 .PHONY: bench
 bench: kube-bin ## Run the benchmarks: ranking, and election latencies on a real kube-apiserver.
 	hack/bench.sh

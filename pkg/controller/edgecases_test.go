@@ -532,3 +532,33 @@ func TestEventsNameTheCandidateAsRelated(t *testing.T) {
 		}
 	}
 }
+
+// TestFencingTokenSurvivesScaleToZero pins the history of a Lease whose
+// candidates all left and which was then deleted (a component scaled to zero
+// and its Lease cleaned up): when the component comes back within the
+// candidate TTL, the re-created Lease continues above the old tokens instead
+// of starting again at 1.
+func TestFencingTokenSurvivesScaleToZero(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"))
+	h.list(lease(heldBy("a"), transitions(7)))
+	h.reconcile()
+	h.expectNoWrites("held")
+	h.deleteCandidate("a")
+	h.reconcile()
+	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
+		t.Fatal(err)
+	}
+	h.sync()
+	h.reconcile()
+	h.step(time.Minute)
+	h.create(candidate("a", "1.30.0", "1.30.0"))
+	h.runSteps(h.c.opts.LeaseDuration + time.Second)
+	l := h.serverLease()
+	if l == nil {
+		t.Fatal("no Lease once the component came back")
+	}
+	if n := ptr.Deref(l.Spec.LeaseTransitions, 0); n != 8 {
+		t.Errorf("leaseTransitions of the re-created Lease = %d, want 8, above the 7 it had before it was deleted", n)
+	}
+}

@@ -34,6 +34,10 @@ type simCandidate struct {
 	binary, emulation string
 	proc              *simProcess
 	incarnations      int
+	// releasesAsClientGo: its release writes leaseDurationSeconds 1, as
+	// client-go's elector with ReleaseOnCancel does (every other candidate,
+	// so that no random draw, and no seed's schedule, changes).
+	releasesAsClientGo bool
 }
 
 type simProcess struct {
@@ -102,7 +106,7 @@ func (p *simProcess) isLeader() bool {
 }
 
 func (w *simWorld) addCandidate(name, binary, emulation string) *simCandidate {
-	c := &simCandidate{w: w, name: name, binary: binary, emulation: emulation}
+	c := &simCandidate{w: w, name: name, binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1}
 	w.cands = append(w.cands, c)
 	return c
 }
@@ -574,6 +578,9 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 		return
 	}
 	next := lead.LetGo(lease, to, p.localNow(), p.seen.Max())
+	if to == "" && p.c.releasesAsClientGo {
+		next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+	}
 	rv := lease.ResourceVersion
 	deadline := p.localNow().Add(simRenewDeadline)
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
