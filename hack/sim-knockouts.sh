@@ -2,10 +2,10 @@
 # Shows that the simulation catches the defects it was built to catch: each
 # knockout listed in hack/knockouts/list applies its patches to a copy of the
 # tree, taking one fix out (the patch's first lines say which, and which test
-# fails without it), and the
-# simulation runs on that copy until a seed finds a violation. It prints, per
-# knockout, the first failing seed and what it found, and fails if any
-# knockout goes unnoticed within SEEDS seeds. The tree itself is not touched.
+# fails without it), and the simulation runs on that copy until a seed finds
+# a violation. It prints, per knockout, the first failing seed and what it
+# found, and fails if any knockout goes unnoticed within SEEDS seeds. The
+# tree itself is not touched.
 #
 #   KNOCKOUTS="watch-lag a+b"   only these; a+b takes out a and b together
 #                               (default: those in hack/knockouts/list)
