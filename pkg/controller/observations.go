@@ -40,6 +40,9 @@ type candidateRecord struct {
 	// tells whether a ping write has succeeded since.
 	pingedAt time.Time
 	pingSent bool
+	// pingRefused tells whether a ping write failed for a reason that is the
+	// candidate's own (see refusedPing) since pingedAt.
+	pingRefused bool
 	// unresponsive is set when a ping that reached the candidate went
 	// unanswered for the ping timeout; it stays set until the candidate
 	// writes a new renewTime.
@@ -47,9 +50,10 @@ type candidateRecord struct {
 	// unreachable is set when no attempt to ping the candidate succeeded
 	// within the ping timeout (the API refused or failed every write): the
 	// candidate is passed over until then, and pinged again after it, so
-	// that a short outage of the API costs an election no more than that.
-	// Each further undelivered ping doubles the wait, up to
-	// maxUnreachableBackoff. A renewal clears it.
+	// that an outage of the API costs an election no more than that. When
+	// the writes were refused for the candidate itself, each further
+	// undelivered ping doubles the wait, up to maxUnreachableBackoff. A
+	// renewal clears it.
 	unreachable unreachable
 }
 
@@ -60,8 +64,14 @@ type unreachable struct {
 }
 
 // nextUnreachable is the wait before pinging again a candidate that no ping
-// reached by now: the ping timeout, doubled at each further miss.
+// reached by now: the ping timeout, and when the writes were refused for the
+// candidate itself, doubled at each further miss. An API that is down says
+// nothing about the candidate: however long it was down, the candidate is
+// asked again within a ping timeout of its coming back.
 func (r *candidateRecord) nextUnreachable(now time.Time, pingTimeout time.Duration) unreachable {
+	if !r.pingRefused {
+		return unreachable{until: now.Add(pingTimeout)}
+	}
 	backoff := min(max(pingTimeout, 2*r.unreachable.backoff), maxUnreachableBackoff)
 	return unreachable{until: now.Add(backoff), backoff: backoff}
 }
@@ -249,7 +259,7 @@ func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, 
 	}
 	r.renewTime = renew
 	r.renewedAt = now
-	r.pingedAt, r.pingSent = time.Time{}, false
+	r.pingedAt, r.pingSent, r.pingRefused = time.Time{}, false, false
 	r.unresponsive, r.unreachable = false, unreachable{}
 	return true
 }
@@ -441,11 +451,12 @@ func (o *observations) snapshot() []candidateRecord {
 
 // ---- what the controller itself did ----
 
-// notePing records an attempt to ping lc at now, and whether the write
-// succeeded, unless the candidate renewed meanwhile (its renewTime no longer
-// matches the one the ping was based on). The ping timeout runs from the
-// first attempt, so a candidate that cannot be pinged is given up on in time.
-func (o *observations) notePing(lc *coordinationv1beta1.LeaseCandidate, now time.Time, sent bool) {
+// notePing records an attempt to ping lc at now, whether the write
+// succeeded, and whether it was refused for the candidate itself, unless the
+// candidate renewed meanwhile (its renewTime no longer matches the one the
+// ping was based on). The ping timeout runs from the first attempt, so a
+// candidate that cannot be pinged is given up on in time.
+func (o *observations) notePing(lc *coordinationv1beta1.LeaseCandidate, now time.Time, sent, refused bool) {
 	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -454,6 +465,7 @@ func (o *observations) notePing(lc *coordinationv1beta1.LeaseCandidate, now time
 			r.pingedAt = now
 		}
 		r.pingSent = r.pingSent || sent
+		r.pingRefused = r.pingRefused || refused
 	}
 }
 
@@ -475,7 +487,7 @@ func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pi
 	} else {
 		r.unreachable = r.nextUnreachable(now, pingTimeout)
 	}
-	r.pingedAt, r.pingSent = time.Time{}, false
+	r.pingedAt, r.pingSent, r.pingRefused = time.Time{}, false, false
 	return true
 }
 

@@ -25,7 +25,7 @@ func TestObserveCandidate(t *testing.T) {
 		t.Error("an update without a new renewTime counts as a renewal")
 	}
 
-	o.notePing(lc, t0.Add(time.Second), true)
+	o.notePing(lc, t0.Add(time.Second), true, false)
 	if r := o.candidates[key]; !r.pingedAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("pingedAt = %v", r.pingedAt)
 	}
@@ -46,7 +46,7 @@ func TestObserveCandidate(t *testing.T) {
 	}
 
 	// A ping based on a stale renewTime is not recorded.
-	o.notePing(lc, t0.Add(3*time.Second), true)
+	o.notePing(lc, t0.Add(3*time.Second), true, false)
 	if r := o.candidates[key]; !r.pingedAt.IsZero() {
 		t.Errorf("ping recorded against an old renewTime: %+v", r)
 	}

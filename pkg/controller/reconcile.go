@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -180,7 +181,7 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 		_, err := c.access.LeaseCandidates(lc.Namespace).Update(ctx, clone)
 		switch {
 		case err == nil:
-			c.obs.notePing(lc, v.now, true)
+			c.obs.notePing(lc, v.now, true, false)
 			c.opts.Metrics.Pings.Inc()
 			c.events.resolve(v.key, "ping/"+lc.Name)
 			logger.V(2).Info("Pinged candidate", "candidate", klog.KObj(lc), "reason", "ranked above every candidate known to be alive")
@@ -189,7 +190,7 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 			// version, and with it the next step.
 			logger.V(4).Info("Candidate changed before its ping; waiting for the new version", "candidate", klog.KObj(lc), "err", err)
 		default:
-			c.obs.notePing(lc, v.now, false)
+			c.obs.notePing(lc, v.now, false, refusedPing(err))
 			if c.events.emitFor(v.key, "ping/"+lc.Name, v.lease, c.access.CandidateReference(lc), corev1.EventTypeWarning, ReasonPingFailed, "Ping",
 				"Cannot ping candidate %s (%v); it is passed over if no ping reaches it within %s, and pinged again later", lc.Name, err, c.opts.PingTimeout) {
 				logger.Info("Pinging a candidate failed; retrying until the ping timeout", "candidate", klog.KObj(lc), "err", err, "pingTimeout", c.opts.PingTimeout)
@@ -202,6 +203,20 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 		logger.V(2).Info("Ping budget spent; pinging later", "deferred", deferred, "in", deferredFor, "pingRate", c.opts.PingRate)
 	}
 	return deferredFor, errors.Join(errs...)
+}
+
+// refusedPing reports whether a failed ping write was refused for the
+// candidate itself (forbidden by an admission policy, invalid as it is
+// stored), rather than lost to an API that is unavailable or overloaded
+// (5xx, 429, time-outs, a connection that failed), which says nothing about
+// the candidate.
+func refusedPing(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusTooManyRequests && code != http.StatusRequestTimeout
 }
 
 // write makes the decision's Lease write, if any. It reports whether the
