@@ -10,12 +10,18 @@
 #   KNOCKOUTS="watch-lag a+b"   only these; a+b takes out a and b together
 #                               (default: those in hack/knockouts/list)
 #   SEEDS=N                     seeds to try per knockout (default 20000)
+#   FIRST=S                     start at seed S (default 1; a line of the list
+#                               may give its own: "name S")
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
 seeds=${SEEDS:-20000}
-names=${KNOCKOUTS:-$(grep -v -e '^#' -e '^$' hack/knockouts/list)}
+if [[ -n "${KNOCKOUTS:-}" ]]; then
+  list=$(tr ' ' '\n' <<<"${KNOCKOUTS}" | grep -v '^$')
+else
+  list=$(grep -v -e '^#' -e '^$' hack/knockouts/list)
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "${work}"' EXIT
@@ -26,7 +32,8 @@ git ls-files -z --cached --others --exclude-standard |
 
 export GOGC="${GOGC:-400}"
 missed=0
-for name in ${names}; do
+while read -r name first <&3; do
+  first=${first:-${FIRST:-1}}
   dir="${work}/${name}"
   mkdir -p "${dir}"
   tar -xf "${work}/tree.tar" -C "${dir}"
@@ -38,12 +45,12 @@ for name in ${names}; do
   (cd "${dir}" && go test -c -o "${work}/${name}.test" ./pkg/controller)
   start=${SECONDS}
   set +o errexit
-  out=$(cd "${dir}/pkg/controller" && SIM_REPORT=1 "${work}/${name}.test" -test.run '^TestSimulation$' -test.timeout=0 -sim.seeds="${seeds}" 2>&1)
+  out=$(cd "${dir}/pkg/controller" && SIM_REPORT=1 "${work}/${name}.test" -test.run '^TestSimulation$' -test.timeout=0 -sim.first="${first}" -sim.seeds="${seeds}" 2>&1)
   status=$?
   set -o errexit
   took=$((SECONDS - start))
   if [[ ${status} -eq 0 ]]; then
-    echo "${name}: NOT FOUND in ${seeds} seeds (${took}s)"
+    echo "${name}: NOT FOUND in ${seeds} seeds from ${first} (${took}s)"
     missed=1
   else
     found=$(grep -m1 -oE 'seed [0-9]+: .*' <<<"${out}" || true)
@@ -51,5 +58,5 @@ for name in ${names}; do
     echo "${name}: ${found} (${took}s)"
   fi
   rm -rf "${dir}"
-done
+done 3<<<"${list}"
 exit "${missed}"
