@@ -60,10 +60,7 @@ func TestBacklogJudgesAsOfTheEvent(t *testing.T) {
 	h.clearWrites()
 	h.reconcile() // the Lease's creation, seen
 	h.step(2 * DefaultCandidateFreshness)
-	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
-		t.Fatal(err)
-	}
-	h.sync()
+	h.deleteLease()
 	h.step(DefaultCandidateFreshness)
 	h.reconcile()
 	if got := h.pings(); len(got) != 1 {

@@ -177,10 +177,7 @@ func TestDeletedLeaseIsReelectedOnlyAfterTheHoldersTerm(t *testing.T) {
 	h.step(5 * time.Second)
 	h.renew("a", h.clock.Now()) // fresh when b's term runs out
 	h.clearWrites()
-	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
-		t.Fatal(err)
-	}
-	h.sync()
+	h.deleteLease()
 	h.runSteps(9 * time.Second) // b's term, last renewed at t0, ends at t0+15s
 	if w := h.leaseWrites(); len(w) != 0 {
 		t.Fatalf("wrote %v within the deleted Lease's holder's term", w)

@@ -546,10 +546,7 @@ func TestFencingTokenSurvivesScaleToZero(t *testing.T) {
 	h.expectNoWrites("held")
 	h.deleteCandidate("a")
 	h.reconcile()
-	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
-		t.Fatal(err)
-	}
-	h.sync()
+	h.deleteLease()
 	h.reconcile()
 	h.step(time.Minute)
 	h.create(candidate("a", "1.30.0", "1.30.0"))

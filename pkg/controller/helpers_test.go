@@ -512,14 +512,21 @@ func (h *harness) renewLease(renewTime time.Time) {
 // renewing meanwhile as live ones would.
 func (h *harness) deleteHeldLease() {
 	h.t.Helper()
-	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
-		h.t.Fatal(err)
-	}
-	h.sync()
+	h.deleteLease()
 	h.step(h.c.opts.LeaseDuration)
 	for _, obj := range h.serverObjects(candidatesGVR, "LeaseCandidate") {
 		h.renew(obj.(*coordinationv1beta1.LeaseCandidate).Name, h.clock.Now())
 	}
+}
+
+// deleteLease deletes the test Lease on the server and delivers the deletion
+// to the controller's caches.
+func (h *harness) deleteLease() {
+	h.t.Helper()
+	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
+		h.t.Fatal(err)
+	}
+	h.sync()
 }
 
 func (h *harness) deleteCandidate(name string) {
