@@ -16,7 +16,8 @@
 // With --witness-url the leader also reports to a witness, an HTTP service
 // that stands for a resource guarded by the Lease: every --witness-interval
 // it POSTs a JSON witnessWrite (identity, fencing token, sequence number, its
-// own clock's time) through a write-guarded HTTP client. The witness answers
+// own clock's time) through a write-guarded HTTP client, stamped with the
+// moment it got past the guard (header Cle-Guard-Passed). The witness answers
 // 409 Conflict to a token older than one it has accepted ("fenced").
 //
 // --clock-offset runs the library on a clock that is that far ahead (or,
@@ -205,7 +206,9 @@ func run(ctx context.Context, o options) error {
 		// The guard refuses a write while this process is not leader and
 		// cancels one in flight when the term ends; the witness's token check
 		// is what stops a write that got past it before that.
-		witness, err = rest.HTTPClientFor(c.WrapConfig(&rest.Config{Host: o.witnessURL, Timeout: 2 * time.Second}))
+		cfg := &rest.Config{Host: o.witnessURL, Timeout: 2 * time.Second}
+		cfg.Wrap(stampGuardPassed(offsetClock{offset: o.clockOffset}))
+		witness, err = rest.HTTPClientFor(c.WrapConfig(cfg))
 		if err != nil {
 			return fmt.Errorf("witness client: %w", err)
 		}

@@ -22,6 +22,30 @@ type witnessWrite struct {
 	Time time.Time `json:"time"`
 }
 
+// guardPassedHeader carries the moment a write to the witness got past the
+// write guard, on this process's (offset) clock: the last moment this
+// process decided, as leader, to make it. A write that was held after that
+// (the process was frozen, or starved of CPU) can reach the witness after a
+// successor's; the witness tells such a late delivery, which the fencing
+// token is there to refuse, from two leaders acting at once.
+const guardPassedHeader = "Cle-Guard-Passed"
+
+// stampGuardPassed wraps the transport under the write guard: it runs only
+// for a write the guard let through, and stamps it with clk's time.
+func stampGuardPassed(clk clock.PassiveClock) func(http.RoundTripper) http.RoundTripper {
+	return func(next http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			req.Header.Set(guardPassedHeader, clk.Now().Format(time.RFC3339Nano))
+			return next.RoundTrip(req)
+		})
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
 // reportToWitness writes to the witness every --witness-interval until ctx,
 // the term's context, is done.
 func reportToWitness(ctx context.Context, client *http.Client, token int32, o options, out *printer) {

@@ -107,6 +107,8 @@ type env struct {
 	windows []window
 	// offsetsUsed are the clock offsets candidates have run with.
 	offsetsUsed map[time.Duration]bool
+	// offsetOf is each candidate's current clock offset.
+	offsetOf map[string]time.Duration
 }
 
 // ctrlFigures are a controller replica's figures by role (active: true).
@@ -163,7 +165,7 @@ func TestChaos(t *testing.T) {
 	}}
 	e := &env{
 		t: t, ctx: ctx, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), v: v, slack: slack,
-		faults: map[string]int{}, ctrlStats: map[*proc]*ctrlFigures{}, offsetsUsed: map[time.Duration]bool{},
+		faults: map[string]int{}, ctrlStats: map[*proc]*ctrlFigures{}, offsetsUsed: map[time.Duration]bool{}, offsetOf: map[string]time.Duration{},
 	}
 	e.setUp()
 
@@ -223,7 +225,7 @@ func (e *env) setUp() {
 	if err := e.rec.start(e.ctx, server.Client(), ns); err != nil {
 		t.Fatal(err)
 	}
-	e.witness = newWitness(e.rec, leaseName, e.v)
+	e.witness = newWitness(e.rec, leaseName, e.v, e.clockOffset)
 	t.Cleanup(e.witness.Close)
 
 	var procs []*proc
@@ -256,7 +258,7 @@ func (e *env) setUp() {
 		if err := writeProxiedKubeconfig(kubeconfig, candKubeconfig, "https://"+px.Addr()); err != nil {
 			t.Fatal(err)
 		}
-		e.offsetsUsed[c.clockOffset] = true
+		e.setClockOffset(c.identity, c.clockOffset)
 		e.cands = append(e.cands, &proc{name: c.identity, bin: candBin, logPath: filepath.Join(dir, c.identity+".log"), v: e.v, proxy: px, args: []string{
 			"--kubeconfig=" + candKubeconfig, "--api-mode=native", "--namespace=" + ns, "--lease=" + leaseName,
 			"--identity=" + c.identity, "--binary-version=1.36.0", "--emulation-version=" + c.emulation,
@@ -290,6 +292,21 @@ func (e *env) setUp() {
 	for _, c := range e.ctrls {
 		go e.watchController(c)
 	}
+}
+
+// setClockOffset records that identity runs with its clock offset off.
+func (e *env) setClockOffset(identity string, offset time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.offsetsUsed[offset] = true
+	e.offsetOf[identity] = offset
+}
+
+// clockOffset is how far identity's clock is off the machine's.
+func (e *env) clockOffset(identity string) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.offsetOf[identity]
 }
 
 // writeProxiedKubeconfig writes a copy of the kubeconfig at from to to, with
@@ -488,7 +505,7 @@ func (e *env) finish(ran time.Duration) {
 	fmt.Fprintf(&b, "chaos summary (%s of faults)\n", ran.Round(time.Second))
 	fmt.Fprintf(&b, "  faults injected: %s\n", strings.Join(kinds, " "))
 	fmt.Fprintf(&b, "  leadership changes: %d (Lease versions %d, LeaseCandidate events %d, terms at the witness %d)\n", changes, versions, candEvents, ws.terms)
-	fmt.Fprintf(&b, "  witness writes: %d, refused (stale token) %d\n", ws.writes, ws.refused)
+	fmt.Fprintf(&b, "  witness writes: %d, refused (stale token) %d, of which delivered late (past the guard before a newer term's first write) %d\n", ws.writes, ws.refused, ws.late)
 	fmt.Fprintf(&b, "  max recovery after a fault: %s (%s, %s, %s; bound %s)\n", maxRec.took.Round(time.Millisecond), maxRec.fault, maxRec.phase, maxRec.leader, leaseDuration+e.slack)
 	fmt.Fprintf(&b, "  max leaderless gap at the witness: %s (began at +%s, during %s)\n", ws.maxGap.Round(time.Millisecond), ws.maxGapAt.Sub(e.v.start).Round(time.Second), gapDuring)
 	for _, l := range ctrlLines {

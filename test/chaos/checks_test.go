@@ -19,7 +19,10 @@ import (
 func TestChecksCatchViolations(t *testing.T) {
 	v := &violations{start: time.Now(), logf: t.Logf}
 	rec := newRecorder(v, "l")
-	w := newWitness(rec, "l", v)
+	// a's clock is ten minutes ahead: the witness judges a write by the
+	// machine's time it got past the guard.
+	offsets := map[string]time.Duration{"a": 10 * time.Minute}
+	w := newWitness(rec, "l", v, func(id string) time.Duration { return offsets[id] })
 	defer w.Close()
 	lease := func(rv, holder string, transitions int32) *coordinationv1.Lease {
 		return &coordinationv1.Lease{
@@ -27,16 +30,25 @@ func TestChecksCatchViolations(t *testing.T) {
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseTransitions: ptr.To(transitions)},
 		}
 	}
-	post := func(identity string, token int32) int {
+	// postPassed writes as identity, past its guard at passed (machine time).
+	postPassed := func(identity string, token int32, passed time.Time) int {
 		t.Helper()
 		body, _ := json.Marshal(witnessWrite{Identity: identity, Token: token})
-		resp, err := http.Post(w.URL(), "application/json", bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, w.URL(), bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !passed.IsZero() {
+			req.Header.Set(guardPassedHeader, passed.Add(offsets[identity]).Format(time.RFC3339Nano))
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	post := func(identity string, token int32) int { return postPassed(identity, token, time.Now()) }
 	expect := func(step string, code, wantCode int, want string) {
 		t.Helper()
 		got := v.all()
@@ -56,9 +68,12 @@ func TestChecksCatchViolations(t *testing.T) {
 
 	rec.observeLease(lease("1", "a", 1))
 	expect("a leads", post("a", 2), http.StatusNoContent, "")
+	heldSince := time.Now() // a write of a's past the guard, held in a frozen a
 	rec.observeLease(lease("2", "b", 3))
 	expect("b leads", post("b", 4), http.StatusNoContent, "")
+	expect("a's held write arrives", postPassed("a", 2, heldSince), http.StatusConflict, "")
 	expect("a writes after b", post("a", 2), http.StatusConflict, "stale write")
+	expect("a write without its guard's stamp", postPassed("a", 2, time.Time{}), http.StatusBadRequest, "without a valid")
 	expect("c reuses b's token", post("c", 4), http.StatusNoContent, "two leaders")
 	rec.observeLease(lease("3", "c", 5))
 	expect("b writes after c was named", post("b", 4), http.StatusNoContent, "accepted a stale token")
@@ -68,4 +83,7 @@ func TestChecksCatchViolations(t *testing.T) {
 	expect("term goes back", 0, 0, "went back")
 	rec.observeLease(lease("5", "a", 4))
 	expect("relist of the same version", 0, 0, "")
+	if s := w.stats(); s.refused != 2 || s.late != 1 {
+		t.Errorf("witness stats: %d refused, %d of them late; want 2, 1", s.refused, s.late)
+	}
 }

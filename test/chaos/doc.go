@@ -19,8 +19,11 @@
 // It checks the election's invariants all along:
 //
 //   - a witness, an HTTP service that the leaders write to with their fencing
-//     tokens, never sees two terms act at once, nor a term's write after the
-//     Lease was seen naming a newer term's holder;
+//     tokens, never sees two terms act at once (a write that got past its
+//     sender's write guard after a newer term's first write did), nor accepts
+//     a term's write after the Lease was seen naming a newer term's holder;
+//     a write decided in time and delivered late (its sender was frozen) is
+//     refused by its token and counted, not a violation;
 //   - the Lease's leaseTransitions grows on every change of holder;
 //   - after each fault the best live candidate holds the Lease and acts
 //     within the lease duration and a slack;

@@ -284,7 +284,6 @@ func skewClock(e *env) error {
 	} else {
 		offset = clockOffsets[e.rng.IntN(len(clockOffsets))]
 	}
-	e.offsetsUsed[offset] = true
 	e.mu.Unlock()
 	e.t.Logf("    restart %s with its clock %+v off", p.name, offset)
 	from := time.Now()
@@ -293,6 +292,7 @@ func skewClock(e *env) error {
 	}
 	e.waitHealthy("clock-skew", "the SIGTERM of "+p.name, from, stuckAfter)
 	p.setArg("clock-offset", offset.String())
+	e.setClockOffset(p.name, offset)
 	from = time.Now()
 	if err := p.start(); err != nil {
 		return err

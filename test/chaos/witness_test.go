@@ -18,11 +18,24 @@ type witnessWrite struct {
 	Time     time.Time `json:"time"`
 }
 
+// guardPassedHeader carries the moment the write got past the sender's
+// write guard, on the sender's clock (examples/candidate).
+const guardPassedHeader = "Cle-Guard-Passed"
+
 // record is one write as the witness received it.
 type record struct {
 	witnessWrite
 	received time.Time
+	// passed is when the write got past the sender's write guard, on the
+	// machine's clock: the last moment its sender decided, as leader, to
+	// make it.
+	passed   time.Time
 	accepted bool
+	// late marks a refused write that got past its guard before any newer
+	// term's first write did, and arrived after one: held in a frozen or
+	// starved sender, delivered late, and refused by the token as fencing
+	// is meant to.
+	late bool
 }
 
 // witness stands for a resource guarded by the Lease: it accepts a write
@@ -34,6 +47,8 @@ type witness struct {
 	rec   *recorder
 	lease string
 	v     *violations
+	// offsetOf is how far identity's clock is off the machine's.
+	offsetOf func(identity string) time.Duration
 
 	mu       sync.Mutex
 	writes   []record
@@ -41,11 +56,14 @@ type witness struct {
 	newestBy string
 	owner    map[int32]string // token -> identity
 	lastOf   map[string]time.Time
-	firstOf  map[int32]time.Time
+	// firstPassed is, per token, the earliest a write of its term that
+	// reached the witness got past the guard.
+	firstPassed map[int32]time.Time
 }
 
-func newWitness(rec *recorder, lease string, v *violations) *witness {
-	w := &witness{rec: rec, lease: lease, v: v, owner: map[int32]string{}, lastOf: map[string]time.Time{}, firstOf: map[int32]time.Time{}}
+func newWitness(rec *recorder, lease string, v *violations, offsetOf func(string) time.Duration) *witness {
+	w := &witness{rec: rec, lease: lease, v: v, offsetOf: offsetOf, owner: map[int32]string{}, lastOf: map[string]time.Time{},
+		firstPassed: map[int32]time.Time{}}
 	w.srv = httptest.NewServer(http.HandlerFunc(w.serve))
 	return w
 }
@@ -64,6 +82,13 @@ func (w *witness) serve(rw http.ResponseWriter, req *http.Request) {
 		http.Error(rw, err.Error(), http.StatusBadRequest)
 		return
 	}
+	passed, err := time.Parse(time.RFC3339Nano, req.Header.Get(guardPassedHeader))
+	if err != nil {
+		w.v.add("witness write from %s without a valid %s header: %v", in.Identity, guardPassedHeader, err)
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+		return
+	}
+	passed = passed.Add(-w.offsetOf(in.Identity))
 	// The Lease as last observed, read before the write counts as received:
 	// whatever it shows happened before this write arrived.
 	lease, seenLease := w.rec.current(w.lease)
@@ -71,17 +96,24 @@ func (w *witness) serve(rw http.ResponseWriter, req *http.Request) {
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := record{witnessWrite: in, received: now, accepted: in.Token >= w.newest}
+	r := record{witnessWrite: in, received: now, passed: passed, accepted: in.Token >= w.newest}
+	if !r.accepted {
+		successor, succeeded := w.successorFirstPassed(in.Token)
+		r.late = succeeded && passed.Before(successor)
+	}
 	w.writes = append(w.writes, r)
 	if owner, ok := w.owner[in.Token]; ok && owner != in.Identity {
 		w.v.add("two leaders: %s and %s both wrote with token %d", owner, in.Identity, in.Token)
 	} else if !ok {
 		w.owner[in.Token] = in.Identity
-		w.firstOf[in.Token] = now
 	}
 	if !r.accepted {
-		// The window of this term overlaps the newer one's: two leaders acted at once.
-		w.v.add("stale write: %s wrote with token %d (seq %d) after %s's token %d was accepted", in.Identity, in.Token, in.Seq, w.newestBy, w.newest)
+		if !r.late {
+			// The window of this term overlaps a newer one's: two leaders acted at once.
+			successor, _ := w.successorFirstPassed(in.Token)
+			w.v.add("stale write: %s wrote with token %d (seq %d), past its guard %s after a newer term's first write was, and arrived after %s's token %d was accepted",
+				in.Identity, in.Token, in.Seq, passed.Sub(successor).Round(time.Millisecond), w.newestBy, w.newest)
+		}
 		http.Error(rw, fmt.Sprintf("token %d is older than %d", in.Token, w.newest), http.StatusConflict)
 		return
 	}
@@ -90,7 +122,23 @@ func (w *witness) serve(rw http.ResponseWriter, req *http.Request) {
 	}
 	w.newest, w.newestBy = in.Token, in.Identity
 	w.lastOf[in.Identity] = now
+	if first, ok := w.firstPassed[in.Token]; !ok || passed.Before(first) {
+		w.firstPassed[in.Token] = passed
+	}
 	rw.WriteHeader(http.StatusNoContent)
+}
+
+// successorFirstPassed returns the earliest moment a write of a term newer
+// than token got past its guard, among the writes accepted so far. Called
+// with w.mu held.
+func (w *witness) successorFirstPassed(token int32) (time.Time, bool) {
+	var first time.Time
+	for t, p := range w.firstPassed {
+		if t > token && (first.IsZero() || p.Before(first)) {
+			first = p
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // acceptedAfter returns identity's first write accepted after t.
@@ -110,8 +158,11 @@ func (w *witness) acceptedAfter(identity string, t time.Time) (record, bool) {
 // last one.
 type witnessStats struct {
 	writes, refused, terms int
-	maxGap                 time.Duration
-	maxGapAt               time.Time
+	// late are the refused writes that were delivered late rather than
+	// made after a successor acted (record.late).
+	late     int
+	maxGap   time.Duration
+	maxGapAt time.Time
 }
 
 func (w *witness) stats() witnessStats {
@@ -122,6 +173,9 @@ func (w *witness) stats() witnessStats {
 	for _, r := range w.writes {
 		if !r.accepted {
 			s.refused++
+			if r.late {
+				s.late++
+			}
 			continue
 		}
 		if !last.IsZero() && r.received.Sub(last) > s.maxGap {
