@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/cle-dev/cle/internal/lead"
 )
@@ -45,11 +46,17 @@ func (selfRenewal) stopped()                                  {}
 
 // externalRenewal is the mode of an External: the elector renews through
 // Renew, and may act as leader until LeaseDuration after its last successful
-// renewal, unless it resigned.
+// renewal, unless it resigned. "After" counts from when that renewal was
+// sent and, as client-go's elector counts its renew deadline, from when the
+// elector was told it succeeded, whichever is later.
 type externalRenewal struct {
 	leaseDuration time.Duration
+	clock         clock.PassiveClock
 	// resigned is set by Resign and cleared when a term starts.
 	resigned atomic.Bool
+	// counted is when Renew last returned success to the elector (zero:
+	// never), on clock.
+	counted atomic.Pointer[time.Time]
 	// requests carries Renew, Lease and Resign to the elector's loop;
 	// loopDone is closed once that loop takes no more.
 	requests  chan call
@@ -57,8 +64,8 @@ type externalRenewal struct {
 	closeLoop func()
 }
 
-func newExternalRenewal(leaseDuration time.Duration) *externalRenewal {
-	x := &externalRenewal{leaseDuration: leaseDuration, requests: make(chan call), loopDone: make(chan struct{})}
+func newExternalRenewal(leaseDuration time.Duration, clk clock.PassiveClock) *externalRenewal {
+	x := &externalRenewal{leaseDuration: leaseDuration, clock: clk, requests: make(chan call), loopDone: make(chan struct{})}
 	x.closeLoop = sync.OnceFunc(func() { close(x.loopDone) })
 	return x
 }
@@ -66,10 +73,17 @@ func newExternalRenewal(leaseDuration time.Duration) *externalRenewal {
 func (x *externalRenewal) renewsItself() bool { return false }
 
 func (x *externalRenewal) quietIn(renewed bool, sinceRenewal time.Duration) time.Duration {
-	if x.resigned.Load() || !renewed {
+	if x.resigned.Load() {
 		return 0
 	}
-	return max(0, x.leaseDuration-sinceRenewal)
+	var in time.Duration
+	if renewed {
+		in = x.leaseDuration - sinceRenewal
+	}
+	if at := x.counted.Load(); at != nil {
+		in = max(in, x.leaseDuration-x.clock.Since(*at))
+	}
+	return max(0, in)
 }
 
 func (x *externalRenewal) termStarted()       { x.resigned.Store(false) }
@@ -107,7 +121,7 @@ func NewExternal(cfg Config) (*External, error) {
 	if err := cfg.complete(true); err != nil {
 		return nil, err
 	}
-	x := newExternalRenewal(cfg.LeaseDuration)
+	x := newExternalRenewal(cfg.LeaseDuration, cfg.Clock)
 	return &External{c: newCandidate(cfg, x), x: x}, nil
 }
 
@@ -172,8 +186,16 @@ func (e *External) inLoop(ctx context.Context, fn func(ctx, caller context.Conte
 // names another holder, has another preferred holder, or was renewed by
 // another process under this identity; then IsLeader is false too, and the
 // elector must stop leading when its own renewals stop succeeding.
+//
+// A renewal whose answer took longer than SlowRenewal fails too, wrapping
+// ErrSlowRenewal, although the Lease was renewed: the elector counts its
+// renew deadline from when Renew returns, while the election controller
+// counts the lease duration from when it saw the renewal, which may be
+// that much earlier. Counting it would let the elector lead past the
+// Lease's expiry as the controller judges it.
 func (e *External) Renew(ctx context.Context) error {
-	return e.inLoop(ctx, func(ctx, caller context.Context, el *elector) error {
+	var sent time.Time
+	err := e.inLoop(ctx, func(ctx, caller context.Context, el *elector) error {
 		el.step(ctx) // steps down for every reason to
 		if err := lead.RenewCall(el.snapshot()); err != nil {
 			return err
@@ -181,12 +203,45 @@ func (e *External) Renew(ctx context.Context) error {
 		if err := el.renew(ctx, caller, el.current()); err != nil {
 			return err
 		}
+		sent = el.lastAttempt
 		if !e.c.IsLeader() {
 			// Sent more than the renew deadline ago: not a term any more.
 			return fmt.Errorf("%w: the renewal took longer than the renew deadline", ErrNotLeader)
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	now := e.c.cfg.Clock.Now()
+	if took, limit := now.Sub(sent), e.SlowRenewal(); took > limit {
+		return fmt.Errorf("%w: the renewal took %s, longer than %s", ErrSlowRenewal, took.Round(time.Millisecond), limit)
+	}
+	e.x.counted.Store(&now)
+	return nil
+}
+
+// ErrSlowRenewal is the error of a Renew that renewed the Lease but whose
+// answer took longer than SlowRenewal.
+var ErrSlowRenewal = errors.New("the renewal is not counted")
+
+// SlowRenewal is how long a Renew may take, from the moment the renewal is
+// sent to the moment it returns, and still count: a third of the margin the
+// timings leave, (LeaseDuration - RenewDeadline - RetryPeriod) / 3.
+// client-go gives up at most RetryPeriod + RenewDeadline after the last
+// successful renewal returned; package lock lets its RetryPeriod be another
+// third longer, and the last third is left for leader work to return.
+func (e *External) SlowRenewal() time.Duration {
+	cfg := &e.c.cfg
+	return (cfg.LeaseDuration - cfg.RenewDeadline - cfg.RetryPeriod) / 3
+}
+
+// Timings returns the LeaseDuration, RenewDeadline and RetryPeriod the
+// candidate was configured with (its defaults filled in): the elector must
+// use the same.
+func (e *External) Timings() (leaseDuration, renewDeadline, retryPeriod time.Duration) {
+	cfg := &e.c.cfg
+	return cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod
 }
 
 // Lease returns a copy of the Lease as this process last saw it (read from
