@@ -17,12 +17,19 @@
 //     (candidate.Renew): the first success makes the elector leader, and it
 //     fails at once when the controller prefers another holder or the
 //     library does not count this process leader, so that the elector's
-//     renew loop cannot keep it leading past the library.
+//     renew loop cannot keep it leading past the library. It fails too when
+//     its answer was slow (candidate.ErrSlowRenewal), and for good when the
+//     elector's timings are longer than the candidate's (ErrTimingMismatch):
+//     either would let the elector lead after the election controller has
+//     judged the Lease expired.
 //   - Update with an empty holder is the elector's release
-//     (ReleaseOnCancel), which client-go sends once its renew loop has ended
-//     and, by client-go's contract, leader work has stopped: the Lock deletes
-//     its LeaseCandidate and hands the Lease to the preferred holder, or
-//     releases it, at once. The Lock is then done.
+//     (ReleaseOnCancel). client-go sends it when its renew loop ends, which
+//     is not after leader work has returned: on shutdown it cancels leader
+//     work at the same moment, and after a lost term only later. The Lock
+//     answers at once, deletes its LeaseCandidate, and moves the Lease only
+//     once leader work has returned, as far as it knows (Callbacks,
+//     Config.ReleaseAfterLeaderWork); otherwise it leaves the Lease to
+//     expire. The Lock is then done.
 //
 // The candidate behind the Lock (Candidate) gives the same IsLeader, Token,
 // WrapConfig and HealthCheck as the library used directly. Its IsLeader turns
@@ -43,12 +50,14 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
@@ -70,13 +79,28 @@ type Config struct {
 	// any identity client-go accepts: it is mapped with IdentityFor. It
 	// configures a candidate.External; ReleaseOnCancel is ignored (the elector's own
 	// ReleaseOnCancel decides). Callbacks are optional. LeaseDuration,
-	// RenewDeadline and RetryPeriod must be those of the LeaderElector.
+	// RenewDeadline and RetryPeriod must be those of the LeaderElector
+	// (Lock.Timings); a longer one is refused (ErrTimingMismatch).
 	Candidate candidate.Config
 	// EventRecorder, when set, records the elector's events ("became
 	// leader", "stopped leading") on the Lease, as client-go's Lease lock
 	// does.
 	EventRecorder resourcelock.EventRecorder
+	// ReleaseAfterLeaderWork promises that the elector sends its release
+	// (ReleaseOnCancel) only once everything it ran as leader has returned,
+	// as a controller-runtime manager does with a negative
+	// GracefulShutdownTimeout. The Lock then hands the Lease over at once on
+	// a release that ends a sound term. Without it, and without the
+	// elector's callbacks wrapped by Callbacks, the Lock cannot tell when
+	// leader work has returned, and a release leaves the Lease to expire.
+	ReleaseAfterLeaderWork bool
 }
+
+// ErrTimingMismatch is the error of an Update from an elector whose
+// LeaseDuration, RenewDeadline or RetryPeriod is longer than the
+// candidate's: the election controller would hand the Lease over while
+// that elector may still lead.
+var ErrTimingMismatch = errors.New("the elector's timings do not match the candidate's")
 
 // Lock is a resourcelock.Interface backed by a candidate. Create it with New
 // and pass it as the LeaderElectionConfig's Lock (or controller-runtime's
@@ -89,6 +113,11 @@ type Lock struct {
 	name      string
 	recorder  resourcelock.EventRecorder
 
+	// releaseAfterWork is Config.ReleaseAfterLeaderWork.
+	releaseAfterWork bool
+	// work is the elector's leader work, when Callbacks wrapped it.
+	work work
+
 	mu sync.Mutex
 	// cancel stops the candidate's Run, done is closed when it has
 	// returned, and runErr is what it returned; nil before the start.
@@ -96,8 +125,14 @@ type Lock struct {
 	done   chan struct{}
 	runErr error
 	closed bool
+	// handedOver is closed once a release has done all it will do before
+	// the candidate stops (nil: no release yet).
+	handedOver chan struct{}
 	// meta is the Lease's metadata as last seen, the subject of events.
 	meta metav1.ObjectMeta
+	// timing checks the elector's renewals against the candidate's
+	// timings.
+	timing timingCheck
 }
 
 var _ resourcelock.Interface = (*Lock)(nil)
@@ -113,14 +148,34 @@ func New(cfg Config) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
+	ld, rd, rp := c.Timings()
 	return &Lock{
-		c:         c,
-		identity:  cc.Identity,
-		namespace: cc.Namespace,
-		name:      cc.LeaseName,
-		recorder:  cfg.EventRecorder,
-		meta:      metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.LeaseName},
+		c:                c,
+		identity:         cc.Identity,
+		namespace:        cc.Namespace,
+		name:             cc.LeaseName,
+		recorder:         cfg.EventRecorder,
+		releaseAfterWork: cfg.ReleaseAfterLeaderWork,
+		meta:             metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.LeaseName},
+		timing:           timingCheck{leaseDuration: ld, renewDeadline: rd, retryPeriod: rp, margin: (ld - rd - rp) / 3},
 	}, nil
+}
+
+// Callbacks returns cb with its OnStartedLeading wrapped so that the Lock
+// knows when leader work has returned: pass the result as the
+// LeaderElectionConfig's Callbacks. A release by the elector (ReleaseOnCancel)
+// then hands the Lease over once OnStartedLeading has returned (Close waits
+// for that), and never while it still runs.
+func (l *Lock) Callbacks(cb leaderelection.LeaderCallbacks) leaderelection.LeaderCallbacks {
+	l.work.track()
+	start := cb.OnStartedLeading
+	cb.OnStartedLeading = func(ctx context.Context) {
+		defer l.work.returned()
+		if start != nil {
+			start(ctx)
+		}
+	}
+	return cb
 }
 
 // Candidate is the candidate behind the Lock: IsLeader, Token, WrapConfig
@@ -153,6 +208,7 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	if err := l.start(ctx); err != nil {
 		return nil, nil, err
 	}
+	l.timing.observeGet(time.Now())
 	lease, err := l.c.Lease(ctx)
 	if err != nil {
 		return nil, nil, l.callError(err)
@@ -185,7 +241,12 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 	}
 	switch ler.HolderIdentity {
 	case l.identity:
-		return l.callError(l.c.Renew(ctx))
+		if err := l.checkTimings(ctx, ler); err != nil {
+			return err
+		}
+		err := l.callError(l.c.Renew(ctx))
+		l.renewed(err == nil)
+		return err
 	case "":
 		return l.release(ctx)
 	default:
@@ -193,33 +254,103 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 	}
 }
 
-// release serves the elector's release: the elector's renew loop has ended
-// and its leader work has stopped. If the library still counts this process
-// leader, that is the end of a sound term, and the Lease goes to the
-// preferred holder (or nobody) at once, after the LeaseCandidate is deleted.
-// Otherwise the release follows a lost term, sent before client-go cancels
-// leader work: the Lease then goes only after LeaseDuration without renewal.
+// release serves the elector's release. client-go sends it once its renew
+// loop has ended: after the elector's context was cancelled (a shutdown),
+// but also after its renewals failed, before it cancels leader work. It
+// returns at once, so that the elector goes on to stop leader work, and
+// stops the candidate, which deletes the LeaseCandidate. The Lease goes to
+// the preferred holder (or nobody) at once only when leader work is known
+// to have returned:
+//
+//   - with ReleaseAfterLeaderWork, a release that ends a sound term (the
+//     last renewal succeeded and the term has not lapsed);
+//   - with Callbacks, once OnStartedLeading has returned, if it does within
+//     the lease duration.
+//
+// Otherwise the Lease is left to expire, and the election controller names
+// the next holder LeaseDuration after the last renewal.
 func (l *Lock) release(ctx context.Context) error {
-	if l.c.IsLeader() {
-		// Recorded even when ctx ends first: stopping then releases.
-		if err := l.c.Resign(ctx); err != nil {
-			klog.FromContext(ctx).Error(err, "Resigning took too long; the candidate releases the Lease as it stops",
-				"lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
-		}
-	} else {
-		klog.FromContext(ctx).Info("The elector released the Lease after its term had ended; the Lease goes to the next holder once no renewal has been sent for the lease duration",
-			"lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
+	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
+	sound := l.c.IsLeader() && l.timing.lastRenewalSucceeded()
+	done := make(chan struct{})
+	l.mu.Lock()
+	if l.handedOver != nil {
+		l.mu.Unlock()
+		return nil
 	}
-	return l.stop(ctx)
+	l.handedOver = done
+	l.mu.Unlock()
+	switch {
+	case l.releaseAfterWork && sound:
+		// Leader work has returned: hand over before answering, so that
+		// a process that exits right after its elector still does.
+		l.resign(ctx, logger)
+		close(done)
+	case l.work.tracked():
+		logger.V(2).Info("The elector released the Lease; handing it over once leader work has returned")
+		go func() {
+			defer close(done)
+			// The library does not let the Lease go before LeaseDuration
+			// after the last renewal anyway; past that, resigning
+			// changes nothing.
+			wait, stop := context.WithTimeout(context.WithoutCancel(ctx), l.timing.leaseDuration)
+			defer stop()
+			if l.work.wait(wait) {
+				l.resign(wait, logger)
+			} else {
+				logger.Info("Leader work did not return within the lease duration; the Lease is left to expire")
+			}
+		}()
+	case !sound:
+		close(done)
+		logger.Info("The elector released the Lease after its term had ended, before it stops leader work; the Lease is left to expire and goes to the next holder LeaseDuration after the last renewal")
+	default:
+		close(done)
+		logger.Info("The elector released the Lease, but nothing tells that its leader work has returned; the Lease is left to expire and goes to the next holder LeaseDuration after the last renewal (wrap the elector's callbacks with Lock.Callbacks for a hand-over at once)")
+	}
+	go func() {
+		<-done
+		l.stop()
+	}()
+	return nil
 }
 
-// Close ends the Lock without the elector's release, e.g. when the elector
-// never led or did not release: it deletes the LeaseCandidate, and lets the
-// Lease go only if no renewal through the Lock was sent for LeaseDuration
-// (otherwise the election controller elects the next holder when the Lease
-// expires). It waits for the candidate to stop, or for ctx.
+// resign hands the Lease over (to the preferred holder, or nobody) now that
+// leader work has returned.
+func (l *Lock) resign(ctx context.Context, logger klog.Logger) {
+	// Recorded even when ctx ends first: stopping then releases.
+	if err := l.c.Resign(ctx); err != nil {
+		logger.Error(err, "Resigning took too long; the candidate releases the Lease as it stops")
+	}
+}
+
+// Close ends the Lock. After the elector's release it waits for the
+// hand-over that release started (see release); without one, e.g. when the
+// elector never led or did not release, it deletes the LeaseCandidate and
+// lets the Lease go only if no renewal through the Lock was sent for
+// LeaseDuration (otherwise the election controller elects the next holder
+// when the Lease expires). It waits for the candidate to stop, or for ctx.
 func (l *Lock) Close(ctx context.Context) error {
-	return l.stop(ctx)
+	l.mu.Lock()
+	handedOver := l.handedOver
+	l.mu.Unlock()
+	if handedOver != nil {
+		select {
+		case <-handedOver:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for the hand-over: %w", l.Describe(), ctx.Err())
+		}
+	}
+	done := l.stop()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: stopping the candidate: %w", l.Describe(), ctx.Err())
+	}
 }
 
 // start runs the candidate from the elector's first call on, with the
@@ -246,8 +377,9 @@ func (l *Lock) start(ctx context.Context) error {
 	return nil
 }
 
-// stop ends the candidate's Run and waits for it, or for ctx.
-func (l *Lock) stop(ctx context.Context) error {
+// stop ends the candidate's Run and returns a channel closed when it has
+// returned (nil when it never ran).
+func (l *Lock) stop() <-chan struct{} {
 	l.mu.Lock()
 	l.closed = true
 	cancel, done := l.cancel, l.done
@@ -256,12 +388,7 @@ func (l *Lock) stop(ctx context.Context) error {
 		return nil
 	}
 	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s: stopping the candidate: %w", l.Describe(), ctx.Err())
-	}
+	return done
 }
 
 // callError names the Lease in an error of the candidate, and tells why a

@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -125,12 +126,64 @@ type world struct {
 
 	mu     sync.Mutex
 	events []string // the elector's callbacks and the library's Lease writes, in order
+	// leaseUpdate, when set, is asked about each Lease update of the
+	// library: fail it with err, or make it and hold the answer for hold.
+	leaseUpdate func(*coordinationv1.Lease) (hold time.Duration, err error)
+	// candidateDelete, when set, is how long a LeaseCandidate deletion
+	// takes.
+	candidateDelete time.Duration
+	// working is set while the elector's leader work runs; renewedAt is
+	// when the server last made a renewal naming me.
+	working   bool
+	renewedAt time.Time
+	// overlaps are the moments the Lease moved while leader work could
+	// still run.
+	overlaps []string
 }
 
+// log records an event, and checks the one invariant of the adoption path:
+// the Lease never moves to another holder while the elector's leader work
+// may still run. It moves when the library names another holder (or nobody),
+// or when the election controller judges it expired, a lease duration after
+// it saw the last renewal.
 func (w *world) log(format string, args ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.events = append(w.events, fmt.Sprintf(format, args...))
+	e := fmt.Sprintf(format, args...)
+	w.events = append(w.events, e)
+	switch {
+	case e == "started leading":
+		w.working = true
+	case e == "leader work returned":
+		w.working = false
+		if expiry := w.renewedAt.Add(leaseDuration); time.Now().After(expiry) {
+			w.overlaps = append(w.overlaps, fmt.Sprintf("leader work returned %s after the Lease expired (last renewal made %s ago)",
+				time.Since(expiry), time.Since(w.renewedAt)))
+		}
+	case e == "update Lease holder="+me:
+		w.renewedAt = time.Now()
+	case w.working && strings.HasPrefix(e, "update Lease holder="):
+		w.overlaps = append(w.overlaps, "the library wrote "+e+" while leader work ran")
+	}
+}
+
+// faults sets how the server treats the library's Lease updates and
+// LeaseCandidate deletions from now on.
+func (w *world) faults(leaseUpdate func(*coordinationv1.Lease) (time.Duration, error), candidateDelete time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.leaseUpdate, w.candidateDelete = leaseUpdate, candidateDelete
+}
+
+// checkNoOverlap fails the test if the Lease moved while leader work could
+// still run.
+func (w *world) checkNoOverlap() {
+	w.t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, o := range w.overlaps {
+		w.t.Errorf("overlap: %s; events %q", o, w.events)
+	}
 }
 
 func (w *world) logged() []string {
@@ -159,7 +212,16 @@ func inWorld(t *testing.T, f func(t *testing.T, w *world)) {
 // kube-apiserver does, and logs the Lease writes.
 func (w *world) serve(a clienttesting.Action) (bool, runtime.Object, error) {
 	var obj runtime.Object
+	var hold time.Duration
 	switch a.GetVerb() {
+	case "delete":
+		w.mu.Lock()
+		slow := w.candidateDelete
+		w.mu.Unlock()
+		if a.GetResource().Resource == "leasecandidates" {
+			time.Sleep(slow)
+		}
+		return false, nil, nil
 	case "update":
 		obj = a.(clienttesting.UpdateAction).GetObject()
 		m, _ := meta.Accessor(obj)
@@ -169,6 +231,15 @@ func (w *world) serve(a clienttesting.Action) (bool, runtime.Object, error) {
 		}
 		if c, _ := meta.Accessor(cur); c.GetResourceVersion() != m.GetResourceVersion() {
 			return true, nil, apierrors.NewConflict(a.GetResource().GroupResource(), m.GetName(), errors.New("stale resourceVersion"))
+		}
+		w.mu.Lock()
+		fault := w.leaseUpdate
+		w.mu.Unlock()
+		if l, ok := obj.(*coordinationv1.Lease); ok && fault != nil {
+			var err error
+			if hold, err = fault(l); err != nil {
+				return true, nil, err
+			}
 		}
 	case "create":
 		obj = a.(clienttesting.CreateAction).GetObject()
@@ -181,6 +252,14 @@ func (w *world) serve(a clienttesting.Action) (bool, runtime.Object, error) {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
 			w.log("%s Lease holder=%s", a.GetVerb(), ptr.Deref(l.Spec.HolderIdentity, ""))
 		}
+	}
+	if hold > 0 {
+		// Made now, answered late.
+		if err := w.client.Tracker().Update(a.GetResource(), obj, a.GetNamespace()); err != nil {
+			return true, nil, err
+		}
+		time.Sleep(hold)
+		return true, obj, nil
 	}
 	return false, nil, nil
 }
@@ -238,11 +317,51 @@ func (w *world) holder() string {
 	return ptr.Deref(w.lease().Spec.HolderIdentity, "")
 }
 
+// elector is how a test runs client-go's LeaderElector on the Lock.
+type elector struct {
+	// release is the elector's ReleaseOnCancel.
+	release bool
+	// leaseDuration, renewDeadline and retryPeriod are the elector's
+	// timings; zero: the candidate's.
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	// workStops is how long leader work takes to return once its context
+	// is cancelled.
+	workStops time.Duration
+	// untracked leaves the callbacks unwrapped by Lock.Callbacks.
+	untracked bool
+	// releaseAfterWork is the Lock's Config.ReleaseAfterLeaderWork.
+	releaseAfterWork bool
+}
+
+// errLock records the errors of the Lock's Update.
+type errLock struct {
+	*Lock
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Lock.Update(ctx, ler)
+	if err != nil {
+		l.mu.Lock()
+		l.errs = append(l.errs, err)
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *errLock) updateErrors() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.errs...)
+}
+
 // runElector runs a client-go LeaderElector on a new Lock until the returned
-// function is called, which waits for the elector to return.
-func (w *world) runElector(release bool) (le *leaderelection.LeaderElector, stop func()) {
+// function is called, which waits for the elector to return and closes the
+// Lock.
+func (w *world) runElector(o elector) (le *leaderelection.LeaderElector, lk *errLock, stop func()) {
 	t := w.t
-	lock, err := New(Config{Candidate: candidate.Config{
+	lock, err := New(Config{ReleaseAfterLeaderWork: o.releaseAfterWork, Candidate: candidate.Config{
 		Access:        access.NewNative(w.client),
 		Namespace:     ns,
 		LeaseName:     leaseName,
@@ -256,20 +375,26 @@ func (w *world) runElector(release bool) (le *leaderelection.LeaderElector, stop
 		t.Fatal(err)
 	}
 	w.lock = lock
-	le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   leaseDuration,
-		RenewDeadline:   renewDeadline,
-		RetryPeriod:     retryPeriod,
-		ReleaseOnCancel: release,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				w.log("started leading")
-				<-ctx.Done()
-				w.log("leader work returned")
-			},
-			OnStoppedLeading: func() { w.log("elector stopped") },
+	lk = &errLock{Lock: lock}
+	callbacks := leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			w.log("started leading")
+			<-ctx.Done()
+			time.Sleep(o.workStops)
+			w.log("leader work returned")
 		},
+		OnStoppedLeading: func() { w.log("elector stopped") },
+	}
+	if !o.untracked {
+		callbacks = lock.Callbacks(callbacks)
+	}
+	le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lk,
+		LeaseDuration:   cmp.Or(o.leaseDuration, leaseDuration),
+		RenewDeadline:   cmp.Or(o.renewDeadline, renewDeadline),
+		RetryPeriod:     cmp.Or(o.retryPeriod, retryPeriod),
+		ReleaseOnCancel: o.release,
+		Callbacks:       callbacks,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +419,7 @@ func (w *world) runElector(release bool) (le *leaderelection.LeaderElector, stop
 		})
 	}
 	t.Cleanup(stop)
-	return le, stop
+	return le, lk, stop
 }
 
 func (w *world) leads(le *leaderelection.LeaderElector) bool {
@@ -303,7 +428,7 @@ func (w *world) leads(le *leaderelection.LeaderElector) bool {
 
 func TestElectorLeadsOnlyALeaseNamingIt(t *testing.T) {
 	inWorld(t, func(t *testing.T, w *world) {
-		le, _ := w.runElector(true)
+		le, _, _ := w.runElector(elector{release: true})
 		advance(3 * leaseDuration)
 		if n := len(w.logged()); n != 0 {
 			t.Fatalf("with no Lease: %v; want no write and no leadership", w.logged())
@@ -332,12 +457,8 @@ func TestElectorLeadsOnlyALeaseNamingIt(t *testing.T) {
 
 func TestPreferredHolderStopsElector(t *testing.T) {
 	inWorld(t, func(t *testing.T, w *world) {
-		le, _ := w.runElector(true)
-		w.elect(me)
-		advance(3 * retryPeriod)
-		if !w.leads(le) {
-			t.Fatal("not leading")
-		}
+		le, _, _ := w.runElector(elector{release: true})
+		w.leadNow(le)
 		renewed := w.lease().Spec.RenewTime.Time
 		writes := len(w.logged())
 		w.prefer("better")
@@ -366,12 +487,8 @@ func TestPreferredHolderStopsElector(t *testing.T) {
 
 func TestReleaseOnCancelHandsOverAtOnce(t *testing.T) {
 	inWorld(t, func(t *testing.T, w *world) {
-		le, stop := w.runElector(true)
-		w.elect(me)
-		advance(3 * retryPeriod)
-		if !w.leads(le) {
-			t.Fatal("not leading")
-		}
+		le, _, stop := w.runElector(elector{release: true})
+		w.leadNow(le)
 		before := ptr.Deref(w.lease().Spec.LeaseTransitions, 0)
 		stop()
 		lease := w.lease()
@@ -422,5 +539,154 @@ func TestRecordEventLikeClientGo(t *testing.T) {
 	}
 	if l.Describe() != "ns/lease" || l.Identity() != IdentityFor("Host_1") {
 		t.Errorf("Describe() = %q, Identity() = %q", l.Describe(), l.Identity())
+	}
+}
+
+// leadNow elects me and waits until the elector leads: it tries every
+// RetryPeriod, with jitter, and the Lock lets it lead once two of its tries
+// came close enough to show its RetryPeriod is not longer than the
+// candidate's.
+func (w *world) leadNow(le *leaderelection.LeaderElector) {
+	w.t.Helper()
+	w.elect(me)
+	for range 50 {
+		if w.leads(le) {
+			return
+		}
+		advance(retryPeriod)
+	}
+	w.t.Fatalf("not leading after 50 retry periods: %v", w.logged())
+}
+
+var errServer = apierrors.NewInternalError(errors.New("etcd is unhappy"))
+
+// A renewal answered 4s late: client-go counts its renew deadline from the
+// answer, the election controller its lease duration from the renewal it
+// saw, 4s earlier. Counted, it would let the elector lead past the expiry.
+func TestSlowRenewalIsNotCounted(t *testing.T) {
+	for _, then := range []string{"renewals fail", "another is preferred"} {
+		t.Run(then, func(t *testing.T) {
+			inWorld(t, func(t *testing.T, w *world) {
+				le, lk, _ := w.runElector(elector{release: true, workStops: 500 * time.Millisecond})
+				w.leadNow(le)
+				var held atomic.Bool
+				w.faults(func(l *coordinationv1.Lease) (time.Duration, error) {
+					if ptr.Deref(l.Spec.HolderIdentity, "") != me {
+						return 0, nil // a hand-over
+					}
+					if held.CompareAndSwap(false, true) {
+						return 4 * time.Second, nil
+					}
+					if then == "renewals fail" {
+						return 0, errServer
+					}
+					return 0, nil
+				}, 0)
+				for !held.Load() {
+					advance(100 * time.Millisecond)
+				}
+				if then == "another is preferred" {
+					w.prefer("better")
+				}
+				advance(leaseDuration + renewDeadline + retryPeriod)
+				w.checkNoOverlap()
+				if le.IsLeader() {
+					t.Errorf("the elector still leads: %v", w.logged())
+				}
+				if !slices.ContainsFunc(lk.updateErrors(), func(err error) bool { return errors.Is(err, candidate.ErrSlowRenewal) }) {
+					t.Errorf("Update errors %v, want one for the slow renewal", lk.updateErrors())
+				}
+				if then == "another is preferred" && w.holder() != "better" {
+					t.Errorf("the Lease names %q, want it handed over to the preferred holder once leader work returned", w.holder())
+				}
+			})
+		})
+	}
+}
+
+// Renewals fail and deleting the LeaseCandidate is slow: the elector's
+// release comes before client-go cancels leader work, and must not hold it
+// up (client-go releases inside its renew loop, and only then stops leader
+// work).
+func TestLostTermStopsLeaderWorkWithoutWaitingForCleanup(t *testing.T) {
+	for _, release := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ReleaseOnCancel=%v", release), func(t *testing.T) {
+			inWorld(t, func(t *testing.T, w *world) {
+				le, _, _ := w.runElector(elector{release: release, workStops: 500 * time.Millisecond})
+				w.leadNow(le)
+				w.faults(func(*coordinationv1.Lease) (time.Duration, error) { return 0, errServer }, 20*time.Second)
+				advance(2 * leaseDuration)
+				w.checkNoOverlap()
+				if !slices.Contains(w.logged(), "leader work returned") {
+					t.Errorf("leader work still runs 2 lease durations after renewals began to fail: %v", w.logged())
+				}
+			})
+		})
+	}
+}
+
+// An elector whose timings are longer than the candidate's could lead after
+// the election controller, which counts the candidate's, has named another
+// holder: the Lock refuses its renewals.
+func TestMismatchedTimingsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		lease, renew, period time.Duration
+	}{
+		{"longer LeaseDuration", 60 * time.Second, 40 * time.Second, 10 * time.Second},
+		{"longer RenewDeadline", leaseDuration, 12 * time.Second, retryPeriod},
+		{"longer RetryPeriod", leaseDuration, renewDeadline, 4500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inWorld(t, func(t *testing.T, w *world) {
+				le, lk, _ := w.runElector(elector{release: true, workStops: time.Second,
+					leaseDuration: tc.lease, renewDeadline: tc.renew, retryPeriod: tc.period})
+				w.elect(me)
+				advance(20 * tc.period)
+				w.prefer("better")
+				advance(tc.lease + tc.renew + tc.period)
+				w.checkNoOverlap()
+				if le.IsLeader() {
+					t.Errorf("the elector with mismatched timings leads: %v", w.logged())
+				}
+				if !slices.ContainsFunc(lk.updateErrors(), func(err error) bool { return errors.Is(err, ErrTimingMismatch) }) {
+					t.Errorf("Update errors %v, want ErrTimingMismatch", lk.updateErrors())
+				}
+			})
+		})
+	}
+}
+
+// On shutdown client-go cancels leader work and releases at the same
+// moment: the Lease may move only once leader work has returned.
+func TestReleaseWaitsForLeaderWork(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    elector
+		// handedOver: the Lease is released once leader work returned;
+		// otherwise it is left to expire.
+		handedOver bool
+	}{
+		{"callbacks wrapped", elector{release: true, workStops: 3 * time.Second}, true},
+		{"callbacks not wrapped", elector{release: true, workStops: 3 * time.Second, untracked: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inWorld(t, func(t *testing.T, w *world) {
+				le, _, stop := w.runElector(tc.e)
+				w.leadNow(le)
+				stop()
+				advance(tc.e.workStops + time.Second) // client-go does not wait for leader work
+				w.checkNoOverlap()
+				if !slices.Contains(w.logged(), "leader work returned") {
+					t.Fatalf("leader work has not returned: %v", w.logged())
+				}
+				if got, want := w.holder(), map[bool]string{true: "", false: me}[tc.handedOver]; got != want {
+					t.Errorf("after the elector's release the Lease names %q, want %q", got, want)
+				}
+				if _, err := w.client.CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), me, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					t.Errorf("LeaseCandidate after release: %v, want it deleted", err)
+				}
+			})
+		})
 	}
 }

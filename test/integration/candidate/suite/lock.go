@@ -80,21 +80,24 @@ func (env *Env) runElector(t *testing.T, tl *timeline, creates *leaseCreates, ns
 	if err != nil {
 		t.Fatalf("lock.New(%s): %v", id, err)
 	}
+	ld, rd, rp := l.Timings()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            l,
-		LeaseDuration:   leaseDuration,
-		RenewDeadline:   renewDeadline,
-		RetryPeriod:     retryPeriod,
+		LeaseDuration:   ld,
+		RenewDeadline:   rd,
+		RetryPeriod:     rp,
 		ReleaseOnCancel: true,
 		Name:            id,
-		Callbacks: leaderelection.LeaderCallbacks{
+		// Wrapped, so that the lock hands the Lease over as soon as leader
+		// work has returned.
+		Callbacks: l.Callbacks(leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				tl.add(id, "start")
 				<-ctx.Done()
 				tl.add(id, "stop")
 			},
 			OnStoppedLeading: func() {},
-		},
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
