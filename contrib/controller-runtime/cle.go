@@ -20,10 +20,14 @@
 //     ("leader election lost"), and the process is expected to exit and be
 //     restarted. The better candidate leads LeaseDuration after the last
 //     renewal, as with client-go's own leader election.
-//   - Shutdown: with LeaderElectionReleaseOnCancel (set here), the manager
-//     stops its leader-election runnables first and then releases the Lease
-//     through the lock, which deletes the LeaseCandidate and hands the Lease
-//     to the next candidate at once.
+//   - Shutdown: with LeaderElectionReleaseOnCancel (on unless
+//     Options.ReleaseOnCancel turns it off), the manager stops its
+//     leader-election runnables, waits for them (GracefulShutdownTimeout,
+//     which ManagerOptions makes "for ever" unless it is set), and then
+//     releases the Lease through the lock, which deletes the LeaseCandidate
+//     and hands the Lease to the next candidate at once. With a finite
+//     GracefulShutdownTimeout the manager may release while runnables
+//     still run, so the lock leaves the Lease to expire instead.
 //   - Fencing: leader runnables get no leader context from controller-runtime;
 //     they read the term's token with Lock.Candidate().Token().
 package cle
@@ -32,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,11 +48,14 @@ import (
 	"github.com/cle-dev/cle/pkg/lock"
 )
 
-// Options are the coordinated election settings of one manager.
+// Options are the coordinated election settings of one manager. Where a
+// setting is left zero, ManagerOptions takes the manager's own (its
+// leader-election options), and otherwise a default; a setting given both
+// here and in the manager's options must agree.
 type Options struct {
 	// Namespace and LeaseName name the Lease the replicas elect a leader
-	// on (controller-runtime's LeaderElectionNamespace and
-	// LeaderElectionID). Required.
+	// on. Default: the manager's LeaderElectionNamespace and
+	// LeaderElectionID; the namespace, also the one the pod runs in.
 	Namespace string
 	LeaseName string
 	// Identity names this replica: the LeaseCandidate's name and the
@@ -65,13 +73,17 @@ type Options struct {
 	Strategy coordinationv1.CoordinatedLeaseStrategy
 	// APIMode is "auto" (default), "native" or "portable".
 	APIMode string
-	// LeaseDuration, RenewDeadline and RetryPeriod default to
-	// controller-runtime's (15s, 10s, 2s); RenewDeadline + RetryPeriod must
-	// be shorter than LeaseDuration. A replica that is preempted keeps
-	// running its leader runnables for up to RetryPeriod + RenewDeadline.
+	// LeaseDuration, RenewDeadline and RetryPeriod default to the
+	// manager's, and then to controller-runtime's (15s, 10s, 2s);
+	// RenewDeadline + RetryPeriod must be shorter than LeaseDuration. A
+	// replica that is preempted keeps running its leader runnables for up
+	// to RetryPeriod + RenewDeadline.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+	// ReleaseOnCancel is the manager's LeaderElectionReleaseOnCancel:
+	// whether a shutdown hands the Lease over at once. Default: true.
+	ReleaseOnCancel *bool
 	// Callbacks of the candidate (optional): OnStartedLeading runs with
 	// the term's context, cancelled as soon as the library stops counting
 	// this replica leader, which is earlier than the manager notices.
@@ -89,11 +101,47 @@ const (
 // election on the Lease of o, with clients from cfg, and returns the lock
 // behind them. Pass opts to manager.New. The lock's Candidate gives leader
 // runnables IsLeader, Token and WrapConfig. Once the manager's Start has
-// returned, call the lock's Close: it withdraws a replica that did not lead
-// (the leader's release already did).
+// returned, call the lock's Close: it finishes the hand-over and withdraws
+// a replica that did not lead.
+//
+// Unless opts sets GracefulShutdownTimeout, ManagerOptions sets it to wait
+// for the leader runnables without a limit, so that the manager releases the
+// Lease only once they have returned and the lock can hand it over at once
+// (a runnable that never returns then holds the shutdown until the process
+// is killed, and the Lease expires).
 func ManagerOptions(opts *manager.Options, cfg *rest.Config, o Options) (*lock.Lock, error) {
 	if opts == nil || cfg == nil {
 		return nil, errors.New("cle.ManagerOptions: opts and cfg are required")
+	}
+	var errs []error
+	pick := func(what string, mine *string, manager string) {
+		switch {
+		case *mine == "":
+			*mine = manager
+		case manager != "" && manager != *mine:
+			errs = append(errs, fmt.Errorf("%s is %q, but the manager's options say %q", what, *mine, manager))
+		}
+	}
+	pick("Namespace", &o.Namespace, opts.LeaderElectionNamespace)
+	pick("LeaseName", &o.LeaseName, opts.LeaderElectionID)
+	if o.Namespace == "" {
+		o.Namespace = inClusterNamespace()
+	}
+	pickDuration := func(what string, mine *time.Duration, manager *time.Duration, def time.Duration) {
+		switch {
+		case *mine == 0 && manager != nil:
+			*mine = *manager
+		case *mine == 0:
+			*mine = def
+		case manager != nil && *manager != *mine:
+			errs = append(errs, fmt.Errorf("%s is %s, but the manager's options say %s", what, *mine, *manager))
+		}
+	}
+	pickDuration("LeaseDuration", &o.LeaseDuration, opts.LeaseDuration, DefaultLeaseDuration)
+	pickDuration("RenewDeadline", &o.RenewDeadline, opts.RenewDeadline, DefaultRenewDeadline)
+	pickDuration("RetryPeriod", &o.RetryPeriod, opts.RetryPeriod, DefaultRetryPeriod)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("cle.ManagerOptions: %w", errors.Join(errs...))
 	}
 	if o.Identity == "" {
 		host, err := os.Hostname()
@@ -102,29 +150,36 @@ func ManagerOptions(opts *manager.Options, cfg *rest.Config, o Options) (*lock.L
 		}
 		o.Identity = host + "_" + uuid.NewString()
 	}
-	setDefault(&o.LeaseDuration, DefaultLeaseDuration)
-	setDefault(&o.RenewDeadline, DefaultRenewDeadline)
-	setDefault(&o.RetryPeriod, DefaultRetryPeriod)
-	l, err := lock.New(lock.Config{Candidate: candidate.Config{
-		RestConfig:       rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"),
-		APIMode:          o.APIMode,
-		Namespace:        o.Namespace,
-		LeaseName:        o.LeaseName,
-		Identity:         o.Identity,
-		BinaryVersion:    o.BinaryVersion,
-		EmulationVersion: o.EmulationVersion,
-		Strategy:         o.Strategy,
-		LeaseDuration:    o.LeaseDuration,
-		RenewDeadline:    o.RenewDeadline,
-		RetryPeriod:      o.RetryPeriod,
-		Callbacks:        o.Callbacks,
-	}})
+	release := o.ReleaseOnCancel == nil || *o.ReleaseOnCancel
+	if release && opts.GracefulShutdownTimeout == nil {
+		forever := time.Duration(-1)
+		opts.GracefulShutdownTimeout = &forever
+	}
+	l, err := lock.New(lock.Config{
+		// The manager releases only after its runnables returned when
+		// it waits for them without a limit.
+		ReleaseAfterLeaderWork: opts.GracefulShutdownTimeout != nil && *opts.GracefulShutdownTimeout < 0,
+		Candidate: candidate.Config{
+			RestConfig:       rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"),
+			APIMode:          o.APIMode,
+			Namespace:        o.Namespace,
+			LeaseName:        o.LeaseName,
+			Identity:         o.Identity,
+			BinaryVersion:    o.BinaryVersion,
+			EmulationVersion: o.EmulationVersion,
+			Strategy:         o.Strategy,
+			LeaseDuration:    o.LeaseDuration,
+			RenewDeadline:    o.RenewDeadline,
+			RetryPeriod:      o.RetryPeriod,
+			Callbacks:        o.Callbacks,
+		},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cle.ManagerOptions: %w", err)
 	}
 	opts.LeaderElection = true
 	opts.LeaderElectionResourceLockInterface = l
-	opts.LeaderElectionReleaseOnCancel = true
+	opts.LeaderElectionReleaseOnCancel = release
 	opts.LeaderElectionNamespace = o.Namespace
 	opts.LeaderElectionID = o.LeaseName
 	opts.LeaseDuration = &o.LeaseDuration
@@ -133,8 +188,15 @@ func ManagerOptions(opts *manager.Options, cfg *rest.Config, o Options) (*lock.L
 	return l, nil
 }
 
-func setDefault(d *time.Duration, def time.Duration) {
-	if *d == 0 {
-		*d = def
+// serviceAccountNamespace is where a pod finds its namespace.
+var serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// inClusterNamespace is the namespace this pod runs in, or "" outside a
+// cluster.
+func inClusterNamespace() string {
+	b, err := os.ReadFile(serviceAccountNamespace)
+	if err != nil {
+		return ""
 	}
+	return strings.TrimSpace(string(b))
 }

@@ -2,6 +2,9 @@ package cle
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +49,59 @@ func TestManagerOptions(t *testing.T) {
 	if _, err := ManagerOptions(&manager.Options{}, cfg, Options{LeaseName: "x", BinaryVersion: "1.36.0"}); !errors.Is(err, candidate.ErrInvalidConfig) {
 		t.Errorf("without a namespace: %v, want ErrInvalidConfig", err)
 	}
+	if *opts.GracefulShutdownTimeout >= 0 {
+		t.Errorf("GracefulShutdownTimeout %s: the manager would release while leader runnables may still run", *opts.GracefulShutdownTimeout)
+	}
 	if _, err := ManagerOptions(nil, cfg, Options{}); err == nil {
 		t.Error("nil options accepted")
+	}
+}
+
+// ManagerOptions reads what the manager's options already say, and refuses
+// what contradicts them.
+func TestManagerOptionsReadsTheManagersOptions(t *testing.T) {
+	cfg := &rest.Config{Host: "https://127.0.0.1:6443"}
+	lease, renew, retry, grace := 30*time.Second, 20*time.Second, 4*time.Second, 10*time.Second
+	opts := manager.Options{
+		LeaderElectionNamespace: "team", LeaderElectionID: "operator-lock",
+		LeaseDuration: &lease, RenewDeadline: &renew, RetryPeriod: &retry, GracefulShutdownTimeout: &grace,
+	}
+	lk, err := ManagerOptions(&opts, cfg, Options{BinaryVersion: "1.36.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lk.Describe() != "team/operator-lock" {
+		t.Errorf("Lease %s, want the manager's team/operator-lock", lk.Describe())
+	}
+	if l, r, p := lk.Timings(); l != lease || r != renew || p != retry {
+		t.Errorf("candidate timings %s/%s/%s, want the manager's %s/%s/%s", l, r, p, lease, renew, retry)
+	}
+	if *opts.GracefulShutdownTimeout != grace || !opts.LeaderElectionReleaseOnCancel {
+		t.Errorf("GracefulShutdownTimeout %s, release on cancel %v; want the manager's %s kept, and release on", *opts.GracefulShutdownTimeout, opts.LeaderElectionReleaseOnCancel, grace)
+	}
+
+	conflicting := manager.Options{LeaderElectionID: "a", RetryPeriod: &retry}
+	_, err = ManagerOptions(&conflicting, cfg, Options{Namespace: "ns", LeaseName: "b", RetryPeriod: time.Second, BinaryVersion: "1.36.0"})
+	if err == nil || !strings.Contains(err.Error(), "LeaseName") || !strings.Contains(err.Error(), "RetryPeriod") {
+		t.Errorf("contradicting options: %v, want both contradictions reported", err)
+	}
+
+	dir := t.TempDir()
+	serviceAccountNamespace = filepath.Join(dir, "namespace")
+	t.Cleanup(func() { serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace" })
+	if err := os.WriteFile(serviceAccountNamespace, []byte("pod-ns\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keep := false
+	inCluster := manager.Options{}
+	lk, err = ManagerOptions(&inCluster, cfg, Options{LeaseName: "x", BinaryVersion: "1.36.0", ReleaseOnCancel: &keep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lk.Describe() != "pod-ns/x" {
+		t.Errorf("Lease %s, want the pod's namespace", lk.Describe())
+	}
+	if inCluster.LeaderElectionReleaseOnCancel || inCluster.GracefulShutdownTimeout != nil {
+		t.Errorf("ReleaseOnCancel false: release %v, GracefulShutdownTimeout %v; want neither set", inCluster.LeaderElectionReleaseOnCancel, inCluster.GracefulShutdownTimeout)
 	}
 }

@@ -91,8 +91,8 @@ func run(ctx context.Context, o cle.Options) error {
 	}
 	fmt.Printf("identity %s\n", lk.Identity())
 	err = mgr.Start(ctx)
-	// A replica that did not lead withdraws its candidacy; the leader's
-	// release has already done so.
+	// Close finishes the hand-over the leader's release started, and
+	// withdraws a replica that did not lead.
 	if cerr := lk.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
 		err = cerr
 	}
