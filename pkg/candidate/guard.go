@@ -104,7 +104,9 @@ func (g *guard) apiPath(u *url.URL) string {
 func changesNothing(req *http.Request, apiPath string) bool {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return true
+		// exec, attach and port-forward are GETs upgraded to a stream,
+		// and a proxy passes any request on: they act.
+		return !upgrades(req) && !actingSubresources[subresourceOf(apiPath)]
 	}
 	if req.URL != nil && req.URL.Query().Get("dryRun") == "All" {
 		return true
@@ -117,6 +119,47 @@ func changesNothing(req *http.Request, apiPath string) bool {
 		}
 	}
 	return false
+}
+
+// actingSubresources are the subresources a GET acts through.
+var actingSubresources = map[string]bool{"exec": true, "attach": true, "portforward": true, "proxy": true}
+
+// upgrades reports whether req asks to switch to a stream (SPDY or a
+// WebSocket), as exec, attach and port-forward do.
+func upgrades(req *http.Request) bool {
+	if req.Header.Get("Upgrade") != "" {
+		return true
+	}
+	for _, v := range req.Header.Values("Connection") {
+		for _, token := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(token), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// subresourceOf returns the subresource an API path names ("" for none):
+// /api/v1/[namespaces/NS/]RESOURCE/NAME/SUB... and
+// /apis/GROUP/VERSION/[namespaces/NS/]RESOURCE/NAME/SUB...
+func subresourceOf(apiPath string) string {
+	parts := strings.Split(strings.Trim(apiPath, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return ""
+	}
+	if len(parts) >= 4 && parts[0] == "namespaces" {
+		parts = parts[2:] // a namespaced resource, not a namespace's own subresource
+	}
+	if len(parts) >= 3 {
+		return parts[2]
+	}
+	return ""
 }
 
 // WrappedRoundTripper lets client-go's transport debugging see through the

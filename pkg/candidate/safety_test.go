@@ -727,6 +727,52 @@ func TestGuardPassesRequestsThatChangeNothing(t *testing.T) {
 	})
 }
 
+// TestGuardRefusesGetsThatAct: exec, attach, port-forward and proxy are GETs
+// that act (a command, a stream, a request passed on), so the guard refuses
+// them while this process is not leader; plain reads pass, also of objects
+// named like those subresources.
+func TestGuardRefusesGetsThatAct(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.start()
+		inner := &recorder{}
+		rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid/prefix", Transport: inner}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			path    string
+			upgrade bool
+			pass    bool
+		}{
+			{"/api/v1/namespaces/ns/pods/p/exec?command=rm", true, false},
+			{"/api/v1/namespaces/ns/pods/p/exec?command=rm", false, false},
+			{"/api/v1/namespaces/ns/pods/p/attach", true, false},
+			{"/api/v1/namespaces/ns/pods/p/portforward", true, false},
+			{"/api/v1/namespaces/ns/services/s:80/proxy/delete-everything", false, false},
+			{"/api/v1/nodes/n/proxy/configz", false, false},
+			{"/api/v1/namespaces/ns/pods/p", true, false}, // any upgrade
+			{"/api/v1/namespaces/ns/pods/p/log", false, true},
+			{"/api/v1/namespaces/ns/configmaps/proxy", false, true},
+			{"/api/v1/namespaces/exec", false, true},
+			{"/apis/apps/v1/namespaces/ns/deployments/exec/status", false, true},
+			{"/api/v1/namespaces/ns/pods", false, true},
+		} {
+			req, _ := http.NewRequest(http.MethodGet, "https://example.invalid/prefix"+tc.path, nil)
+			if tc.upgrade {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "SPDY/3.1")
+			}
+			_, err := rt.RoundTrip(req)
+			if passed := err == nil; passed != tc.pass {
+				t.Errorf("GET %s (upgrade %v) while not leader: %v; want passed %v", tc.path, tc.upgrade, err, tc.pass)
+			}
+			if !tc.pass && !errors.Is(err, ErrNotLeader) {
+				t.Errorf("GET %s refused with %v, want ErrNotLeader", tc.path, err)
+			}
+		}
+	})
+}
+
 // writtenRenewTimes returns the renewTime of every object the library wrote
 // of the given resource, in order.
 func (h *harness) writtenRenewTimes(gvr schema.GroupVersionResource) []time.Time {
