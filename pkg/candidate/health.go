@@ -27,9 +27,16 @@ func (c *Candidate) HealthCheck(tolerance time.Duration) *HealthCheck {
 // Name names the check in healthz output.
 func (h *HealthCheck) Name() string { return "leader-election" }
 
-// Check returns nil when the Candidate is healthy.
+// Check returns nil when the Candidate is healthy. Before Run it is, as
+// client-go's check is before its elector runs: the process may be starting
+// (a controller-runtime manager starts its elector, and so a lock's
+// candidate, only once its caches have synced). Once Run has returned it
+// is not.
 func (h *HealthCheck) Check(*http.Request) error {
 	c := h.c
+	if !c.started.Load() {
+		return nil
+	}
 	if !c.running.Load() {
 		return fmt.Errorf("candidate %s is not running", c.cfg.Identity)
 	}

@@ -675,17 +675,18 @@ func TestShutdownCancelledWritesAreNotErrors(t *testing.T) {
 	})
 }
 
-// TestHealthCheckFailsWhenNotRunning: the health check fails before Run and
-// after it has returned.
-func TestHealthCheckFailsWhenNotRunning(t *testing.T) {
+// TestHealthCheckFailsOnceRunReturned: the health check passes before Run
+// (the process is starting; a lock's candidate starts with the elector's
+// first call) and fails once Run has returned.
+func TestHealthCheckFailsOnceRunReturned(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c, err := New(h.config())
 		if err != nil {
 			t.Fatal(err)
 		}
 		check := c.HealthCheck(time.Second)
-		if err := check.Check(nil); err == nil {
-			t.Error("healthy before Run")
+		if err := check.Check(nil); err != nil {
+			t.Errorf("unhealthy before Run: %v", err)
 		}
 	})
 	bubble(t, func(t *testing.T, h *harness) {
