@@ -48,6 +48,11 @@ type elector struct {
 
 	// handOverAt holds off a hand-over after one failed.
 	handOverAt time.Time
+	// noHolderSince is when the Lease was first seen absent or without a
+	// holder, in the current spell of that (zero: it has a holder), and
+	// noHolderSaid whether that spell was logged.
+	noHolderSince time.Time
+	noHolderSaid  bool
 	// goneVersion is the resourceVersion of a Lease a renewal found
 	// deleted.
 	goneVersion string
@@ -161,12 +166,45 @@ func (e *elector) step(ctx context.Context) time.Duration {
 		v.SteppedDown = steppedDown
 		a := lead.Next(v)
 		if a.Kind == lead.Wait {
-			return a.After
+			return min(a.After, e.noticeNoHolder(ctx, v))
 		}
 		e.apply(ctx, v, a)
 		steppedDown = steppedDown || a.Kind == lead.StepDown
 	}
 	return e.c.cfg.RetryPeriod
+}
+
+// noHolderNotice is how long the Lease may be absent or without a holder
+// before the library says so at level 0: a candidate only ever leads when an
+// election controller names it, and without one it waits for ever.
+const noHolderNotice = time.Minute
+
+// noticeNoHolder logs once per spell when the Lease has been absent or
+// without a holder for noHolderNotice, and returns when to look again for
+// that.
+func (e *elector) noticeNoHolder(ctx context.Context, v lead.View) time.Duration {
+	if v.Lease != nil && lead.HolderOf(v.Lease) != "" {
+		e.noHolderSince, e.noHolderSaid = time.Time{}, false
+		return noHolderNotice
+	}
+	if e.noHolderSince.IsZero() {
+		e.noHolderSince = v.Now
+	}
+	if e.noHolderSaid {
+		return noHolderNotice
+	}
+	waited := e.c.cfg.Clock.Since(e.noHolderSince)
+	if waited < noHolderNotice {
+		return noHolderNotice - waited
+	}
+	e.noHolderSaid = true
+	state := "does not exist"
+	if v.Lease != nil {
+		state = "has no holder"
+	}
+	klog.FromContext(ctx).Info("No election controller has named a holder: this process leads only once one names it. Is cle-controller running (or kube-apiserver's CoordinatedLeaderElection gate on)? `kubectl cle describe` shows why a Lease has no holder",
+		"lease", state, "for", waited.Round(time.Second))
+	return noHolderNotice
 }
 
 // snapshot is the view lead.Next decides on.
@@ -302,7 +340,12 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 	}
 	if err != nil {
 		e.retryAt = cfg.Clock.Now().Add(cfg.RetryPeriod)
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case caller != nil:
+			// An external elector gets the error and logs it itself.
+			logger.V(2).Info("Renewing the Lease failed", "err", err, "leading", leading)
+		default:
 			logger.Error(err, "Renewing the Lease failed; retrying", "retryPeriod", cfg.RetryPeriod, "leading", leading)
 		}
 		return fmt.Errorf("renewing the Lease: %w", err)

@@ -885,3 +885,32 @@ func TestGuardPassesReviewsBehindAServerPath(t *testing.T) {
 		}
 	})
 }
+
+// TestNoHolderIsSaidAtLevelZero: a candidate whose Lease nobody ever names a
+// holder of (no election controller runs) says so once, at level 0, after a
+// minute, and again after a later spell.
+func TestNoHolderIsSaidAtLevelZero(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		h.start()
+		const msg = "No election controller has named a holder"
+		h.step(noHolderNotice - time.Second)
+		if got := h.logged(ktesting.LogInfo, msg); len(got) != 0 {
+			t.Fatalf("said before a minute passed: %q", got)
+		}
+		h.step(2 * time.Second)
+		if got := h.logged(ktesting.LogInfo, msg); len(got) != 1 {
+			t.Fatalf("after a minute without a Lease: %d notices, want 1", len(got))
+		}
+		h.step(5 * noHolderNotice)
+		if got := h.logged(ktesting.LogInfo, msg); len(got) != 1 {
+			t.Fatalf("the notice repeats: %d, want 1", len(got))
+		}
+		h.elect("other")
+		h.step(time.Second)
+		h.name("")
+		h.step(noHolderNotice + time.Second)
+		if got := h.logged(ktesting.LogInfo, msg); len(got) != 2 {
+			t.Errorf("after a spell of a vacant Lease: %d notices, want 2", len(got))
+		}
+	})
+}

@@ -11,7 +11,8 @@
 //     this process, and otherwise as held by someone else that never
 //     expires: the elector never takes a Lease on its own. A Lease naming
 //     this process with another preferred holder is reported as held by that
-//     preferred holder.
+//     preferred holder; a Lease that does not exist or has no holder as held
+//     by NoHolder.
 //   - Create always fails: the election controller creates the Lease.
 //   - Update naming this process is the library's conditional renewal
 //     (candidate.Renew): the first success makes the elector leader, and it
@@ -54,7 +55,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
@@ -213,13 +213,17 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	if err != nil {
 		return nil, nil, l.callError(err)
 	}
+	var record *resourcelock.LeaderElectionRecord
 	if lease == nil {
-		return nil, nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), l.name)
+		// Reported as held, so that the elector waits quietly instead of
+		// trying to create the Lease, and logging it, every RetryPeriod.
+		record = &resourcelock.LeaderElectionRecord{HolderIdentity: NoHolder, LeaseDurationSeconds: forever}
+	} else {
+		l.mu.Lock()
+		l.meta = *lease.ObjectMeta.DeepCopy()
+		l.mu.Unlock()
+		record = recordOf(lease, l.identity)
 	}
-	l.mu.Lock()
-	l.meta = *lease.ObjectMeta.DeepCopy()
-	l.mu.Unlock()
-	record := recordOf(lease, l.identity)
 	raw, err := json.Marshal(record)
 	if err != nil {
 		return nil, nil, err
@@ -415,6 +419,11 @@ func (l *Lock) callError(err error) error {
 // long as client-go can count, so that it never counts it expired.
 const forever = math.MaxInt32
 
+// NoHolder is the holder the elector sees (GetLeader, OnNewLeader) while the
+// Lease does not exist or has no holder: the election controller has not
+// named one yet.
+const NoHolder = "(none: the election controller has not named a holder)"
+
 // recordOf is lease as the elector of identity must see it: as it is when it
 // names identity and nobody else is preferred; otherwise held, for ever, by
 // its holder, or by the preferred holder when the Lease names identity.
@@ -428,6 +437,9 @@ func recordOf(lease *coordinationv1.Lease, identity string) *resourcelock.Leader
 	}
 	if r.HolderIdentity == identity {
 		r.HolderIdentity = r.PreferredHolder
+	}
+	if r.HolderIdentity == "" {
+		r.HolderIdentity = NoHolder
 	}
 	r.LeaseDurationSeconds = forever
 	return r

@@ -24,6 +24,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
@@ -57,8 +58,8 @@ func TestRecordOf(t *testing.T) {
 		{"names me, another preferred", lease("me", "better"), "better", "better", forever},
 		{"names another", lease("other", ""), "other", "", forever},
 		{"names another, I am preferred", lease("other", "me"), "other", "", forever},
-		{"vacant", lease("", ""), "", "", forever},
-		{"no holder", lease("-", ""), "", "", forever},
+		{"vacant", lease("", ""), NoHolder, "", forever},
+		{"no holder", lease("-", ""), NoHolder, "", forever},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := recordOf(tc.lease, "me")
@@ -139,6 +140,19 @@ type world struct {
 	// overlaps are the moments the Lease moved while leader work could
 	// still run.
 	overlaps []string
+	// logs are the elector's and the library's logs.
+	logs ktesting.Buffer
+}
+
+// errorsLogged returns the error entries logged so far.
+func (w *world) errorsLogged() []string {
+	var out []string
+	for _, e := range w.logs.Data() {
+		if e.Type == ktesting.LogError {
+			out = append(out, e.Message)
+		}
+	}
+	return out
 }
 
 // log records an event, and checks the one invariant of the adoption path:
@@ -399,8 +413,9 @@ func (w *world) runElector(o elector) (le *leaderelection.LeaderElector, lk *err
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	w.logs = logger.GetSink().(ktesting.Underlier).GetBuffer()
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -432,6 +447,11 @@ func TestElectorLeadsOnlyALeaseNamingIt(t *testing.T) {
 		advance(3 * leaseDuration)
 		if n := len(w.logged()); n != 0 {
 			t.Fatalf("with no Lease: %v; want no write and no leadership", w.logged())
+		}
+		w.elect("")
+		advance(3 * leaseDuration)
+		if got := w.errorsLogged(); len(got) != 0 || le.GetLeader() != NoHolder {
+			t.Errorf("with no Lease, then a vacant one: errors logged %q, leader %q; want none, %q", got, le.GetLeader(), NoHolder)
 		}
 		w.elect("other")
 		advance(3 * leaseDuration)
