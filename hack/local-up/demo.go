@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,6 +37,8 @@ type demo struct {
 	kubectl string
 	// pluginArgs go to every kubectl cle command.
 	pluginArgs []string
+	// lastErr is why the last poll's check could not tell.
+	lastErr error
 }
 
 // stepTimeout bounds each wait of the demonstration: elections take
@@ -224,7 +228,13 @@ func (d *demo) candidateNames(ctx context.Context) ([]string, error) {
 	out, err := exec.CommandContext(ctx, d.kubectl, "--kubeconfig="+d.kubeconfig, "get", "leasecandidates", "-n", d.o.namespace,
 		"-o", "jsonpath={.items[*].metadata.name}").Output()
 	if err != nil {
-		return nil, nil // not served yet, or none: poll again
+		// Not served yet, or none: poll again, and say why if it times out.
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(exit.Stderr))
+		}
+		d.lastErr = fmt.Errorf("kubectl get leasecandidates: %w", err)
+		return nil, nil
 	}
 	return strings.Fields(string(out)), nil
 }
@@ -235,7 +245,7 @@ func (d *demo) env() []string {
 	if d.kubeconfig == "" {
 		return []string{d.pathEnv} // a cluster's: $KUBECONFIG as it is
 	}
-	return []string{d.pathEnv, "KUBECONFIG=" + d.kubeconfig}
+	return []string{d.pathEnv, "KUBECONFIG=" + d.kubeconfig, "KUBECACHEDIR=" + os.Getenv("KUBECACHEDIR")}
 }
 
 // pause gives a person watching time to read between steps.
@@ -264,7 +274,11 @@ func (d *demo) status() {
 }
 
 func (d *demo) poll(what string, cond func(context.Context) (bool, error)) error {
+	d.lastErr = nil
 	if err := wait.PollUntilContextTimeout(d.ctx, 50*time.Millisecond, stepTimeout, true, cond); err != nil {
+		if d.lastErr != nil {
+			return fmt.Errorf("waiting for %s: %w (last: %v)", what, err, d.lastErr)
+		}
 		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
 	return nil

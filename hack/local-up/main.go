@@ -137,6 +137,19 @@ func run(o options) error {
 		return err
 	}
 	defer os.Remove(kubeconfig)
+	// kubectl caches discovery per host and port for hours: a server started
+	// earlier on the same loopback port, in another mode, would make it look
+	// resources up in the wrong API group. This server gets a cache of its
+	// own, which kubectl and kubectl cle (run from here, or with the printed
+	// exports) use.
+	cacheDir, err := os.MkdirTemp("", "cle-local-up-kube-cache-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cacheDir)
+	if err := os.Setenv("KUBECACHEDIR", cacheDir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(o.logDir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", o.logDir, err)
 	}
@@ -179,7 +192,7 @@ Election controller: %s.
 Server logs: %s; controller and candidate logs: %s
 In another terminal:
 
-  export KUBECONFIG=%s PATH=%s:%s:$PATH
+  export KUBECONFIG=%s KUBECACHEDIR=%s PATH=%s:%s:$PATH
   kubectl cle watch -n %s                          # one line per change of holder, preferred holder, candidates
   kubectl cle status -n %s                         # who holds, who should, the election's state
   kubectl cle describe %s -n %s                    # the candidates ranked, recent Events, and why
@@ -188,7 +201,7 @@ In another terminal:
 Stop a leader with "kill <pid>" (it hands over) or "kill -STOP <pid>" (it loses the Lease when it expires).
 Press Ctrl-C to stop everything.
 
-`, server.URL(), mode, controller, server.Dir(), logs, kubeconfig, cleBin, binDir, o.namespace, o.namespace, o.lease, o.namespace, o.namespace)
+`, server.URL(), mode, controller, server.Dir(), logs, kubeconfig, cacheDir, cleBin, binDir, o.namespace, o.namespace, o.lease, o.namespace, o.namespace)
 
 	d := &demo{o: o, ctx: ctx, kubeconfig: kubeconfig, client: framework.MustClient(server.Config()), children: &children, live: map[string]string{}}
 	if o.candidates > 0 {

@@ -28,6 +28,19 @@ func MainServers(m *testing.M, opts []Options, setup func([]*Server)) {
 }
 
 func run(m *testing.M, opts []Options, setup func([]*Server)) int {
+	// kubectl and kubectl-cle cache discovery per host and port for hours:
+	// a server of another test package, in another mode, may have had this
+	// package's loopback port before. The package gets a cache of its own.
+	cache, err := os.MkdirTemp("", "cle-kube-cache-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "framework: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(cache)
+	if err := os.Setenv("KUBECACHEDIR", cache); err != nil {
+		fmt.Fprintf(os.Stderr, "framework: %v\n", err)
+		return 1
+	}
 	var servers []*Server
 	stop := func() int {
 		code := 0
