@@ -310,10 +310,7 @@ func TestPauseLongerThanRenewDeadline(t *testing.T) {
 		c := h.start()
 		h.elect(me)
 		inner := &recorder{}
-		rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: inner}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rt := guardedTransport(t, c, "https://example.invalid", inner)
 		post := func() error {
 			req, _ := http.NewRequest(http.MethodPost, "https://example.invalid/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))
 			_, err := rt.RoundTrip(req)
@@ -517,6 +514,17 @@ func wantOrder(t *testing.T, entries []string, want ...string) {
 	}
 }
 
+// guardedTransport is the transport of a client built from c.WrapConfig,
+// for host, whose requests that pass the guard reach inner.
+func guardedTransport(t testing.TB, c *Candidate, host string, inner http.RoundTripper) http.RoundTripper {
+	t.Helper()
+	rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: host, Transport: inner}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
 type recorder struct{ n int }
 
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -544,10 +552,7 @@ func TestWrapConfigPassesReadsRefusesWrites(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c := h.start()
 		inner := &recorder{}
-		rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: inner}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rt := guardedTransport(t, c, "https://example.invalid", inner)
 		for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodOptions} {
 			req, _ := http.NewRequest(method, "https://example.invalid/api/v1/namespaces/ns/configmaps?watch=true", nil)
 			if _, err := rt.RoundTrip(req); err != nil {

@@ -349,10 +349,7 @@ func TestSuspendEndsLeadership(t *testing.T) {
 			}
 		},
 		"write guard": func(t *testing.T, c *Candidate) {
-			rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: &recorder{}}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			rt := guardedTransport(t, c, "https://example.invalid", &recorder{})
 			req, _ := http.NewRequest(http.MethodPost, "https://example.invalid/api/v1/namespaces/ns/configmaps", strings.NewReader("{}"))
 			if _, err := rt.RoundTrip(req); !errors.Is(err, ErrNotLeader) {
 				t.Errorf("guarded write after a suspend longer than the renew deadline = %v, want ErrNotLeader", err)
@@ -456,10 +453,7 @@ func TestGuardedWriteInFlightIsBounded(t *testing.T) {
 				h.elect(me)
 				inner := &blocker{release: make(chan struct{})}
 				defer close(inner.release)
-				rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: inner}))
-				if err != nil {
-					t.Fatal(err)
-				}
+				rt := guardedTransport(t, c, "https://example.invalid", inner)
 				errs := make(chan error, 1)
 				go func() {
 					req, _ := http.NewRequest(http.MethodPut, "https://example.invalid/api/v1/namespaces/ns/configmaps/x", strings.NewReader("{}"))
@@ -708,10 +702,7 @@ func TestGuardPassesRequestsThatChangeNothing(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c := h.start()
 		inner := &recorder{}
-		rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid", Transport: inner}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rt := guardedTransport(t, c, "https://example.invalid", inner)
 		for _, u := range []string{
 			"https://example.invalid/api/v1/namespaces/ns/configmaps?dryRun=All",
 			"https://example.invalid/apis/authorization.k8s.io/v1/subjectaccessreviews",
@@ -736,10 +727,7 @@ func TestGuardRefusesGetsThatAct(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c := h.start()
 		inner := &recorder{}
-		rt, err := rest.TransportFor(c.WrapConfig(&rest.Config{Host: "https://example.invalid/prefix", Transport: inner}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rt := guardedTransport(t, c, "https://example.invalid/prefix", inner)
 		for _, tc := range []struct {
 			path    string
 			upgrade bool
