@@ -157,7 +157,9 @@ func New(cfg Config) (*Lock, error) {
 		recorder:         cfg.EventRecorder,
 		releaseAfterWork: cfg.ReleaseAfterLeaderWork,
 		meta:             metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.LeaseName},
-		timing:           timingCheck{leaseDuration: ld, renewDeadline: rd, retryPeriod: rp, margin: (ld - rd - rp) / 3},
+		// The retry period may exceed the candidate's by the third of the
+		// margin a renewal may take.
+		timing: timingCheck{leaseDuration: ld, renewDeadline: rd, retryPeriod: rp, margin: c.SlowRenewal()},
 	}, nil
 }
 
@@ -289,33 +291,30 @@ func (l *Lock) release(ctx context.Context) error {
 		// Leader work has returned: hand over before answering, so that
 		// a process that exits right after its elector still does.
 		l.resign(ctx, logger)
-		close(done)
 	case l.work.tracked():
 		logger.V(2).Info("The elector released the Lease; handing it over once leader work has returned")
 		go func() {
+			defer l.stop()
 			defer close(done)
 			// The library does not let the Lease go before LeaseDuration
 			// after the last renewal anyway; past that, resigning
 			// changes nothing.
-			wait, stop := context.WithTimeout(context.WithoutCancel(ctx), l.timing.leaseDuration)
-			defer stop()
+			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timing.leaseDuration)
+			defer cancel()
 			if l.work.wait(wait) {
 				l.resign(wait, logger)
 			} else {
 				logger.Info("Leader work did not return within the lease duration; the Lease is left to expire")
 			}
 		}()
+		return nil
 	case !sound:
-		close(done)
 		logger.Info("The elector released the Lease after its term had ended, before it stops leader work; the Lease is left to expire and goes to the next holder LeaseDuration after the last renewal")
 	default:
-		close(done)
 		logger.Info("The elector released the Lease, but nothing tells that its leader work has returned; the Lease is left to expire and goes to the next holder LeaseDuration after the last renewal (wrap the elector's callbacks with Lock.Callbacks for a hand-over at once)")
 	}
-	go func() {
-		<-done
-		l.stop()
-	}()
+	close(done)
+	l.stop()
 	return nil
 }
 

@@ -141,7 +141,7 @@ func (l *Lock) renewed(ok bool) {
 // Timings returns the LeaseDuration, RenewDeadline and RetryPeriod of the
 // candidate: the elector must use the same.
 func (l *Lock) Timings() (leaseDuration, renewDeadline, retryPeriod time.Duration) {
-	return l.timing.leaseDuration, l.timing.renewDeadline, l.timing.retryPeriod
+	return l.c.Timings()
 }
 
 // work follows the elector's leader work (OnStartedLeading), once Callbacks
