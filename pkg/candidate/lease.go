@@ -3,6 +3,7 @@ package candidate
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -179,19 +180,22 @@ func (e *elector) step(ctx context.Context) time.Duration {
 // election controller names it, and without one it waits for ever.
 const noHolderNotice = time.Minute
 
+// noNoticeDue is noticeNoHolder's answer when nothing is to be said later.
+const noNoticeDue = time.Duration(math.MaxInt64)
+
 // noticeNoHolder logs once per spell when the Lease has been absent or
 // without a holder for noHolderNotice, and returns when to look again for
-// that.
+// that (noNoticeDue: no need).
 func (e *elector) noticeNoHolder(ctx context.Context, v lead.View) time.Duration {
 	if v.Lease != nil && lead.HolderOf(v.Lease) != "" {
 		e.noHolderSince, e.noHolderSaid = time.Time{}, false
-		return noHolderNotice
+		return noNoticeDue
 	}
 	if e.noHolderSince.IsZero() {
 		e.noHolderSince = v.Now
 	}
 	if e.noHolderSaid {
-		return noHolderNotice
+		return noNoticeDue
 	}
 	waited := e.c.cfg.Clock.Since(e.noHolderSince)
 	if waited < noHolderNotice {
@@ -204,7 +208,7 @@ func (e *elector) noticeNoHolder(ctx context.Context, v lead.View) time.Duration
 	}
 	klog.FromContext(ctx).Info("No election controller has named a holder: this process leads only once one names it. Is cle-controller running (or kube-apiserver's CoordinatedLeaderElection gate on)? `kubectl cle describe` shows why a Lease has no holder",
 		"lease", state, "for", waited.Round(time.Second))
-	return noHolderNotice
+	return noNoticeDue
 }
 
 // snapshot is the view lead.Next decides on.
