@@ -245,7 +245,7 @@ func (d *demo) env() []string {
 	if d.kubeconfig == "" {
 		return []string{d.pathEnv} // a cluster's: $KUBECONFIG as it is
 	}
-	return []string{d.pathEnv, "KUBECONFIG=" + d.kubeconfig, "KUBECACHEDIR=" + os.Getenv("KUBECACHEDIR")}
+	return []string{d.pathEnv, "KUBECONFIG=" + d.kubeconfig}
 }
 
 // pause gives a person watching time to read between steps.
