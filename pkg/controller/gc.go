@@ -12,8 +12,20 @@ import (
 )
 
 // The candidate garbage collector deletes LeaseCandidates that have not
-// renewed for the candidate TTL by local observation. Each candidate is queued
-// to be looked at when its TTL would run out; a renewal pushes that back.
+// renewed for the candidate TTL by local observation, and those that did not
+// answer a ping and have not written since, once the unresponsive-candidate
+// TTL has passed. Each candidate is queued to be looked at when its TTL would
+// run out; a renewal pushes that back.
+//
+// The second rule is what keeps a LeaseCandidate left behind by a process
+// that exited without deleting it (a crash, SIGKILL, an os.Exit that skipped
+// the shutdown) from costing later elections anything: the first election or
+// preemption check that finds it pings it once, and once it is deleted no
+// later election, and no controller of a later leadership term (which would
+// not remember that it went unanswered), waits for it again. A live candidate
+// loses nothing by it: one that did not answer is excluded until it writes
+// again anyway, and both pkg/candidate and client-go's LeaseCandidate create
+// their LeaseCandidate again when their next renewal finds it gone.
 
 func (c *Controller) runGCWorker(ctx context.Context) {
 	for c.processNextGC(ctx) {
@@ -52,6 +64,12 @@ func (c *Controller) collect(ctx context.Context, key types.NamespacedName) (tim
 	}
 	rec := c.obs.candidate(cached, now)
 	expiry := rec.lastRenewal().Add(c.opts.CandidateTTL)
+	why := "not renewed for the candidate TTL"
+	if rec.unresponsive {
+		if at := rec.unresponsiveAt.Add(c.opts.UnresponsiveCandidateTTL); at.Before(expiry) {
+			expiry, why = at, "did not answer a ping"
+		}
+	}
 	if now.Before(expiry) {
 		return expiry.Sub(now), nil
 	}
@@ -71,7 +89,7 @@ func (c *Controller) collect(ctx context.Context, key types.NamespacedName) (tim
 	err = client.Delete(ctx, key.Name, &metav1.Preconditions{UID: &current.UID, ResourceVersion: &current.ResourceVersion})
 	switch {
 	case err == nil:
-		klog.FromContext(ctx).V(2).Info("Deleted expired candidate", "lease", current.Spec.LeaseName, "notRenewedFor", now.Sub(rec.lastRenewal()), "ttl", c.opts.CandidateTTL)
+		klog.FromContext(ctx).V(2).Info("Deleted expired candidate", "lease", current.Spec.LeaseName, "reason", why, "notRenewedFor", now.Sub(rec.lastRenewal()))
 		return 0, nil
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return 0, nil // gone, or renewed meanwhile

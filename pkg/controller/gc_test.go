@@ -259,3 +259,53 @@ func TestProcessNextGCRequeuesAtExpiry(t *testing.T) {
 		}
 	})
 }
+
+// A candidate that did not answer a ping is deleted after the unresponsive
+// TTL, so that a LeaseCandidate left behind by a process that is gone costs
+// no later election (nor the controller of a later term, which would not
+// remember it went unanswered) a ping; one that answers is kept.
+func TestUnansweredCandidateIsCollected(t *testing.T) {
+	for _, answers := range []bool{false, true} {
+		t.Run(map[bool]string{false: "left behind", true: "answers late"}[answers], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t)
+				// a ranks best but went quiet long ago; b is alive.
+				h.list(candidate("a", "1.30.0", "1.30.0"))
+				h.create(candidate("b", "1.31.0", "1.31.0"))
+				h.reconcile()
+				if got := h.pings(); len(got) != 1 || got[0] != "a" {
+					t.Fatalf("pings = %v, want a", got)
+				}
+				h.step(DefaultPingTimeout)
+				h.renew("b", h.clock.Now())
+				h.clearWrites()
+				h.reconcile()
+				if got := h.expectOneLeaseWrite("create"); holderOf(got) != "b" {
+					t.Fatalf("elected %q, want b", holderOf(got))
+				}
+				settled()
+				if answers {
+					h.renew("a", h.clock.Now())
+				}
+				if d, err := h.c.collect(h.ctx, keyOf("a")); err != nil || d != DefaultUnresponsiveCandidateTTL && !answers {
+					t.Errorf("collect(a) at once = %v, %v; want a requeue after the unresponsive TTL", d, err)
+				}
+				h.step(DefaultUnresponsiveCandidateTTL)
+				settled()
+				if n := h.c.gcQueue.Len(); n != 1 {
+					t.Fatalf("GC queue length = %d at the unresponsive TTL, want a", n)
+				}
+				if !h.c.processNextGC(h.ctx) {
+					t.Fatal("processNextGC reported shutdown")
+				}
+				_, err := h.client.Tracker().Get(candidatesGVR, testNS, "a")
+				if gone := apierrors.IsNotFound(err); gone == answers {
+					t.Errorf("a gone from the server: %v (%v); want %v", gone, err, !answers)
+				}
+				if _, err := h.client.Tracker().Get(candidatesGVR, testNS, "b"); err != nil {
+					t.Errorf("b: %v", err)
+				}
+			})
+		})
+	}
+}

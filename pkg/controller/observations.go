@@ -45,8 +45,9 @@ type candidateRecord struct {
 	pingRefused bool
 	// unresponsive is set when a ping that reached the candidate went
 	// unanswered for the ping timeout; it stays set until the candidate
-	// writes a new renewTime.
-	unresponsive bool
+	// writes a new renewTime; unresponsiveAt is when it was set.
+	unresponsive   bool
+	unresponsiveAt time.Time
 	// unreachable is set when no attempt to ping the candidate succeeded
 	// within the ping timeout (the API refused or failed every write): the
 	// candidate is passed over until then, and pinged again after it, so
@@ -260,7 +261,7 @@ func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, 
 	r.renewTime = renew
 	r.renewedAt = now
 	r.pingedAt, r.pingSent, r.pingRefused = time.Time{}, false, false
-	r.unresponsive, r.unreachable = false, unreachable{}
+	r.unresponsive, r.unresponsiveAt, r.unreachable = false, time.Time{}, unreachable{}
 	return true
 }
 
@@ -483,7 +484,7 @@ func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pi
 		return false
 	}
 	if r.pingSent {
-		r.unresponsive = true
+		r.unresponsive, r.unresponsiveAt = true, now
 	} else {
 		r.unreachable = r.nextUnreachable(now, pingTimeout)
 	}

@@ -26,6 +26,11 @@ type Options struct {
 	// CandidateTTL is how long a candidate may go without renewing before it
 	// is ignored and garbage-collected. Default 30m.
 	CandidateTTL time.Duration
+	// UnresponsiveCandidateTTL is how long a candidate that did not answer a
+	// ping, and has not written since, is kept before it is deleted, so that
+	// a LeaseCandidate left behind by a process that is gone costs no later
+	// election a ping (see gc.go). Default 1m.
+	UnresponsiveCandidateTTL time.Duration
 	// LeaseDuration is the leaseDurationSeconds of Leases the controller
 	// creates, and the duration assumed for a Lease that has none. Default
 	// 15s, client-go's default.
@@ -72,10 +77,13 @@ const (
 	DefaultPingTimeout        = 5 * time.Second
 	DefaultCandidateFreshness = 15 * time.Second
 	DefaultCandidateTTL       = 30 * time.Minute
-	DefaultLeaseDuration      = 15 * time.Second
-	DefaultElectionGather     = time.Second
-	DefaultPingRate           = 100
-	DefaultPingBurst          = 200
+	// DefaultUnresponsiveCandidateTTL is how long a candidate that did not
+	// answer a ping, and has not written since, is kept (see gc.go).
+	DefaultUnresponsiveCandidateTTL = time.Minute
+	DefaultLeaseDuration            = 15 * time.Second
+	DefaultElectionGather           = time.Second
+	DefaultPingRate                 = 100
+	DefaultPingBurst                = 200
 
 	// NoElectionGather as Options.ElectionGather elects a new Lease as soon
 	// as its first candidate is known to be the best alive.
@@ -98,6 +106,7 @@ func (o *Options) complete() error {
 	setDefault(&o.PingTimeout, DefaultPingTimeout)
 	setDefault(&o.CandidateFreshness, DefaultCandidateFreshness)
 	setDefault(&o.CandidateTTL, DefaultCandidateTTL)
+	setDefault(&o.UnresponsiveCandidateTTL, DefaultUnresponsiveCandidateTTL)
 	setDefault(&o.LeaseDuration, DefaultLeaseDuration)
 	setDefault(&o.ElectionGather, DefaultElectionGather)
 	if o.UnseenHolderWait == 0 && o.LeaseDuration > 0 {
@@ -125,6 +134,7 @@ func (o *Options) complete() error {
 	for name, d := range map[string]time.Duration{
 		"ping timeout": o.PingTimeout, "candidate freshness": o.CandidateFreshness,
 		"candidate TTL": o.CandidateTTL, "lease duration": o.LeaseDuration,
+		"unresponsive candidate TTL": o.UnresponsiveCandidateTTL,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative (zero takes the default), got %s", name, d))

@@ -32,6 +32,7 @@ type Options struct {
 	PingBurst          int
 	CandidateFreshness time.Duration
 	CandidateTTL       time.Duration
+	UnresponsiveTTL    time.Duration
 	LeaseDuration      time.Duration
 	ElectionGather     time.Duration
 
@@ -76,6 +77,7 @@ func NewOptions() *Options {
 		PingBurst:                controller.DefaultPingBurst,
 		CandidateFreshness:       controller.DefaultCandidateFreshness,
 		CandidateTTL:             controller.DefaultCandidateTTL,
+		UnresponsiveTTL:          controller.DefaultUnresponsiveCandidateTTL,
 		LeaseDuration:            controller.DefaultLeaseDuration,
 		ElectionGather:           controller.DefaultElectionGather,
 		LeaderElect:              true,
@@ -104,6 +106,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.PingBurst, "ping-burst", o.PingBurst, "Pings that may be sent at once within --ping-rate.")
 	fs.DurationVar(&o.CandidateFreshness, "candidate-freshness", o.CandidateFreshness, "How long after a candidate was seen created or renewed it counts as alive without a ping.")
 	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "How long a candidate may go without renewing before it is ignored and deleted.")
+	fs.DurationVar(&o.UnresponsiveTTL, "unresponsive-candidate-ttl", o.UnresponsiveTTL, "How long a candidate that did not answer a ping, and has not written since, is kept before it is deleted (a live one creates it again at its next renewal).")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "leaseDurationSeconds of the Leases the controller creates (whole seconds).")
 	fs.DurationVar(&o.ElectionGather, "election-gather", o.ElectionGather, "Before the first election of a Lease that has never had a holder, wait this long from the first candidate seen for others starting at the same time (closed early once no candidate has joined for a fifth of it), so that the best of them leads first instead of a worse one leading until it is preempted. The price: a new Lease's very first election takes up to this long; vacant or expired Leases with a history are elected at once. 0 disables it.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one active replica of this controller before electing anything.")
@@ -171,6 +174,7 @@ func (o *Options) Validate() error {
 	for flag, d := range map[string]time.Duration{
 		"--ping-timeout": o.PingTimeout, "--candidate-freshness": o.CandidateFreshness,
 		"--candidate-ttl": o.CandidateTTL, "--lease-duration": o.LeaseDuration,
+		"--unresponsive-candidate-ttl": o.UnresponsiveTTL,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: must be positive", flag, d))
@@ -196,13 +200,14 @@ func (o *Options) controllerOptions() controller.Options {
 		gather = controller.NoElectionGather
 	}
 	return controller.Options{
-		PingTimeout:        o.PingTimeout,
-		PingRate:           o.PingRate,
-		PingBurst:          o.PingBurst,
-		CandidateFreshness: o.CandidateFreshness,
-		CandidateTTL:       o.CandidateTTL,
-		LeaseDuration:      o.LeaseDuration,
-		ElectionGather:     gather,
+		PingTimeout:              o.PingTimeout,
+		PingRate:                 o.PingRate,
+		PingBurst:                o.PingBurst,
+		CandidateFreshness:       o.CandidateFreshness,
+		CandidateTTL:             o.CandidateTTL,
+		UnresponsiveCandidateTTL: o.UnresponsiveTTL,
+		LeaseDuration:            o.LeaseDuration,
+		ElectionGather:           gather,
 	}
 }
 
