@@ -3,7 +3,9 @@
 // options so that the manager leads only when the election controller
 // (cle-controller, or the one built into kube-apiserver) names it holder of
 // its Lease, the best-versioned of its replicas leads, and a shutdown hands
-// the Lease over at once.
+// the Lease over at once. NewManager does that and creates the manager, with
+// the lock's Events, health check and Close wired in: the one call a
+// manager's main changes to adopt cle.
 //
 // Import it as cle "github.com/cle-dev/cle/contrib/controller-runtime". It
 // lives in a module of its own so that the core module does not depend on
@@ -42,6 +44,8 @@ import (
 	"github.com/google/uuid"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/cle-dev/cle/pkg/candidate"
@@ -88,6 +92,14 @@ type Options struct {
 	// the term's context, cancelled as soon as the library stops counting
 	// this replica leader, which is earlier than the manager notices.
 	Callbacks candidate.Callbacks
+	// GuardClient makes the manager's own client (GetClient) write-guarded:
+	// its writes are refused unless this replica leads, from the moment the
+	// library stops counting it leader, before the manager notices. Reads
+	// are not affected. Leave it off when runnables that run without
+	// leader election (webhooks, certificate rotation) write through the
+	// manager's client; give the leader's runnables a client built from
+	// Lock.Candidate().WrapConfig instead.
+	GuardClient bool
 }
 
 // Defaults of Options, controller-runtime's.
@@ -109,7 +121,14 @@ const (
 // Lease only once they have returned and the lock can hand it over at once
 // (a runnable that never returns then holds the shutdown until the process
 // is killed, and the Lease expires).
+//
+// NewManager does this and also wires the lock's Events, its health check
+// and its Close into the manager.
 func ManagerOptions(opts *manager.Options, cfg *rest.Config, o Options) (*lock.Lock, error) {
+	return managerOptions(opts, cfg, o, nil)
+}
+
+func managerOptions(opts *manager.Options, cfg *rest.Config, o Options, events resourcelock.EventRecorder) (*lock.Lock, error) {
 	if opts == nil || cfg == nil {
 		return nil, errors.New("cle.ManagerOptions: opts and cfg are required")
 	}
@@ -159,6 +178,7 @@ func ManagerOptions(opts *manager.Options, cfg *rest.Config, o Options) (*lock.L
 		// The manager releases only after its runnables returned when
 		// it waits for them without a limit.
 		ReleaseAfterLeaderWork: opts.GracefulShutdownTimeout != nil && *opts.GracefulShutdownTimeout < 0,
+		EventRecorder:          events,
 		Candidate: candidate.Config{
 			RestConfig:       rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"),
 			APIMode:          o.APIMode,
@@ -176,6 +196,23 @@ func ManagerOptions(opts *manager.Options, cfg *rest.Config, o Options) (*lock.L
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cle.ManagerOptions: %w", err)
+	}
+	if o.GuardClient {
+		newClient := opts.NewClient
+		if newClient == nil {
+			newClient = client.New
+		}
+		opts.NewClient = func(config *rest.Config, options client.Options) (client.Client, error) {
+			// The manager passes the HTTP client its cache shares; the
+			// guarded client has one of its own.
+			guarded := l.Candidate().WrapConfig(config)
+			hc, err := rest.HTTPClientFor(guarded)
+			if err != nil {
+				return nil, fmt.Errorf("cle: the manager's write-guarded client: %w", err)
+			}
+			options.HTTPClient = hc
+			return newClient(guarded, options)
+		}
 	}
 	opts.LeaderElection = true
 	opts.LeaderElectionResourceLockInterface = l

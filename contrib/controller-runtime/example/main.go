@@ -65,22 +65,15 @@ func run(ctx context.Context, o cle.Options) error {
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}},
 	}
-	lk, err := cle.ManagerOptions(&opts, cfg, o)
+	// The manager's own client refuses writes unless this replica leads,
+	// so a preempted replica stops writing at once, before the manager
+	// notices it lost the Lease.
+	o.GuardClient = true
+	mgr, lk, err := cle.NewManager(cfg, opts, o)
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, opts)
-	if err != nil {
-		return err
-	}
-	// Writes go through a client that refuses them unless this replica
-	// leads, so a preempted replica stops writing at once, before the
-	// manager notices it lost the Lease.
-	guarded, err := client.New(lk.Candidate().WrapConfig(cfg), client.Options{Scheme: mgr.GetScheme()})
-	if err != nil {
-		return err
-	}
-	r := &stamper{reader: mgr.GetClient(), writer: guarded, c: lk.Candidate()}
+	r := &stamper{client: mgr.GetClient(), c: lk.Candidate()}
 	err = builder.ControllerManagedBy(mgr).
 		For(&corev1.ConfigMap{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
 			return obj.GetLabels()[exampleLabel] == "true"
@@ -90,25 +83,20 @@ func run(ctx context.Context, o cle.Options) error {
 		return err
 	}
 	fmt.Printf("identity %s\n", lk.Identity())
-	err = mgr.Start(ctx)
-	// Close finishes the hand-over the leader's release started, and
-	// withdraws a replica that did not lead.
-	if cerr := lk.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
-		err = cerr
-	}
-	return err
+	// Start hands the Lease over and withdraws the LeaseCandidate before
+	// it returns.
+	return mgr.Start(ctx)
 }
 
 // stamper writes the leader's identity and fencing token on ConfigMaps.
 type stamper struct {
-	reader client.Reader
-	writer client.Client
+	client client.Client
 	c      *candidate.External
 }
 
 func (s *stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var cm corev1.ConfigMap
-	if err := s.reader.Get(ctx, req.NamespacedName, &cm); err != nil {
+	if err := s.client.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	token, ok := s.c.Token()
@@ -120,7 +108,7 @@ func (s *stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, nil
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, stampAnnotation, stamp)
-	err := s.writer.Patch(ctx, &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta}, client.RawPatch(types.MergePatchType, []byte(patch)))
+	err := s.client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: cm.ObjectMeta}, client.RawPatch(types.MergePatchType, []byte(patch)))
 	if err == nil {
 		fmt.Printf("stamped %s/%s %s\n", cm.Namespace, cm.Name, stamp)
 	}

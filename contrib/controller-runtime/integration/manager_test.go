@@ -2,21 +2,28 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cle "github.com/cle-dev/cle/contrib/controller-runtime"
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/lock"
 )
 
@@ -82,6 +89,7 @@ func (w *witness) checkNoOverlap(t *testing.T) {
 // replica is one in-process manager.
 type replica struct {
 	id      string
+	mgr     manager.Manager
 	lock    *lock.Lock
 	started time.Time
 	cancel  context.CancelFunc
@@ -91,14 +99,15 @@ type replica struct {
 	err    error
 }
 
-// startManager runs a manager with cle.ManagerOptions (default identity, as
-// controller-runtime's: host_uuid) and one leader-only runnable that the
-// witness watches, until the test ends or stop is called.
-func (e *env) startManager(t *testing.T, w *witness, ns, lease, id, emulation string) *replica {
+// startManager runs a manager made by cle.NewManager (default identity, as
+// controller-runtime's: host_uuid) with one leader-only runnable that the
+// witness watches, until the test ends or stop is called. tweak, when given,
+// changes the options first.
+func (e *env) startManager(t *testing.T, w *witness, ns, lease, id, emulation string, tweak ...func(*manager.Options, *cle.Options)) *replica {
 	t.Helper()
 	cfg := e.s.Config()
 	opts := manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}}
-	lk, err := cle.ManagerOptions(&opts, cfg, cle.Options{
+	o := cle.Options{
 		Namespace:        ns,
 		LeaseName:        lease,
 		BinaryVersion:    "1.36.0",
@@ -107,11 +116,11 @@ func (e *env) startManager(t *testing.T, w *witness, ns, lease, id, emulation st
 		LeaseDuration:    leaseDuration,
 		RenewDeadline:    renewDeadline,
 		RetryPeriod:      retryPeriod,
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(cfg, opts)
+	for _, f := range tweak {
+		f(&opts, &o)
+	}
+	mgr, lk, err := cle.NewManager(cfg, opts, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,15 +134,10 @@ func (e *env) startManager(t *testing.T, w *witness, ns, lease, id, emulation st
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{id: id, lock: lk, started: time.Now(), cancel: cancel, result: make(chan error, 1)}
+	r := &replica{id: id, mgr: mgr, lock: lk, started: time.Now(), cancel: cancel, result: make(chan error, 1)}
 	go func() {
-		err := mgr.Start(ctx)
-		closeCtx, cancel := context.WithTimeout(context.Background(), waitLong)
-		defer cancel()
-		if cerr := lk.Close(closeCtx); cerr != nil {
-			t.Errorf("closing the lock of %s: %v", id, cerr)
-		}
-		r.result <- err
+		// NewManager's Start closes the lock before it returns.
+		r.result <- mgr.Start(ctx)
 	}()
 	t.Cleanup(func() { r.stop() })
 	return r
@@ -214,6 +218,9 @@ func TestManagers(t *testing.T) {
 			if err := m34.stop(); err != nil {
 				t.Errorf("the leader's graceful stop: %v", err)
 			}
+			// Start closed the lock before returning: the LeaseCandidate
+			// is gone without a Close by the caller.
+			e.checkWithdrawn(t, ns, m34)
 			handover := e.waitLeads(t, w, ns, lease, m35).Sub(begin)
 			if handover >= leaseDuration {
 				t.Errorf("handover on shutdown took %s: the Lease expired instead of being released", handover)
@@ -226,8 +233,108 @@ func TestManagers(t *testing.T) {
 			}
 			stopped, _ := w.first("m35", "stop")
 			w.checkNoOverlap(t)
+			// The elector's Events went to the Lease through the
+			// manager's recorder.
+			e.waitEvent(t, ns, lease, m34.lock.Identity()+" became leader")
 			t.Logf("%s: controller-runtime handover on graceful shutdown %s; preemption: better manager started -> preempted runnables stopped %s -> better leads %s",
 				e.name, handover.Round(time.Millisecond), stopped.Sub(better.started).Round(time.Millisecond), took.Round(time.Millisecond))
 		})
 	}
+}
+
+// checkWithdrawn fails unless r's LeaseCandidate is gone.
+func (e *env) checkWithdrawn(t *testing.T, ns string, r *replica) {
+	t.Helper()
+	if err := e.getCandidate(t, ns, r); !apierrors.IsNotFound(err) {
+		t.Errorf("%s's LeaseCandidate after its manager's Start returned: %v, want it deleted", r.id, err)
+	}
+}
+
+// getCandidate reads r's LeaseCandidate and returns the error.
+func (e *env) getCandidate(t *testing.T, ns string, r *replica) error {
+	t.Helper()
+	clients, err := access.NewClients(e.s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := access.Detect(context.Background(), clients, e.apiMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = acc.LeaseCandidates(ns).Get(context.Background(), r.lock.Identity())
+	return err
+}
+
+// waitEvent waits for an Event on the Lease whose message is msg.
+func (e *env) waitEvent(t *testing.T, ns, lease, msg string) {
+	t.Helper()
+	until(t, "Event "+msg, func() bool {
+		list, err := e.s.Client().CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Lease,involvedObject.name=" + lease,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(list.Items, func(ev corev1.Event) bool { return ev.Message == msg })
+	})
+}
+
+// TestManagerClientAndHealth: with GuardClient, the manager's own client
+// writes only while its replica leads; the lock's health check is served
+// among the manager's healthz checks.
+func TestManagerClientAndHealth(t *testing.T) {
+	e := envs[0]
+	ns := e.setup(t)
+	const lease = "guarded"
+	w := &witness{}
+	addr := freeAddress(t)
+	guard := func(_ *manager.Options, o *cle.Options) { o.GuardClient = true }
+	leader := e.startManager(t, w, ns, lease, "m34", "1.34.0", guard, func(opts *manager.Options, _ *cle.Options) {
+		opts.HealthProbeBindAddress = addr
+	})
+	e.waitLeads(t, w, ns, lease, leader)
+	follower := e.startManager(t, w, ns, lease, "m36", "1.36.0", guard)
+	until(t, "the follower's candidate registered", func() bool {
+		_, ok := follower.lock.Candidate().Token()
+		return !ok && e.getCandidate(t, ns, follower) == nil
+	})
+
+	cm := func(name string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	ctx := context.Background()
+	if err := leader.mgr.GetClient().Create(ctx, cm("by-leader")); err != nil {
+		t.Errorf("the leader's manager client: %v", err)
+	}
+	if err := follower.mgr.GetClient().Create(ctx, cm("by-follower")); !errors.Is(err, candidate.ErrNotLeader) {
+		t.Errorf("the follower's manager client wrote: %v, want ErrNotLeader", err)
+	}
+	if _, err := e.s.Client().CoreV1().ConfigMaps(ns).Get(ctx, "by-follower", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the follower's write reached the server: %v", err)
+	}
+	var got corev1.ConfigMap
+	if err := follower.mgr.GetAPIReader().Get(ctx, client.ObjectKey{Namespace: ns, Name: "by-leader"}, &got); err != nil {
+		t.Errorf("reads are not guarded: %v", err)
+	}
+
+	resp, err := http.Get("http://" + addr + "/healthz/" + cle.HealthCheckName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz/%s: %d %s", cle.HealthCheckName, resp.StatusCode, body)
+	}
+}
+
+// freeAddress is a loopback address with a port free a moment ago.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
