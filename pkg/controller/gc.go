@@ -13,8 +13,8 @@ import (
 
 // The candidate garbage collector deletes LeaseCandidates that have not
 // renewed for the candidate TTL by local observation, and those that did not
-// answer a ping and have not written since, once the unresponsive-candidate
-// TTL has passed. Each candidate is queued to be looked at when its TTL would
+// answer a ping sooner: once they have not renewed for the unresponsive
+// candidate TTL. Each candidate is queued to be looked at when its TTL would
 // run out; a renewal pushes that back.
 //
 // The second rule is what keeps a LeaseCandidate left behind by a process
@@ -22,10 +22,12 @@ import (
 // the shutdown) from costing later elections anything: the first election or
 // preemption check that finds it pings it once, and once it is deleted no
 // later election, and no controller of a later leadership term (which would
-// not remember that it went unanswered), waits for it again. A live candidate
-// loses nothing by it: one that did not answer is excluded until it writes
-// again anyway, and both pkg/candidate and client-go's LeaseCandidate create
-// their LeaseCandidate again when their next renewal finds it gone.
+// not remember that it went unanswered), waits for it again. The TTL (10m) is
+// twice the renew interval of pkg/candidate and of client-go's LeaseCandidate
+// (5m), so a live candidate whose answers are slow (an overloaded server, a
+// pause) renews before it and is not deleted; one deleted all the same loses
+// nothing, as it was excluded until it wrote again anyway, and both create
+// their LeaseCandidate again when a renewal finds it gone.
 
 func (c *Controller) runGCWorker(ctx context.Context) {
 	for c.processNextGC(ctx) {
@@ -66,7 +68,7 @@ func (c *Controller) collect(ctx context.Context, key types.NamespacedName) (tim
 	expiry := rec.lastRenewal().Add(c.opts.CandidateTTL)
 	why := "not renewed for the candidate TTL"
 	if rec.unresponsive {
-		if at := rec.unresponsiveAt.Add(c.opts.UnresponsiveCandidateTTL); at.Before(expiry) {
+		if at := rec.lastRenewal().Add(c.opts.UnresponsiveCandidateTTL); at.Before(expiry) {
 			expiry, why = at, "did not answer a ping"
 		}
 	}

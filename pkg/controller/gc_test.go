@@ -260,16 +260,18 @@ func TestProcessNextGCRequeuesAtExpiry(t *testing.T) {
 	})
 }
 
-// A candidate that did not answer a ping is deleted after the unresponsive
-// TTL, so that a LeaseCandidate left behind by a process that is gone costs
-// no later election (nor the controller of a later term, which would not
-// remember it went unanswered) a ping; one that answers is kept.
+// A candidate that did not answer a ping is deleted once it has gone the
+// unresponsive TTL without renewing, long before the candidate TTL, so that a
+// LeaseCandidate left behind by a process that is gone costs no later
+// election (nor the controller of a later term, which would not remember it
+// went unanswered) a ping. One that renews, however late its answer, is kept.
 func TestUnansweredCandidateIsCollected(t *testing.T) {
-	for _, answers := range []bool{false, true} {
-		t.Run(map[bool]string{false: "left behind", true: "answers late"}[answers], func(t *testing.T) {
+	for _, renews := range []bool{false, true} {
+		t.Run(map[bool]string{false: "left behind", true: "renews late"}[renews], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newHarness(t)
-				// a ranks best but went quiet long ago; b is alive.
+				// a ranks best; the controller found it at t0 and never saw
+				// it renew. b is alive.
 				h.list(candidate("a", "1.30.0", "1.30.0"))
 				h.create(candidate("b", "1.31.0", "1.31.0"))
 				h.reconcile()
@@ -283,14 +285,21 @@ func TestUnansweredCandidateIsCollected(t *testing.T) {
 				if got := h.expectOneLeaseWrite("create"); holderOf(got) != "b" {
 					t.Fatalf("elected %q, want b", holderOf(got))
 				}
-				settled()
-				if answers {
+				if d, err := h.c.collect(h.ctx, keyOf("a")); err != nil || d != DefaultUnresponsiveCandidateTTL-DefaultPingTimeout {
+					t.Errorf("collect(a) = %v, %v; want a requeue when it has gone the unresponsive TTL without renewing", d, err)
+				}
+				if renews {
+					h.step(5 * time.Minute)
 					h.renew("a", h.clock.Now())
+					h.step(DefaultUnresponsiveCandidateTTL - 5*time.Minute - DefaultPingTimeout)
+				} else {
+					h.step(DefaultUnresponsiveCandidateTTL - DefaultPingTimeout - time.Nanosecond)
+					settled()
+					if n := h.c.gcQueue.Len(); n != 0 {
+						t.Fatalf("GC queue length = %d before the unresponsive TTL", n)
+					}
+					h.step(time.Nanosecond)
 				}
-				if d, err := h.c.collect(h.ctx, keyOf("a")); err != nil || d != DefaultUnresponsiveCandidateTTL && !answers {
-					t.Errorf("collect(a) at once = %v, %v; want a requeue after the unresponsive TTL", d, err)
-				}
-				h.step(DefaultUnresponsiveCandidateTTL)
 				settled()
 				if n := h.c.gcQueue.Len(); n != 1 {
 					t.Fatalf("GC queue length = %d at the unresponsive TTL, want a", n)
@@ -299,8 +308,8 @@ func TestUnansweredCandidateIsCollected(t *testing.T) {
 					t.Fatal("processNextGC reported shutdown")
 				}
 				_, err := h.client.Tracker().Get(candidatesGVR, testNS, "a")
-				if gone := apierrors.IsNotFound(err); gone == answers {
-					t.Errorf("a gone from the server: %v (%v); want %v", gone, err, !answers)
+				if gone := apierrors.IsNotFound(err); gone == renews {
+					t.Errorf("a gone from the server: %v (%v); want %v", gone, err, !renews)
 				}
 				if _, err := h.client.Tracker().Get(candidatesGVR, testNS, "b"); err != nil {
 					t.Errorf("b: %v", err)

@@ -45,9 +45,8 @@ type candidateRecord struct {
 	pingRefused bool
 	// unresponsive is set when a ping that reached the candidate went
 	// unanswered for the ping timeout; it stays set until the candidate
-	// writes a new renewTime; unresponsiveAt is when it was set.
-	unresponsive   bool
-	unresponsiveAt time.Time
+	// writes a new renewTime.
+	unresponsive bool
 	// unreachable is set when no attempt to ping the candidate succeeded
 	// within the ping timeout (the API refused or failed every write): the
 	// candidate is passed over until then, and pinged again after it, so
@@ -261,7 +260,7 @@ func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, 
 	r.renewTime = renew
 	r.renewedAt = now
 	r.pingedAt, r.pingSent, r.pingRefused = time.Time{}, false, false
-	r.unresponsive, r.unresponsiveAt, r.unreachable = false, time.Time{}, unreachable{}
+	r.unresponsive, r.unreachable = false, unreachable{}
 	return true
 }
 
@@ -484,7 +483,7 @@ func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pi
 		return false
 	}
 	if r.pingSent {
-		r.unresponsive, r.unresponsiveAt = true, now
+		r.unresponsive = true
 	} else {
 		r.unreachable = r.nextUnreachable(now, pingTimeout)
 	}

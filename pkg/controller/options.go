@@ -27,9 +27,10 @@ type Options struct {
 	// is ignored and garbage-collected. Default 30m.
 	CandidateTTL time.Duration
 	// UnresponsiveCandidateTTL is how long a candidate that did not answer a
-	// ping, and has not written since, is kept before it is deleted, so that
-	// a LeaseCandidate left behind by a process that is gone costs no later
-	// election a ping (see gc.go). Default 1m.
+	// ping may go without renewing before it is deleted, so that a
+	// LeaseCandidate left behind by a process that is gone costs no later
+	// election a ping (see gc.go). Default 10m, twice the candidates' renew
+	// interval; no effect above CandidateTTL.
 	UnresponsiveCandidateTTL time.Duration
 	// LeaseDuration is the leaseDurationSeconds of Leases the controller
 	// creates, and the duration assumed for a Lease that has none. Default
@@ -78,8 +79,8 @@ const (
 	DefaultCandidateFreshness = 15 * time.Second
 	DefaultCandidateTTL       = 30 * time.Minute
 	// DefaultUnresponsiveCandidateTTL is how long a candidate that did not
-	// answer a ping, and has not written since, is kept (see gc.go).
-	DefaultUnresponsiveCandidateTTL = time.Minute
+	// answer a ping may go without renewing (see gc.go).
+	DefaultUnresponsiveCandidateTTL = 10 * time.Minute
 	DefaultLeaseDuration            = 15 * time.Second
 	DefaultElectionGather           = time.Second
 	DefaultPingRate                 = 100

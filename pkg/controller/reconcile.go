@@ -102,8 +102,8 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 		if u.rec.pingSent {
 			c.opts.Metrics.PingTimeouts.Inc()
 			logger.V(2).Info("Candidate did not answer its ping; excluded until it writes again",
-				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout, "deletedAfter", c.opts.UnresponsiveCandidateTTL)
-			c.gcQueue.AddAfter(candidateKeyOf(u.lc), c.opts.UnresponsiveCandidateTTL)
+				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
+			c.gcQueue.AddAfter(candidateKeyOf(u.lc), u.rec.lastRenewal().Add(c.opts.UnresponsiveCandidateTTL).Sub(v.now))
 		} else {
 			logger.Info("No ping reached the candidate within the ping timeout; passing it over and pinging it again later",
 				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
