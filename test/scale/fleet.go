@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,13 +57,16 @@ type fleet struct {
 	lcOther       atomic.Int64 // other LeaseCandidate updates
 	lcCreates     atomic.Int64
 	leaseWrites   atomic.Int64 // Lease writes by the fleet
+	conflicts     atomic.Int64 // writes refused for a stale resourceVersion
+	lapsed        atomic.Int64 // renewals that landed after the holder's Lease had run out
 	writeErrors   atomic.Int64
 }
 
 // term is a Lease held by one of the fleet's candidates.
 type term struct {
 	holder string
-	next   time.Time // next renewal
+	next   time.Time             // next renewal
+	lease  *coordinationv1.Lease // as the holder last wrote it
 }
 
 func candidateName(lease string, version int) string { return fmt.Sprintf("%s-v%d", lease, version) }
@@ -261,8 +265,12 @@ func (f *fleet) answer(ctx context.Context, key types.NamespacedName) error {
 	lc = lc.DeepCopy()
 	lc.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
 	if _, err := f.acc.LeaseCandidates(key.Namespace).Update(ctx, lc); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil // the watch brings the newer object, or there is none
+		if apierrors.IsConflict(err) {
+			f.conflicts.Add(1)
+			return nil // the watch brings the newer object
+		}
+		if apierrors.IsNotFound(err) {
+			return nil
 		}
 		f.writeErrors.Add(1)
 		return fmt.Errorf("renew LeaseCandidate %s: %w", key, err)
@@ -342,20 +350,73 @@ func (f *fleet) checkConvergedLocked() {
 
 // hold writes what the holder of a Lease does next: hand it over to the
 // preferred holder, start its term by renewing it, or renew it when due.
+// Like the library, a holder renews the Lease as it last wrote it unless the
+// watch has shown a newer one (a loaded server's watch lags its writes by
+// more than a renewal interval), and answers a conflict by reading the Lease
+// and deciding again, once.
 func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
 	obj, exists, err := f.leaseInf.GetStore().GetByKey(key.String())
 	if err != nil || !exists {
 		return err
 	}
 	lease := obj.(*coordinationv1.Lease)
-	holder, preferred := ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.PreferredHolder, "")
-	if versionOf(lease.Name, holder) < 0 {
-		return nil
-	}
-	now := time.Now()
 	f.mu.Lock()
 	t := f.terms[key]
 	f.mu.Unlock()
+	if t != nil && t.lease != nil && newer(t.lease, lease) {
+		lease = t.lease
+	}
+	write, holder, ok := f.nextWrite(lease, t, time.Now())
+	if !ok {
+		return nil
+	}
+	updated, err := f.acc.Leases(key.Namespace).Update(ctx, write)
+	if apierrors.IsConflict(err) {
+		f.conflicts.Add(1)
+		var fresh *coordinationv1.Lease
+		if fresh, err = f.acc.Leases(key.Namespace).Get(ctx, key.Name); err == nil {
+			if write, holder, ok = f.nextWrite(fresh, t, time.Now()); !ok {
+				return nil
+			}
+			updated, err = f.acc.Leases(key.Namespace).Update(ctx, write)
+		}
+	}
+	if err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil // the watch brings the newer object
+		}
+		f.writeErrors.Add(1)
+		return fmt.Errorf("write Lease %s: %w", key, err)
+	}
+	f.leaseWrites.Add(1)
+	if t != nil && t.holder == holder && t.lease != nil && t.lease.Spec.RenewTime != nil &&
+		ptr.Deref(updated.Spec.HolderIdentity, "") == holder {
+		// The server took this renewal only after the holder's previous
+		// one had run out: the Lease really expired, whatever any
+		// controller saw, and an election was due.
+		ran := time.Duration(ptr.Deref(t.lease.Spec.LeaseDurationSeconds, 0)) * time.Second
+		if time.Now().After(t.lease.Spec.RenewTime.Add(ran)) {
+			f.lapsed.Add(1)
+		}
+	}
+	f.mu.Lock()
+	if ptr.Deref(updated.Spec.HolderIdentity, "") == holder {
+		f.terms[key] = &term{holder: holder, next: updated.Spec.RenewTime.Add(f.cfg.holderRenew), lease: updated}
+	} else {
+		delete(f.terms, key) // the new holder starts its own term when it sees the Lease
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// nextWrite is the write the holder of lease makes at now, given the term
+// the fleet knows for it (nil if none), and the holder it acts for; ok is
+// false when nothing is due.
+func (f *fleet) nextWrite(lease *coordinationv1.Lease, t *term, now time.Time) (_ *coordinationv1.Lease, holder string, ok bool) {
+	holder, preferred := ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.PreferredHolder, "")
+	if versionOf(lease.Name, holder) < 0 {
+		return nil, "", false
+	}
 	lease = lease.DeepCopy()
 	micro := metav1.NewMicroTime(now)
 	switch {
@@ -366,26 +427,20 @@ func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
 		lease.Spec.AcquireTime = &micro
 	case t == nil || t.holder != holder || !now.Before(t.next):
 	default:
-		return nil
+		return nil, "", false
 	}
 	lease.Spec.RenewTime = &micro
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(f.cfg.holderDuration / time.Second))
-	if _, err := f.acc.Leases(key.Namespace).Update(ctx, lease); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil // the watch brings the newer object
-		}
-		f.writeErrors.Add(1)
-		return fmt.Errorf("write Lease %s: %w", key, err)
-	}
-	f.leaseWrites.Add(1)
-	f.mu.Lock()
-	if newHolder := ptr.Deref(lease.Spec.HolderIdentity, ""); newHolder == holder {
-		f.terms[key] = &term{holder: holder, next: now.Add(f.cfg.holderRenew)}
-	} else {
-		delete(f.terms, key) // the new holder starts its own term when it sees the Lease
-	}
-	f.mu.Unlock()
-	return nil
+	return lease, holder, true
+}
+
+// newer reports whether a is a later version of the Lease than b. The
+// benchmark's server is backed by etcd, whose resourceVersions are revisions;
+// anything else is taken as not newer.
+func newer(a, b *coordinationv1.Lease) bool {
+	ra, errA := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	rb, errB := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	return errA == nil && errB == nil && ra > rb
 }
 
 // renewTerms queues every term whose renewal is due.
@@ -416,16 +471,18 @@ func (f *fleet) renewTerms(ctx context.Context) {
 
 // counts is a snapshot of the fleet's counters.
 type counts struct {
-	at                                time.Time
-	pings, renewals, lcOther, creates int64
-	leaseWrites, writeErrors          int64
-	wrongFirst, holderChanges         int64
+	at                                  time.Time
+	pings, renewals, lcOther, creates   int64
+	leaseWrites, conflicts, writeErrors int64
+	lapsed                              int64
+	wrongFirst, holderChanges           int64
 }
 
 func (f *fleet) snapshot() counts {
 	return counts{
 		at: time.Now(), pings: f.pings.Load(), renewals: f.renewals.Load(), lcOther: f.lcOther.Load(),
-		creates: f.lcCreates.Load(), leaseWrites: f.leaseWrites.Load(), writeErrors: f.writeErrors.Load(),
+		creates: f.lcCreates.Load(), leaseWrites: f.leaseWrites.Load(), conflicts: f.conflicts.Load(), writeErrors: f.writeErrors.Load(),
+		lapsed:     f.lapsed.Load(),
 		wrongFirst: f.wrongFirst.Load(), holderChanges: f.holderChanges.Load(),
 	}
 }

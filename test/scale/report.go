@@ -42,9 +42,11 @@ func (r *result) print(w io.Writer, cfg *config) {
 	min := s.wall.Minutes()
 	fmt.Fprintf(w, "  LeaseCandidate writes: %.0f/min (candidates' renewals %.0f/min, controller's pings %.0f/min, other %.0f/min)\n",
 		float64(s.fleet.renewals+s.fleet.pings+s.fleet.lcOther)/min, float64(s.fleet.renewals)/min, float64(s.fleet.pings)/min, float64(s.fleet.lcOther)/min)
-	fmt.Fprintf(w, "  holder changes: %d; Leases not held by their best candidate at the end: %d; holders' Lease writes %.0f/min\n",
-		s.fleet.holderChanges, r.steadyWrong, float64(s.fleet.leaseWrites)/min)
+	fmt.Fprintf(w, "  holder changes: %d; Leases not held by their best candidate at the end: %d; holders' Lease writes %.0f/min (%.0f/min due); fleet writes refused for a stale resourceVersion %.0f/min\n",
+		s.fleet.holderChanges, r.steadyWrong, float64(s.fleet.leaseWrites)/min, float64(r.leases)*time.Minute.Seconds()/cfg.holderRenew.Seconds(), float64(s.fleet.conflicts)/min)
+	fmt.Fprintf(w, "  holders' renewals that landed after their Lease had run out (an election was really due): %.0f/min\n", float64(s.fleet.lapsed)/min)
 	r.printPhase(w, s)
+	fmt.Fprintf(w, "node heartbeats over the whole run: %d written, %d skipped because the writers were behind\n", r.nodeWrites, r.nodeSkipped)
 
 	lcPerMin := float64(s.fleet.renewals+s.fleet.pings+s.fleet.lcOther) / min
 	fmt.Fprintf(w, "goals:\n")

@@ -333,7 +333,8 @@ func (m *measurement) end() (phase, error) {
 	p.fleet = counts{
 		at: now.at, pings: now.pings - m.counts.pings, renewals: now.renewals - m.counts.renewals,
 		lcOther: now.lcOther - m.counts.lcOther, creates: now.creates - m.counts.creates,
-		leaseWrites: now.leaseWrites - m.counts.leaseWrites, writeErrors: now.writeErrors - m.counts.writeErrors,
+		leaseWrites: now.leaseWrites - m.counts.leaseWrites, conflicts: now.conflicts - m.counts.conflicts, writeErrors: now.writeErrors - m.counts.writeErrors,
+		lapsed:     now.lapsed - m.counts.lapsed,
 		wrongFirst: now.wrongFirst - m.counts.wrongFirst, holderChanges: now.holderChanges - m.counts.holderChanges,
 	}
 	return p, nil
