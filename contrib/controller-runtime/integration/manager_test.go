@@ -22,7 +22,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	cle "github.com/cle-dev/cle/contrib/controller-runtime"
-	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/lock"
 )
@@ -253,11 +252,7 @@ func (e *env) checkWithdrawn(t *testing.T, ns string, r *replica) {
 // getCandidate reads r's LeaseCandidate and returns the error.
 func (e *env) getCandidate(t *testing.T, ns string, r *replica) error {
 	t.Helper()
-	clients, err := access.NewClients(e.s.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc, err := access.Detect(context.Background(), clients, e.apiMode)
+	acc, err := e.s.Access(context.Background(), e.apiMode)
 	if err != nil {
 		t.Fatal(err)
 	}

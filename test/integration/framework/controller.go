@@ -133,3 +133,13 @@ func (s *Server) StartController(t testing.TB, o ControllerOptions) *RunningCont
 	}
 	return &RunningController{Controller: c, Metrics: opts.Metrics, Access: acc, stop: stop}
 }
+
+// Access is the admin's access to the server's LeaseCandidates and Leases in
+// an API mode ("auto", "native" or "portable").
+func (s *Server) Access(ctx context.Context, mode string) (access.Interface, error) {
+	clients, err := access.NewClients(s.Config())
+	if err != nil {
+		return nil, err
+	}
+	return access.Detect(ctx, clients, mode)
+}

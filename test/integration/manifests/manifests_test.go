@@ -281,11 +281,7 @@ func startCandidate(t *testing.T, m apiMode, ns, lease, id string) {
 
 func newAccess(t *testing.T, m apiMode) access.Interface {
 	t.Helper()
-	clients, err := access.NewClients(m.server.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	acc, err := access.Detect(context.Background(), clients, m.name)
+	acc, err := m.server.Access(context.Background(), m.name)
 	if err != nil {
 		t.Fatal(err)
 	}
