@@ -65,9 +65,11 @@ type fleet struct {
 // term is a Lease held by one of the fleet's candidates.
 type term struct {
 	holder string
-	next   time.Time             // next renewal
-	lease  *coordinationv1.Lease // as the holder last wrote it
+	lease  *coordinationv1.Lease // as the holder last wrote it (renewTime set)
 }
+
+// next is when the holder renews again.
+func (t *term) next(every time.Duration) time.Time { return t.lease.Spec.RenewTime.Add(every) }
 
 func candidateName(lease string, version int) string { return fmt.Sprintf("%s-v%d", lease, version) }
 
@@ -363,7 +365,7 @@ func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
 	f.mu.Lock()
 	t := f.terms[key]
 	f.mu.Unlock()
-	if t != nil && t.lease != nil && newer(t.lease, lease) {
+	if t != nil && newer(t.lease, lease) {
 		lease = t.lease
 	}
 	write, holder, ok := f.nextWrite(lease, t, time.Now())
@@ -389,8 +391,7 @@ func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
 		return fmt.Errorf("write Lease %s: %w", key, err)
 	}
 	f.leaseWrites.Add(1)
-	if t != nil && t.holder == holder && t.lease != nil && t.lease.Spec.RenewTime != nil &&
-		ptr.Deref(updated.Spec.HolderIdentity, "") == holder {
+	if t != nil && t.holder == holder && ptr.Deref(updated.Spec.HolderIdentity, "") == holder {
 		// The server took this renewal only after the holder's previous
 		// one had run out: the Lease really expired, whatever any
 		// controller saw, and an election was due.
@@ -401,7 +402,7 @@ func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
 	}
 	f.mu.Lock()
 	if ptr.Deref(updated.Spec.HolderIdentity, "") == holder {
-		f.terms[key] = &term{holder: holder, next: updated.Spec.RenewTime.Add(f.cfg.holderRenew), lease: updated}
+		f.terms[key] = &term{holder: holder, lease: updated}
 	} else {
 		delete(f.terms, key) // the new holder starts its own term when it sees the Lease
 	}
@@ -425,7 +426,7 @@ func (f *fleet) nextWrite(lease *coordinationv1.Lease, t *term, now time.Time) (
 		lease.Spec.PreferredHolder = nil
 		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 		lease.Spec.AcquireTime = &micro
-	case t == nil || t.holder != holder || !now.Before(t.next):
+	case t == nil || t.holder != holder || !now.Before(t.next(f.cfg.holderRenew)):
 	default:
 		return nil, "", false
 	}
@@ -458,7 +459,7 @@ func (f *fleet) renewTerms(ctx context.Context) {
 		due = due[:0]
 		f.mu.Lock()
 		for key, t := range f.terms {
-			if !now.Before(t.next) {
+			if !now.Before(t.next(f.cfg.holderRenew)) {
 				due = append(due, key)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	cle "github.com/cle-dev/cle/contrib/controller-runtime"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/lock"
+	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 // Short timings, loose enough for a loaded two-core machine. RenewDeadline +
@@ -282,7 +282,7 @@ func TestManagerClientAndHealth(t *testing.T) {
 	ns := e.setup(t)
 	const lease = "guarded"
 	w := &witness{}
-	addr := freeAddress(t)
+	addr := framework.FreeAddress(t)
 	guard := func(_ *manager.Options, o *cle.Options) { o.GuardClient = true }
 	leader := e.startManager(t, w, ns, lease, "m34", "1.34.0", guard, func(opts *manager.Options, _ *cle.Options) {
 		opts.HealthProbeBindAddress = addr
@@ -321,15 +321,4 @@ func TestManagerClientAndHealth(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /healthz/%s: %d %s", cle.HealthCheckName, resp.StatusCode, body)
 	}
-}
-
-// freeAddress is a loopback address with a port free a moment ago.
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

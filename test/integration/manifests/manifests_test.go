@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -202,16 +201,6 @@ func buildController(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // controllerProcess is cle-controller run as the ServiceAccount's user with
 // the Deployment's flags.
 type controllerProcess struct {
@@ -227,7 +216,7 @@ func startController(t *testing.T, m apiMode, bin string, args []string, ns, use
 	if err := m.server.WriteUserKubeconfig(kc, user); err != nil {
 		t.Fatal(err)
 	}
-	p := &controllerProcess{health: freeAddr(t), logs: &framework.SyncBuffer{}}
+	p := &controllerProcess{health: framework.FreeAddress(t), logs: &framework.SyncBuffer{}}
 	args = append(append([]string{}, args...),
 		"--kubeconfig="+kc, "--namespaces="+ns,
 		// The framework idles the built-in controller by holding its Lease,
