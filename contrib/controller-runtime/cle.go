@@ -81,7 +81,9 @@ type Options struct {
 	// manager's, and then to controller-runtime's (15s, 10s, 2s);
 	// RenewDeadline + RetryPeriod must be shorter than LeaseDuration. A
 	// replica that is preempted keeps running its leader runnables for up
-	// to RetryPeriod + RenewDeadline.
+	// to RetryPeriod + RenewDeadline. The manager's own RetryPeriod is the
+	// lock's, which may be shorter (lock.Lock.Timings: 1.295s with the
+	// defaults), so that it leads at its first try once the Lease names it.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
@@ -219,9 +221,10 @@ func managerOptions(opts *manager.Options, cfg *rest.Config, o Options, events r
 	opts.LeaderElectionReleaseOnCancel = release
 	opts.LeaderElectionNamespace = o.Namespace
 	opts.LeaderElectionID = o.LeaseName
-	opts.LeaseDuration = &o.LeaseDuration
-	opts.RenewDeadline = &o.RenewDeadline
-	opts.RetryPeriod = &o.RetryPeriod
+	// The elector's retry period may be shorter than the candidate's: see
+	// lock.Lock.Timings.
+	ld, rd, rp := l.Timings()
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = &ld, &rd, &rp
 	return l, nil
 }
 

@@ -28,8 +28,11 @@ func TestManagerOptions(t *testing.T) {
 	if opts.LeaderElectionNamespace != "ns" || opts.LeaderElectionID != "my-manager" {
 		t.Errorf("Lease %s/%s, want ns/my-manager", opts.LeaderElectionNamespace, opts.LeaderElectionID)
 	}
-	if *opts.LeaseDuration != DefaultLeaseDuration || *opts.RenewDeadline != DefaultRenewDeadline || *opts.RetryPeriod != time.Second {
-		t.Errorf("durations %s/%s/%s, want the defaults and RetryPeriod 1s", *opts.LeaseDuration, *opts.RenewDeadline, *opts.RetryPeriod)
+	if _, _, rp := lk.Candidate().Timings(); *opts.LeaseDuration != DefaultLeaseDuration || *opts.RenewDeadline != DefaultRenewDeadline || rp != time.Second {
+		t.Errorf("durations %s/%s, candidate's RetryPeriod %s; want the defaults and RetryPeriod 1s", *opts.LeaseDuration, *opts.RenewDeadline, rp)
+	}
+	if _, _, rp := lk.Timings(); *opts.RetryPeriod != rp || rp > time.Second {
+		t.Errorf("the manager's RetryPeriod is %s, want the lock's %s, no longer than the candidate's", *opts.RetryPeriod, rp)
 	}
 	if msgs := validation.IsDNS1123Subdomain(lk.Identity()); len(msgs) > 0 {
 		t.Errorf("default identity %q is not a valid candidate name: %v", lk.Identity(), msgs)
@@ -73,7 +76,7 @@ func TestManagerOptionsReadsTheManagersOptions(t *testing.T) {
 	if lk.Describe() != "team/operator-lock" {
 		t.Errorf("Lease %s, want the manager's team/operator-lock", lk.Describe())
 	}
-	if l, r, p := lk.Timings(); l != lease || r != renew || p != retry {
+	if l, r, p := lk.Candidate().Timings(); l != lease || r != renew || p != retry {
 		t.Errorf("candidate timings %s/%s/%s, want the manager's %s/%s/%s", l, r, p, lease, renew, retry)
 	}
 	if *opts.GracefulShutdownTimeout != grace || !opts.LeaderElectionReleaseOnCancel {

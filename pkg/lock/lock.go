@@ -78,9 +78,11 @@ type Config struct {
 	// Candidate configures the candidate behind the Lock. Identity may be
 	// any identity client-go accepts: it is mapped with IdentityFor. It
 	// configures a candidate.External; ReleaseOnCancel is ignored (the elector's own
-	// ReleaseOnCancel decides). Callbacks are optional. LeaseDuration,
-	// RenewDeadline and RetryPeriod must be those of the LeaderElector
-	// (Lock.Timings); a longer one is refused (ErrTimingMismatch).
+	// ReleaseOnCancel decides). Callbacks are optional. Give the
+	// LeaderElector the timings of Lock.Timings: the candidate's
+	// LeaseDuration and RenewDeadline, and a RetryPeriod that may be
+	// shorter than the candidate's. Longer ones are refused
+	// (ErrTimingMismatch).
 	Candidate candidate.Config
 	// EventRecorder, when set, records the elector's events ("became
 	// leader", "stopped leading") on the Lease, as client-go's Lease lock
@@ -211,6 +213,7 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		return nil, nil, err
 	}
 	l.timing.observeGet(time.Now())
+	defer l.timing.readReturned(time.Now)
 	lease, err := l.c.Lease(ctx)
 	if err != nil {
 		return nil, nil, l.callError(err)

@@ -336,7 +336,7 @@ type elector struct {
 	// release is the elector's ReleaseOnCancel.
 	release bool
 	// leaseDuration, renewDeadline and retryPeriod are the elector's
-	// timings; zero: the candidate's.
+	// timings; zero: the Lock's (Lock.Timings).
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	// workStops is how long leader work takes to return once its context
 	// is cancelled.
@@ -402,11 +402,12 @@ func (w *world) runElector(o elector) (le *leaderelection.LeaderElector, lk *err
 	if !o.untracked {
 		callbacks = lock.Callbacks(callbacks)
 	}
+	ld, rd, rp := lock.Timings()
 	le, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lk,
-		LeaseDuration:   cmp.Or(o.leaseDuration, leaseDuration),
-		RenewDeadline:   cmp.Or(o.renewDeadline, renewDeadline),
-		RetryPeriod:     cmp.Or(o.retryPeriod, retryPeriod),
+		LeaseDuration:   cmp.Or(o.leaseDuration, ld),
+		RenewDeadline:   cmp.Or(o.renewDeadline, rd),
+		RetryPeriod:     cmp.Or(o.retryPeriod, rp),
 		ReleaseOnCancel: o.release,
 		Callbacks:       callbacks,
 	})
@@ -563,8 +564,8 @@ func TestRecordEventLikeClientGo(t *testing.T) {
 }
 
 // leadNow elects me and waits until the elector leads: it tries every
-// RetryPeriod, with jitter, and the Lock lets it lead once two of its tries
-// came close enough to show its RetryPeriod is not longer than the
+// RetryPeriod, with jitter, and the Lock lets it lead once the gap between
+// two of its tries has shown that its RetryPeriod is not longer than the
 // candidate's.
 func (w *world) leadNow(le *leaderelection.LeaderElector) {
 	w.t.Helper()
@@ -576,6 +577,92 @@ func (w *world) leadNow(le *leaderelection.LeaderElector) {
 		advance(retryPeriod)
 	}
 	w.t.Fatalf("not leading after 50 retry periods: %v", w.logged())
+}
+
+// client-go waits RetryPeriod to 2.2 times it between two tries to acquire,
+// at random, and the Lock lets the elector lead only once a gap has shown
+// that its RetryPeriod is not longer than the candidate's and a third of the
+// margin (3s here). With Lock.Timings' RetryPeriod every gap does: the
+// elector leads at its first try once the Lease names it, whether it stood
+// by or starts with the Lease naming it (its very first try has no gap
+// before it, and the second leads). With the candidate's RetryPeriod only
+// some gaps do, and it leads some tries later.
+func TestElectorLeadsAtItsFirstTry(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		standBy   bool
+		candidate bool // the elector has the candidate's RetryPeriod
+	}{
+		{"standing by", true, false},
+		{"named before its start", false, false},
+		{"named before its start, candidate's RetryPeriod", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var late int
+			const runs = 50
+			for range runs {
+				inWorld(t, func(t *testing.T, w *world) {
+					if tc.standBy {
+						w.elect("other")
+					} else {
+						w.elect(me)
+					}
+					e := elector{release: true}
+					if tc.candidate {
+						e.retryPeriod = retryPeriod
+					}
+					le, _, _ := w.runElector(e)
+					_, _, rp := w.lock.Timings()
+					if tc.candidate {
+						rp = retryPeriod
+					}
+					if tc.standBy {
+						advance(3 * rp)
+						w.elect(me)
+					}
+					advance(time.Duration(2.2*float64(rp)) + time.Millisecond)
+					if !w.leads(le) {
+						late++
+						if !tc.candidate {
+							t.Fatalf("not leading 2.2 retry periods (%s) after the Lease named it: %v", rp, w.logged())
+						}
+						w.leadNow(le)
+					}
+					w.checkNoOverlap()
+				})
+			}
+			t.Logf("%d of %d electors did not lead at their first try after a gap", late, runs)
+			if tc.candidate && late == 0 {
+				t.Errorf("every elector with the candidate's RetryPeriod led at its first try after a gap; want some gaps too long to show its RetryPeriod")
+			}
+		})
+	}
+}
+
+func TestElectorRetryPeriod(t *testing.T) {
+	for _, tc := range []struct{ lease, renew, retry, want time.Duration }{
+		{15 * time.Second, 10 * time.Second, 2 * time.Second, 1295 * time.Millisecond},
+		{8 * time.Second, 5 * time.Second, time.Second, 719 * time.Millisecond},
+		{60 * time.Second, 40 * time.Second, 10 * time.Second, 5757 * time.Millisecond},
+		// Never longer than the candidate's.
+		{15 * time.Second, 10 * time.Second, time.Second, time.Second},
+	} {
+		l, err := New(Config{Candidate: candidate.Config{
+			Clients: access.Clients{Kube: fake.NewClientset()}, Namespace: ns, LeaseName: leaseName, Identity: me, BinaryVersion: "1.36.0",
+			LeaseDuration: tc.lease, RenewDeadline: tc.renew, RetryPeriod: tc.retry,
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ld, rd, rp := l.Timings()
+		if ld != tc.lease || rd != tc.renew || rp != tc.want {
+			t.Errorf("%s/%s/%s: Timings() = %s/%s/%s, want %s/%s/%s", tc.lease, tc.renew, tc.retry, ld, rd, rp, tc.lease, tc.renew, tc.want)
+		}
+		// Its longest gap, 2.2 times it, is within the limit.
+		if limit := tc.retry + (tc.lease-tc.renew-tc.retry)/3; time.Duration(2.2*float64(rp)) > limit {
+			t.Errorf("%s/%s/%s: 2.2 * %s is longer than the limit %s", tc.lease, tc.renew, tc.retry, rp, limit)
+		}
+	}
 }
 
 var errServer = apierrors.NewInternalError(errors.New("etcd is unhappy"))

@@ -14,10 +14,16 @@ import (
 // timingCheck compares the elector's timings with the candidate's, from
 // what the elector shows of them: the LeaseDurationSeconds it writes, the
 // deadline of the context it renews with (client-go renews within a poll
-// that ends RenewDeadline after it began), and how often it tries to acquire
-// the Lease (at least every RetryPeriod). Longer timings than the
+// that ends RenewDeadline after it began), and how long it waits between two
+// tries to acquire the Lease (at least RetryPeriod). Longer timings than the
 // candidate's would let the elector lead after the election controller,
 // which counts the candidate's lease duration, has named another holder.
+//
+// A gap between two tries bounds the elector's RetryPeriod from above, and
+// client-go draws each gap between RetryPeriod and (1 + acquireJitter) times
+// it. The elector is therefore given a RetryPeriod short enough that every
+// gap is within the limit (electorRetryPeriod): its first gap proves its
+// RetryPeriod, and it leads at its first try once the Lease names it.
 type timingCheck struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 	// margin is a third of what the timings leave after the elector has
@@ -26,10 +32,14 @@ type timingCheck struct {
 	margin time.Duration
 
 	mu sync.Mutex
-	// lastGet is when the elector last read the Lease before it led, and
-	// minGap and maxGap the shortest and longest time between two such
-	// reads (zero: fewer than two yet).
-	lastGet        time.Time
+	// lastRead is when the elector's last read of the Lease returned
+	// before it led, and minGap and maxGap the shortest and longest time
+	// from such a return to the next read (zero: none yet). Each try to
+	// acquire reads the Lease once, and client-go waits its jittered
+	// RetryPeriod between the end of a try and the start of the next; what
+	// a try does besides its read before it leads (updates the Lock
+	// refuses, the first for want of a gap) takes no time to speak of.
+	lastRead       time.Time
 	minGap, maxGap time.Duration
 	// lastOK is whether the last renewal succeeded, and succeeded whether
 	// one ever did (the elector's acquisition).
@@ -40,8 +50,23 @@ type timingCheck struct {
 }
 
 // acquireJitter is client-go's JitterFactor: before it leads, the elector
-// tries to acquire every RetryPeriod to (1 + JitterFactor) * RetryPeriod.
+// waits RetryPeriod to (1 + JitterFactor) * RetryPeriod between two tries to
+// acquire.
 const acquireJitter = 1.2
+
+// limit is the longest RetryPeriod the elector may have: the candidate's and
+// the margin.
+func (c *timingCheck) limit() time.Duration { return c.retryPeriod + c.margin }
+
+// electorRetryPeriod is the RetryPeriod the elector is given: the longest
+// whose every jittered gap, and a twentieth of the limit for the elector's
+// own work between two tries, is within the limit; and never longer than
+// the candidate's.
+func (c *timingCheck) electorRetryPeriod() time.Duration {
+	limit := c.limit()
+	rp := time.Duration(float64(limit-limit/20) / (1 + acquireJitter)).Truncate(time.Millisecond)
+	return min(rp, c.retryPeriod)
+}
 
 // deadlineTolerance is how much further than RenewDeadline the deadline of
 // a renewal may be: clocks are read at different moments.
@@ -51,7 +76,7 @@ const deadlineTolerance = 50 * time.Millisecond
 // elector has shown that its RetryPeriod is not longer than the candidate's
 // (and the margin): the elector tries again, and one of the next tries
 // comes soon enough.
-var errRetryPeriodUnconfirmed = errors.New("the elector has not yet tried to acquire the Lease twice within RetryPeriod and the margin of each other; it leads once it has")
+var errRetryPeriodUnconfirmed = errors.New("the elector has not yet waited less than the candidate's RetryPeriod and the margin between two tries to acquire the Lease; it leads once it has (give it Lock.Timings' RetryPeriod, and it does at its first try)")
 
 // observeGet records a read of the Lease by the elector at now.
 func (c *timingCheck) observeGet(now time.Time) {
@@ -60,14 +85,21 @@ func (c *timingCheck) observeGet(now time.Time) {
 	if c.succeeded {
 		return // the gaps of interest are those of the acquire loop
 	}
-	if !c.lastGet.IsZero() {
-		gap := now.Sub(c.lastGet)
+	if !c.lastRead.IsZero() {
+		gap := now.Sub(c.lastRead)
 		if c.minGap == 0 || gap < c.minGap {
 			c.minGap = gap
 		}
 		c.maxGap = max(c.maxGap, gap)
 	}
-	c.lastGet = now
+}
+
+// readReturned records that a read of the Lease by the elector returns
+// now.
+func (c *timingCheck) readReturned(now func() time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastRead = now()
 }
 
 // check returns an error wrapping ErrTimingMismatch when ler, a renewal sent
@@ -80,7 +112,7 @@ func (c *timingCheck) check(ctx context.Context, ler resourcelock.LeaderElection
 		return c.refused
 	}
 	var err error
-	limit := c.retryPeriod + c.margin
+	limit := c.limit()
 	switch dl, ok := ctx.Deadline(); {
 	case ler.LeaseDurationSeconds != int(c.leaseDuration/time.Second):
 		err = fmt.Errorf("%w: the elector's LeaseDuration is %ds, the candidate's %s", ErrTimingMismatch, ler.LeaseDurationSeconds, c.leaseDuration)
@@ -138,10 +170,21 @@ func (l *Lock) renewed(ok bool) {
 	}
 }
 
-// Timings returns the LeaseDuration, RenewDeadline and RetryPeriod of the
-// candidate: the elector must use the same.
+// Timings returns the LeaseDuration, RenewDeadline and RetryPeriod to give
+// the elector: the candidate's LeaseDuration and RenewDeadline, and a
+// RetryPeriod that may be shorter than the candidate's (0.65 times it with
+// client-go's defaults, 15s/10s/2s: 1.295s). client-go waits up to 2.2 times its
+// RetryPeriod between two tries to acquire, and the Lock lets it lead only
+// once one gap has shown that its RetryPeriod is not longer than the
+// candidate's and a third of the margin; with this one the first gap
+// does, so the elector leads at its first try once the Lease names it. It
+// also renews that much more often while it leads.
+//
+// An elector with the candidate's RetryPeriod is accepted too, once one of
+// its gaps is short enough (about half of them at client-go's defaults).
 func (l *Lock) Timings() (leaseDuration, renewDeadline, retryPeriod time.Duration) {
-	return l.c.Timings()
+	ld, rd, _ := l.c.Timings()
+	return ld, rd, l.timing.electorRetryPeriod()
 }
 
 // work follows the elector's leader work (OnStartedLeading), once Callbacks
