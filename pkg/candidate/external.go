@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
 )
@@ -193,12 +194,25 @@ func (e *External) inLoop(ctx context.Context, fn func(ctx, caller context.Conte
 // counts the lease duration from when it saw the renewal, which may be
 // that much earlier. Counting it would let the elector lead past the
 // Lease's expiry as the controller judges it.
-func (e *External) Renew(ctx context.Context) error {
+func (e *External) Renew(ctx context.Context) error { return e.renew(ctx, nil) }
+
+// RenewTerm is Renew for an elector that already leads, in the term whose
+// fencing token is token: it fails, wrapping ErrNotLeader, when the Lease is
+// in another term, although it names this process. The Lease went to
+// another holder meanwhile (this process was frozen or cut off) and came
+// back in a new term: the elector's leader work belongs to the old one and
+// must stop, and the elector acquire the new one, before it leads again.
+func (e *External) RenewTerm(ctx context.Context, token int32) error { return e.renew(ctx, &token) }
+
+func (e *External) renew(ctx context.Context, token *int32) error {
 	var sent time.Time
 	err := e.inLoop(ctx, func(ctx, caller context.Context, el *elector) error {
 		el.step(ctx) // steps down for every reason to
 		if err := lead.RenewCall(el.snapshot()); err != nil {
 			return err
+		}
+		if cur := el.current(); token != nil && cur != nil && ptr.Deref(cur.Spec.LeaseTransitions, 0) != *token {
+			return fmt.Errorf("%w: the Lease is in term %d, the elector leads term %d; it must acquire the new term", ErrNotLeader, ptr.Deref(cur.Spec.LeaseTransitions, 0), *token)
 		}
 		if err := el.renew(ctx, caller, el.current()); err != nil {
 			return err

@@ -18,7 +18,11 @@
 //     (candidate.Renew): the first success makes the elector leader, and it
 //     fails at once when the controller prefers another holder or the
 //     library does not count this process leader, so that the elector's
-//     renew loop cannot keep it leading past the library. It fails too when
+//     renew loop cannot keep it leading past the library. Once the elector
+//     leads, it fails too when the Lease is in another term than the one
+//     the elector acquired (External.RenewTerm): the Lease went to another
+//     holder and came back while this process was frozen or cut off, and
+//     the elector's leader work, on the old term's token, must stop. It fails too when
 //     its answer was slow (candidate.ErrSlowRenewal), and for good when the
 //     elector's timings are longer than the candidate's (ErrTimingMismatch):
 //     either would let the elector lead after the election controller has
@@ -253,7 +257,13 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 		if err := l.checkTimings(ctx, ler); err != nil {
 			return err
 		}
-		err := l.callError(l.c.Renew(ctx))
+		var err error
+		if token, leading := l.timing.electorTerm(); leading {
+			err = l.c.RenewTerm(ctx, token)
+		} else {
+			err = l.c.Renew(ctx)
+		}
+		err = l.callError(err)
 		l.renewed(err == nil)
 		return err
 	case "":

@@ -665,6 +665,27 @@ func TestElectorRetryPeriod(t *testing.T) {
 	}
 }
 
+// The Lease goes to another holder and comes back in a new term between two
+// renewals of the elector (this process was frozen or cut off meanwhile):
+// the elector's leader work belongs to the old term, and acts on its token,
+// so it must stop; the renewal that would carry it into the new term fails.
+func TestNewTermStopsTheOldTermsWork(t *testing.T) {
+	inWorld(t, func(t *testing.T, w *world) {
+		le, lk, _ := w.runElector(elector{release: true})
+		w.leadNow(le)
+		w.elect("other")
+		w.elect(me)
+		_, _, rp := w.lock.Timings()
+		advance(rp + renewDeadline + time.Second)
+		if !slices.Contains(w.logged(), "leader work returned") {
+			t.Errorf("the old term's leader work still runs in the new term: %v", w.logged())
+		}
+		if !slices.ContainsFunc(lk.updateErrors(), func(err error) bool { return errors.Is(err, candidate.ErrNotLeader) }) {
+			t.Errorf("Update errors %v, want a renewal refused for the new term", lk.updateErrors())
+		}
+	})
+}
+
 var errServer = apierrors.NewInternalError(errors.New("etcd is unhappy"))
 
 // A renewal answered 4s late: client-go counts its renew deadline from the

@@ -45,6 +45,8 @@ type timingCheck struct {
 	// one ever did (the elector's acquisition).
 	lastOK    bool
 	succeeded bool
+	// term is the fencing token of the term the elector acquired.
+	term int32
 	// refused is the mismatch found, for good.
 	refused error
 }
@@ -145,6 +147,21 @@ func (c *timingCheck) renewed(ok bool) (first bool) {
 	return first
 }
 
+// setElectorTerm records the fencing token of the term the elector
+// acquired.
+func (c *timingCheck) setElectorTerm(token int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.term = token
+}
+
+// electorTerm is the token of the term the elector acquired, once it has.
+func (c *timingCheck) electorTerm() (token int32, leading bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.term, c.succeeded
+}
+
 // lastRenewalSucceeded reports whether the elector's last renewal
 // succeeded.
 func (c *timingCheck) lastRenewalSucceeded() bool {
@@ -163,9 +180,12 @@ func (l *Lock) checkTimings(ctx context.Context, ler resourcelock.LeaderElection
 }
 
 // renewed records the outcome of a renewal of the elector: the first
-// success is the elector's acquisition, after which it runs leader work.
+// success is the elector's acquisition, after which it runs leader work in
+// the term it acquired.
 func (l *Lock) renewed(ok bool) {
 	if first := l.timing.renewed(ok); first {
+		token, _ := l.c.Token()
+		l.timing.setElectorTerm(token)
 		l.work.started()
 	}
 }
