@@ -15,7 +15,7 @@
 //
 // With --witness-url the leader also reports to a witness, an HTTP service
 // that stands for a resource guarded by the Lease: every --witness-interval
-// it POSTs a JSON witnessWrite (identity, fencing token, sequence number, its
+// it POSTs a JSON witness.Write (identity, fencing token, sequence number, its
 // own clock's time) through a write-guarded HTTP client, stamped with the
 // moment it got past the guard (header Cle-Guard-Passed). The witness answers
 // 409 Conflict to a token older than one it has accepted ("fenced").
@@ -54,10 +54,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/cle-dev/cle/internal/witness"
 	"github.com/cle-dev/cle/pkg/candidate"
 )
 
@@ -151,7 +151,7 @@ func run(ctx context.Context, o options) error {
 	restConfig.UserAgent = "cle-example-candidate/" + o.identity
 
 	out := &printer{identity: o.identity}
-	var witness *http.Client // set before Run, used only while leading
+	var witnessClient *http.Client // set before Run, used only while leading
 	var c *candidate.Candidate
 	c, err = candidate.New(candidate.Config{
 		RestConfig:             restConfig,
@@ -166,7 +166,7 @@ func run(ctx context.Context, o options) error {
 		RenewDeadline:          o.renewDeadline,
 		RetryPeriod:            o.retryPeriod,
 		CandidateRenewInterval: o.candidateRenew,
-		Clock:                  offsetClock{offset: o.clockOffset},
+		Clock:                  witness.OffsetClock{Offset: o.clockOffset},
 		Callbacks: candidate.Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				token, _ := candidate.TokenFrom(ctx)
@@ -174,7 +174,15 @@ func run(ctx context.Context, o options) error {
 				logger.Info("Leading", "token", token)
 				var wg sync.WaitGroup
 				if o.witnessURL != "" {
-					wg.Go(func() { reportToWitness(ctx, witness, token, o, out) })
+					wg.Go(func() {
+						witness.Report(ctx, witnessClient, o.witnessURL, o.identity, token, o.witnessInterval, witness.OffsetClock{Offset: o.clockOffset},
+							func(seq int, err error) {
+								if err != nil {
+									logger.V(2).Info("Witness write failed", "err", err)
+								}
+								out.print("witness token=%d seq=%d result=%s", token, seq, writeResult(err))
+							})
+					})
 				}
 				if o.writeConfigMap != "" {
 					lead(ctx, token, o, out)
@@ -206,9 +214,7 @@ func run(ctx context.Context, o options) error {
 		// The guard refuses a write while this process is not leader and
 		// cancels one in flight when the term ends; the witness's token check
 		// is what stops a write that got past it before that.
-		cfg := &rest.Config{Host: o.witnessURL, Timeout: 2 * time.Second}
-		cfg.Wrap(stampGuardPassed(offsetClock{offset: o.clockOffset}))
-		witness, err = rest.HTTPClientFor(c.WrapConfig(cfg))
+		witnessClient, err = witness.Client(o.witnessURL, witness.OffsetClock{Offset: o.clockOffset}, c.WrapConfig)
 		if err != nil {
 			return fmt.Errorf("witness client: %w", err)
 		}
@@ -280,7 +286,7 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 
 // errFenced is the error of a write fenced off because a newer term has
 // written: the ConfigMap carries its token, or the witness accepted it.
-var errFenced = errors.New("a newer term has written")
+var errFenced = witness.ErrFenced
 
 // fencedWriter writes the ConfigMap as the leader of one term. Its writes are
 // fenced: each is an update conditional on a version of the ConfigMap known

@@ -5,7 +5,10 @@
 //
 // The reconciler stamps each ConfigMap labelled cle.dev/example=true in
 // --namespace with the leader's identity and fencing token, writing through
-// a client that refuses writes whenever this replica is not leader.
+// a client that refuses writes whenever this replica is not leader. With
+// --witness-url a leader runnable also reports to a witness (see
+// internal/witness) every --witness-interval, with the term's token, through
+// a write-guarded HTTP client.
 package main
 
 import (
@@ -14,10 +17,12 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,12 +33,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	cle "github.com/cle-dev/cle/contrib/controller-runtime"
+	"github.com/cle-dev/cle/internal/witness"
 	"github.com/cle-dev/cle/pkg/candidate"
 )
 
 const (
 	exampleLabel    = "cle.dev/example"
 	stampAnnotation = "cle.dev/example-leader"
+)
+
+var (
+	witnessURL      string
+	witnessInterval time.Duration
 )
 
 func main() {
@@ -47,6 +58,8 @@ func main() {
 	flag.DurationVar(&o.LeaseDuration, "lease-duration", cle.DefaultLeaseDuration, "lease duration")
 	flag.DurationVar(&o.RenewDeadline, "renew-deadline", cle.DefaultRenewDeadline, "renew deadline")
 	flag.DurationVar(&o.RetryPeriod, "retry-period", cle.DefaultRetryPeriod, "retry period")
+	flag.StringVar(&witnessURL, "witness-url", "", "if set, the leader POSTs a fenced write to this URL every --witness-interval through a write-guarded HTTP client")
+	flag.DurationVar(&witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
 	klog.InitFlags(nil)
 	flag.Parse() // --kubeconfig is registered by controller-runtime
 	ctrl.SetLogger(klog.Background())
@@ -82,6 +95,11 @@ func run(ctx context.Context, o cle.Options) error {
 	if err != nil {
 		return err
 	}
+	if witnessURL != "" {
+		if err := mgr.Add(reportToWitness(lk.Candidate())); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("identity %s\n", lk.Identity())
 	// Start hands the Lease over and withdraws the LeaseCandidate before
 	// it returns.
@@ -113,4 +131,22 @@ func (s *stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		fmt.Printf("stamped %s/%s %s\n", cm.Namespace, cm.Name, stamp)
 	}
 	return reconcile.Result{}, err
+}
+
+// reportToWitness is a leader runnable that writes to the witness with the
+// term's token until the manager stops it.
+func reportToWitness(c *candidate.External) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		hc, err := witness.Client(witnessURL, clock.RealClock{}, c.WrapConfig)
+		if err != nil {
+			return fmt.Errorf("witness client: %w", err)
+		}
+		token, _ := c.Token()
+		witness.Report(ctx, hc, witnessURL, c.Identity(), token, witnessInterval, clock.RealClock{}, func(seq int, err error) {
+			if err != nil {
+				klog.FromContext(ctx).V(2).Info("Witness write failed", "token", token, "seq", seq, "err", err)
+			}
+		})
+		return nil
+	})
 }

@@ -1,0 +1,160 @@
+// Command lock-elector is a component built on client-go's LeaderElector that
+// takes part in coordinated leader election by passing pkg/lock's resource
+// lock instead of client-go's Lease lock, and changing nothing else. While it
+// leads, it reports to a witness (--witness-url, see internal/witness)
+// through a write-guarded HTTP client, every --witness-interval, with the
+// term's fencing token.
+//
+// Besides its logs (stderr), it prints one line per event to stdout:
+//
+//	started-leading identity=<id> token=<n>
+//	stopped-leading identity=<id>
+//	new-leader identity=<id> leader=<holder>
+//
+// SIGINT or SIGTERM cancels the elector: leader work stops, and the lock
+// hands the Lease over once it has returned (ReleaseOnCancel). A lost term
+// ends the process with status 1, as client-go components do.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/klog/v2"
+
+	"github.com/cle-dev/cle/internal/witness"
+	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/pkg/lock"
+)
+
+type options struct {
+	kubeconfig, apiMode, namespace, lease, identity string
+	binaryVersion, emulationVersion                 string
+	leaseDuration, renewDeadline, retryPeriod       time.Duration
+	witnessURL                                      string
+	witnessInterval, clockOffset                    time.Duration
+}
+
+func main() {
+	var o options
+	fs := pflag.NewFlagSet("lock-elector", pflag.ContinueOnError)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, or $KUBECONFIG)")
+	fs.StringVar(&o.apiMode, "api-mode", "auto", "auto, native or portable")
+	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the Lease")
+	fs.StringVar(&o.lease, "lease", "", "name of the Lease (required)")
+	fs.StringVar(&o.identity, "identity", "", "this process's identity (required)")
+	fs.StringVar(&o.binaryVersion, "binary-version", "", "binary version, e.g. 1.36.0 (required)")
+	fs.StringVar(&o.emulationVersion, "emulation-version", "", "emulation version (default: the binary version)")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "the candidate's lease duration")
+	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "the candidate's renew deadline")
+	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "the candidate's retry period (the elector's is the lock's, which may be shorter)")
+	fs.StringVar(&o.witnessURL, "witness-url", "", "if set, the leader POSTs a fenced write to this URL every --witness-interval through a write-guarded HTTP client")
+	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
+	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the candidate on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.AddGoFlagSet(klogFlags)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		klog.Background().Error(err, "lock-elector failed")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	logger := klog.LoggerWithValues(klog.Background(), "identity", o.identity)
+	ctx = klog.NewContext(ctx, logger)
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	restConfig, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	restConfig.UserAgent = "cle-example-lock-elector/" + o.identity
+	clk := witness.OffsetClock{Offset: o.clockOffset}
+	lk, err := lock.New(lock.Config{Candidate: candidate.Config{
+		RestConfig:       restConfig,
+		APIMode:          o.apiMode,
+		Namespace:        o.namespace,
+		LeaseName:        o.lease,
+		Identity:         o.identity,
+		BinaryVersion:    o.binaryVersion,
+		EmulationVersion: o.emulationVersion,
+		LeaseDuration:    o.leaseDuration,
+		RenewDeadline:    o.renewDeadline,
+		RetryPeriod:      o.retryPeriod,
+		Clock:            clk,
+	}})
+	if err != nil {
+		return err
+	}
+	var witnessClient *http.Client
+	if o.witnessURL != "" {
+		if witnessClient, err = witness.Client(o.witnessURL, clk, lk.Candidate().WrapConfig); err != nil {
+			return fmt.Errorf("witness client: %w", err)
+		}
+	}
+	id := lk.Identity()
+	ld, rd, rp := lk.Timings()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lk,
+		LeaseDuration:   ld,
+		RenewDeadline:   rd,
+		RetryPeriod:     rp,
+		ReleaseOnCancel: true,
+		Name:            id,
+		// Wrapped, so that the lock hands the Lease over once leader work
+		// has returned.
+		Callbacks: lk.Callbacks(leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				token, _ := lk.Candidate().Token()
+				fmt.Printf("started-leading identity=%s token=%d\n", id, token)
+				logger.Info("Leading", "token", token)
+				if witnessClient == nil {
+					<-ctx.Done()
+					return
+				}
+				witness.Report(ctx, witnessClient, o.witnessURL, id, token, o.witnessInterval, clk, func(seq int, err error) {
+					if err != nil {
+						logger.V(2).Info("Witness write failed", "token", token, "seq", seq, "err", err)
+					}
+				})
+			},
+			OnStoppedLeading: func() {
+				fmt.Printf("stopped-leading identity=%s\n", id)
+				logger.Info("Not leading any more")
+			},
+			OnNewLeader: func(leader string) {
+				fmt.Printf("new-leader identity=%s leader=%s\n", id, leader)
+			},
+		}),
+	})
+	if err != nil {
+		return err
+	}
+	le.Run(ctx)
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ld)
+	defer cancel()
+	closeErr := lk.Close(closeCtx)
+	if ctx.Err() == nil {
+		return errors.Join(errors.New("leader election lost"), closeErr)
+	}
+	return closeErr
+}
