@@ -11,6 +11,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	wire "github.com/cle-dev/cle/internal/witness"
 )
 
 // TestChecksCatchViolations feeds the witness and the recorder histories
@@ -33,13 +35,13 @@ func TestChecksCatchViolations(t *testing.T) {
 	// postPassed writes as identity, past its guard at passed (machine time).
 	postPassed := func(identity string, token int32, passed time.Time) int {
 		t.Helper()
-		body, _ := json.Marshal(witnessWrite{Identity: identity, Token: token})
+		body, _ := json.Marshal(wire.Write{Identity: identity, Token: token})
 		req, err := http.NewRequest(http.MethodPost, w.URL(), bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !passed.IsZero() {
-			req.Header.Set(guardPassedHeader, passed.Add(offsets[identity]).Format(time.RFC3339Nano))
+			req.Header.Set(wire.GuardPassedHeader, passed.Add(offsets[identity]).Format(time.RFC3339Nano))
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

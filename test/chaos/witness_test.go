@@ -7,24 +7,13 @@ import (
 	"net/http/httptest"
 	"sync"
 	"time"
+
+	wire "github.com/cle-dev/cle/internal/witness"
 )
-
-// witnessWrite is what a leader sends to the witness (examples/candidate
-// --witness-url).
-type witnessWrite struct {
-	Identity string    `json:"identity"`
-	Token    int32     `json:"token"`
-	Seq      int       `json:"seq"`
-	Time     time.Time `json:"time"`
-}
-
-// guardPassedHeader carries the moment the write got past the sender's
-// write guard, on the sender's clock (examples/candidate).
-const guardPassedHeader = "Cle-Guard-Passed"
 
 // record is one write as the witness received it.
 type record struct {
-	witnessWrite
+	wire.Write
 	received time.Time
 	// passed is when the write got past the sender's write guard, on the
 	// machine's clock: the last moment its sender decided, as leader, to
@@ -77,14 +66,14 @@ func (w *witness) serve(rw http.ResponseWriter, req *http.Request) {
 		http.Error(rw, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
-	var in witnessWrite
+	var in wire.Write
 	if err := json.NewDecoder(req.Body).Decode(&in); err != nil {
 		http.Error(rw, err.Error(), http.StatusBadRequest)
 		return
 	}
-	passed, err := time.Parse(time.RFC3339Nano, req.Header.Get(guardPassedHeader))
+	passed, err := time.Parse(time.RFC3339Nano, req.Header.Get(wire.GuardPassedHeader))
 	if err != nil {
-		w.v.add("witness write from %s without a valid %s header: %v", in.Identity, guardPassedHeader, err)
+		w.v.add("witness write from %s without a valid %s header: %v", in.Identity, wire.GuardPassedHeader, err)
 		http.Error(rw, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -96,7 +85,7 @@ func (w *witness) serve(rw http.ResponseWriter, req *http.Request) {
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := record{witnessWrite: in, received: now, passed: passed, accepted: in.Token >= w.newest}
+	r := record{Write: in, received: now, passed: passed, accepted: in.Token >= w.newest}
 	if !r.accepted {
 		successor, succeeded := w.successorFirstPassed(in.Token)
 		r.late = succeeded && passed.Before(successor)
