@@ -8,12 +8,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // TimeFormat is how watch stamps its lines.
@@ -26,11 +28,22 @@ const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
 // It keeps its own view of the Leases and candidates, updated in the order
 // each informer delivers its events, so that two quick writes of a Lease
 // (preferredHolder set, then the handover) print as two lines in order.
+//
+// Leases and candidates arrive on two watches, and nothing orders one
+// against the other: the controller can name a candidate in a Lease before
+// this watch has seen the candidate join. A Lease change that names a
+// holder or preferredHolder the view has no candidate for is therefore held
+// back until that candidate arrives or CandidateWait passes, so that the
+// story prints cause first ("candidates +old", then "preferredHolder
+// <none> -> old").
 type Watcher struct {
 	Source Source
 	Judge  Judge
-	Clock  clock.PassiveClock
-	Out    io.Writer
+	Clock  clock.WithDelayedExecution
+	// CandidateWait is how long a Lease change waits for the candidate it
+	// names; DefaultCandidateWait when zero.
+	CandidateWait time.Duration
+	Out           io.Writer
 	// Namespace to watch; all when empty.
 	Namespace string
 	// Name limits the watch to one Lease of Namespace.
@@ -42,7 +55,21 @@ type Watcher struct {
 	cands   map[types.NamespacedName]map[string]*coordinationv1beta1.LeaseCandidate
 	candKey map[types.NamespacedName]types.NamespacedName // candidate -> its Lease
 	last    map[types.NamespacedName]watchState
-	err     error
+	// held are Lease changes waiting for the candidate they name, with the
+	// timer that reports them when it does not come.
+	held   map[types.NamespacedName]heldLease
+	closed bool
+	err    error
+}
+
+// DefaultCandidateWait is the Watcher's CandidateWait by default: a
+// candidate's watch event trails the Lease write it caused by well under a
+// second on a healthy server.
+const DefaultCandidateWait = 2 * time.Second
+
+type heldLease struct {
+	lease *coordinationv1.Lease
+	timer clock.Timer
 }
 
 // watchState is what watch reports on, per Lease.
@@ -59,10 +86,8 @@ type watchState struct {
 // Run watches until ctx is done. It prints the current state of every Lease
 // under coordinated election first, then the changes.
 func (w *Watcher) Run(ctx context.Context) error {
-	w.leases = map[types.NamespacedName]*coordinationv1.Lease{}
-	w.cands = map[types.NamespacedName]map[string]*coordinationv1beta1.LeaseCandidate{}
-	w.candKey = map[types.NamespacedName]types.NamespacedName{}
-	w.last = map[types.NamespacedName]watchState{}
+	w.init()
+	defer w.close()
 
 	ctx, cancel := context.WithCancel(ctx)
 	inf := w.Source.newInformers(w.Namespace)
@@ -117,6 +142,26 @@ func (w *Watcher) Run(ctx context.Context) error {
 	return w.err
 }
 
+func (w *Watcher) init() {
+	w.leases = map[types.NamespacedName]*coordinationv1.Lease{}
+	w.cands = map[types.NamespacedName]map[string]*coordinationv1beta1.LeaseCandidate{}
+	w.candKey = map[types.NamespacedName]types.NamespacedName{}
+	w.last = map[types.NamespacedName]watchState{}
+	w.held = map[types.NamespacedName]heldLease{}
+}
+
+// close stops the timers of held Lease changes; nothing prints after Run
+// returns.
+func (w *Watcher) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	for key, h := range w.held {
+		h.timer.Stop()
+		delete(w.held, key)
+	}
+}
+
 func compareKeys(a, b types.NamespacedName) int {
 	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 		return c
@@ -142,11 +187,61 @@ func (w *Watcher) onLease(obj any, deleted bool) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	h, held := w.held[key]
+	if !deleted && w.waitsForCandidate(key, lease) {
+		if !held {
+			// Some clocks call f with their own lock held, and report
+			// reads the clock: release on a goroutine of its own.
+			h.timer = w.Clock.AfterFunc(w.candidateWait(), func() { go w.release(key) })
+		}
+		h.lease = lease
+		w.held[key] = h
+		return
+	}
+	if held {
+		h.timer.Stop()
+		delete(w.held, key)
+	}
 	if deleted {
 		delete(w.leases, key)
 	} else {
 		w.leases[key] = lease
 	}
+	w.report(key)
+}
+
+// waitsForCandidate reports whether a Lease change names, as its new holder
+// or preferredHolder, somebody the view has no candidate for yet.
+func (w *Watcher) waitsForCandidate(key types.NamespacedName, lease *coordinationv1.Lease) bool {
+	if !w.started {
+		return false
+	}
+	prev := w.last[key]
+	unknown := func(name, was string) bool {
+		_, known := w.cands[key][name]
+		return name != "" && name != was && !known
+	}
+	return unknown(ptr.Deref(lease.Spec.HolderIdentity, ""), prev.holder) ||
+		unknown(ptr.Deref(lease.Spec.PreferredHolder, ""), prev.preferred)
+}
+
+func (w *Watcher) candidateWait() time.Duration {
+	if w.CandidateWait > 0 {
+		return w.CandidateWait
+	}
+	return DefaultCandidateWait
+}
+
+// release reports a held Lease change whose candidate did not come in time.
+func (w *Watcher) release(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, ok := w.held[key]
+	if !ok || w.closed {
+		return
+	}
+	delete(w.held, key)
+	w.leases[key] = h.lease
 	w.report(key)
 }
 
@@ -178,6 +273,13 @@ func (w *Watcher) onCandidate(obj any, deleted bool) {
 	}
 	w.cands[key][lc.Name] = lc
 	w.candKey[id] = key
+	if h, ok := w.held[key]; ok && !w.waitsForCandidate(key, h.lease) {
+		// The candidate the held Lease change named has come: both print
+		// now, the candidate first.
+		h.timer.Stop()
+		delete(w.held, key)
+		w.leases[key] = h.lease
+	}
 	w.report(key)
 }
 
@@ -211,6 +313,11 @@ func (w *Watcher) report(key types.NamespacedName) {
 		lines = append(lines, fmt.Sprintf("holder %s (term %d), preferredHolder %s, candidates %s",
 			none(cur.holder), cur.term, none(cur.preferred), none(strings.Join(cur.candidates, " "))))
 	} else {
+		// A candidate that joins is what a held holder or preferredHolder
+		// change reported with it waited for, so it comes first.
+		if diff := diffSets(prev.candidates, cur.candidates); diff != "" {
+			lines = append(lines, "candidates "+diff)
+		}
 		if prev.holder != cur.holder || prev.exists != cur.exists {
 			what := fmt.Sprintf("holder %s -> %s (term %d)", none(prev.holder), none(cur.holder), cur.term)
 			if !cur.exists {
@@ -220,9 +327,6 @@ func (w *Watcher) report(key types.NamespacedName) {
 		}
 		if prev.preferred != cur.preferred {
 			lines = append(lines, fmt.Sprintf("preferredHolder %s -> %s", none(prev.preferred), none(cur.preferred)))
-		}
-		if diff := diffSets(prev.candidates, cur.candidates); diff != "" {
-			lines = append(lines, "candidates "+diff)
 		}
 	}
 	for _, l := range lines {

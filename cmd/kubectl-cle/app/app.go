@@ -34,7 +34,7 @@ type Options struct {
 	CandidateTTL  time.Duration
 	LeaseDuration time.Duration
 	// Clock stamps watch lines and measures ages and expiry.
-	Clock clock.Clock
+	Clock clock.WithDelayedExecution
 
 	streams genericiooptions.IOStreams
 }
