@@ -1,11 +1,13 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,7 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/pkg/lock"
 )
 
 // Timings of the candidates. The SIGSTOP of a leader and the freeze of
@@ -35,20 +42,37 @@ const (
 	stuckAfter = 60 * time.Second
 )
 
-// candidateSpec is one examples/candidate process. They are listed best
-// first (oldest emulation version), and their clocks disagree with the
-// machine's, and with each other, by seconds to minutes (the clock-skew fault
-// changes them).
+// The kinds of candidate program: the candidate library
+// (examples/candidate), client-go's LeaderElector on pkg/lock
+// (examples/lock-elector), and a controller-runtime manager with cle's
+// option (contrib/controller-runtime/example).
+const (
+	kindLibrary           = "library"
+	kindLock              = "client-go lock"
+	kindControllerRuntime = "controller-runtime"
+)
+
+// candidateSpec is one candidate process. They are listed best first (oldest
+// emulation version; the upgrade fault makes the leader the newest), and
+// their clocks disagree with the machine's, and with each other, by seconds
+// to minutes (the clock-skew fault changes them). controller-runtime's
+// manager runs on the machine's clock: its option has no clock to offset.
 type candidateSpec struct {
-	identity, emulation string
-	clockOffset         time.Duration
+	identity, kind, emulation string
+	clockOffset               time.Duration
 }
 
 var candidateSpecs = []candidateSpec{
-	{"cand-a", "1.34.0", 10 * time.Minute},
-	{"cand-b", "1.35.0", -10 * time.Second},
-	{"cand-c", "1.36.0", -10 * time.Minute},
+	{"cand-a", kindLibrary, "1.34.0", 10 * time.Minute},
+	{"lock-d", kindLock, "1.34.1", -10 * time.Second},
+	{"cand-b", kindLibrary, "1.34.2", -10 * time.Second},
+	{"manager-e", kindControllerRuntime, "1.34.3", 0},
+	{"cand-c", kindLibrary, "1.34.4", -10 * time.Minute},
 }
+
+// candidateBinaryVersion is every candidate's binary version; emulation
+// versions are 1.34.<n>, ranked by n.
+const candidateBinaryVersion = "1.36.0"
 
 // clockOffsets are the offsets the clock-skew fault gives a candidate.
 var clockOffsets = []time.Duration{10 * time.Second, 0, -10 * time.Second, 10 * time.Minute, -10 * time.Minute}
@@ -96,6 +120,9 @@ type env struct {
 	ctrls   []*proc
 	cands   []*proc
 	slack   time.Duration
+	// electorRetryPeriod is the RetryPeriod of the adopters' electors
+	// (Lock.Timings at the candidates' timings).
+	electorRetryPeriod time.Duration
 
 	mu         sync.Mutex
 	faults     map[string]int
@@ -149,7 +176,7 @@ func TestChaos(t *testing.T) {
 	}
 	// Printed on stderr too, so that a run cut short still tells its seed.
 	fmt.Fprintf(os.Stderr, "chaos: seed %d (replay with CHAOS_SEED=%d)\n", seed, seed)
-	t.Logf("seed %d (replay with CHAOS_SEED=%d), duration %v, recovery bound %v", seed, seed, duration, leaseDuration+slack)
+	t.Logf("seed %d (replay with CHAOS_SEED=%d), duration %v, recovery bound %v (and an elector's poll for the adopters)", seed, seed, duration, leaseDuration+slack)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -168,6 +195,7 @@ func TestChaos(t *testing.T) {
 		faults: map[string]int{}, ctrlStats: map[*proc]*ctrlFigures{}, offsetsUsed: map[time.Duration]bool{}, offsetOf: map[string]time.Duration{},
 	}
 	e.setUp()
+	e.electorRetryPeriod = electorRetryPeriod(t)
 
 	// Wait for the first election: the best candidate leads and acts.
 	e.waitHealthy("start", "first election", time.Now(), 30*time.Second)
@@ -202,7 +230,7 @@ func TestChaos(t *testing.T) {
 		// A quiet spell between faults, of random length.
 		e.pause(time.Duration(500+e.rng.IntN(1500)) * time.Millisecond)
 	}
-	e.finish(time.Since(begin))
+	e.finish(time.Since(begin), duration)
 }
 
 // setUp starts the witness, the recorder, the controller replicas and the
@@ -216,10 +244,11 @@ func (e *env) setUp() {
 	if err := server.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	ctrlBin, candBin, err := buildBinaries(filepath.Join(dir, "bin"))
+	bins, err := buildBinaries(filepath.Join(dir, "bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctrlBin := bins.controller
 
 	e.rec = newRecorder(e.v, leaseName)
 	if err := e.rec.start(e.ctx, server.Client(), ns); err != nil {
@@ -259,13 +288,17 @@ func (e *env) setUp() {
 			t.Fatal(err)
 		}
 		e.setClockOffset(c.identity, c.clockOffset)
-		e.cands = append(e.cands, &proc{name: c.identity, bin: candBin, logPath: filepath.Join(dir, c.identity+".log"), v: e.v, proxy: px, args: []string{
+		args := []string{
 			"--kubeconfig=" + candKubeconfig, "--api-mode=native", "--namespace=" + ns, "--lease=" + leaseName,
-			"--identity=" + c.identity, "--binary-version=1.36.0", "--emulation-version=" + c.emulation,
+			"--identity=" + c.identity, "--binary-version=" + candidateBinaryVersion, "--emulation-version=" + c.emulation,
 			"--lease-duration=" + leaseDuration.String(), "--renew-deadline=" + renewDeadline.String(),
-			"--retry-period=" + retryPeriod.String(),
-			"--witness-url=" + e.witness.URL(), "--clock-offset=" + c.clockOffset.String(), "-v=2",
-		}})
+			"--retry-period=" + retryPeriod.String(), "--witness-url=" + e.witness.URL(), "-v=2",
+		}
+		if c.kind != kindControllerRuntime {
+			args = append(args, "--clock-offset="+c.clockOffset.String())
+		}
+		e.cands = append(e.cands, &proc{name: c.identity, kind: c.kind, emulation: c.emulation, bin: bins.byKind[c.kind],
+			logPath: filepath.Join(dir, c.identity+".log"), v: e.v, proxy: px, args: args})
 	}
 	procs = append(procs, e.cands...)
 	t.Cleanup(func() {
@@ -377,6 +410,44 @@ func role(leading bool) string {
 	return "standby"
 }
 
+// setEmulation gives p another emulation version from its next start on,
+// and ranks the candidates again.
+func (e *env) setEmulation(p *proc, version string) {
+	p.setArg("emulation-version", version)
+	p.emulation = version
+	slices.SortStableFunc(e.cands, func(a, b *proc) int { return cmp.Compare(emulationRank(a.emulation), emulationRank(b.emulation)) })
+}
+
+// emulationRank is n of the emulation version 1.34.<n>.
+func emulationRank(version string) int {
+	n, err := strconv.Atoi(version[strings.LastIndex(version, ".")+1:])
+	if err != nil {
+		panic(fmt.Sprintf("emulation version %q is not 1.34.<n>", version))
+	}
+	return n
+}
+
+// recoveryBound is how soon p must lead and act after a fault: the lease
+// duration and the slack, and for an adopter the poll of its elector, which
+// tries to acquire every RetryPeriod to 2.2 times it (Lock.Timings).
+func (e *env) recoveryBound(p *proc) time.Duration {
+	bound := leaseDuration + e.slack
+	if p != nil && p.kind != kindLibrary {
+		bound += time.Duration(2.2 * float64(e.electorRetryPeriod))
+	}
+	return bound
+}
+
+// byName is the candidate called name, if any.
+func (e *env) byName(name string) *proc {
+	for _, p := range e.cands {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
 // bestLive is the best-ranked candidate that is running and not frozen.
 func (e *env) bestLive() *proc {
 	for _, p := range e.cands {
@@ -404,20 +475,31 @@ func (e *env) leader() *proc {
 // stuckAfter ends the test.
 func (e *env) waitHealthy(fault, phase string, from time.Time, limit time.Duration) {
 	e.t.Helper()
-	bound := leaseDuration + e.slack
 	ticker := time.NewTicker(20 * time.Millisecond)
 	defer ticker.Stop()
 	for {
 		if best := e.bestLive(); best != nil {
 			if l, _ := e.rec.current(leaseName); l.holder == best.name {
 				if w, ok := e.witness.acceptedAfter(best.name, from); ok {
-					took := w.received.Sub(from)
+					// An adopter that lost its term during the fault
+					// exited and was started again: from then on it is a
+					// candidate joining, and its bound counts from its
+					// start, as for any candidate that joins.
+					start, after := from, phase
+					best.mu.Lock()
+					if best.rejoined.After(from) {
+						start = best.rejoined
+						after = fmt.Sprintf("its restart after a lost term (%s after %s)", start.Sub(from).Round(time.Millisecond), phase)
+					}
+					best.mu.Unlock()
+					took := w.received.Sub(start)
 					e.mu.Lock()
-					e.recoveries = append(e.recoveries, recovery{fault: fault, phase: phase, leader: best.name, took: took})
+					e.recoveries = append(e.recoveries, recovery{fault: fault, phase: after, leader: best.name, took: took})
 					e.mu.Unlock()
-					e.t.Logf("    %s: %s leads and acts (token %d) %s after %s", fault, best.name, w.Token, took.Round(time.Millisecond), phase)
+					e.t.Logf("    %s: %s leads and acts (token %d) %s after %s", fault, best.name, w.Token, took.Round(time.Millisecond), after)
+					bound := e.recoveryBound(best)
 					if fault != "start" && took > bound {
-						e.v.add("%s: %s took %s to lead and act after %s (bound %s)", fault, best.name, took.Round(time.Millisecond), phase, bound)
+						e.v.add("%s: %s took %s to lead and act after %s (bound %s)", fault, best.name, took.Round(time.Millisecond), after, bound)
 					}
 					return
 				}
@@ -446,7 +528,7 @@ func (e *env) pause(d time.Duration) {
 }
 
 // finish checks what is checked at the end, and prints the summary.
-func (e *env) finish(ran time.Duration) {
+func (e *env) finish(ran, duration time.Duration) {
 	t := e.t
 	for _, p := range append(append([]*proc(nil), e.ctrls...), e.cands...) {
 		for _, line := range p.panics() {
@@ -506,10 +588,22 @@ func (e *env) finish(ran time.Duration) {
 	fmt.Fprintf(&b, "  faults injected: %s\n", strings.Join(kinds, " "))
 	fmt.Fprintf(&b, "  leadership changes: %d (Lease versions %d, LeaseCandidate events %d, terms at the witness %d)\n", changes, versions, candEvents, ws.terms)
 	fmt.Fprintf(&b, "  witness writes: %d, refused (stale token) %d, of which delivered late (past the guard before a newer term's first write) %d\n", ws.writes, ws.refused, ws.late)
-	fmt.Fprintf(&b, "  max recovery after a fault: %s (%s, %s, %s; bound %s)\n", maxRec.took.Round(time.Millisecond), maxRec.fault, maxRec.phase, maxRec.leader, leaseDuration+e.slack)
+	fmt.Fprintf(&b, "  max recovery after a fault: %s (%s, %s, %s; bound %s)\n", maxRec.took.Round(time.Millisecond), maxRec.fault, maxRec.phase, maxRec.leader, e.recoveryBound(e.byName(maxRec.leader)))
 	fmt.Fprintf(&b, "  max leaderless gap at the witness: %s (began at +%s, during %s)\n", ws.maxGap.Round(time.Millisecond), ws.maxGapAt.Sub(e.v.start).Round(time.Second), gapDuring)
 	for _, l := range ctrlLines {
 		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	byIdentity := e.witness.byIdentity()
+	for _, p := range e.cands {
+		p.mu.Lock()
+		starts, lost := p.starts, p.lostTerms
+		p.mu.Unlock()
+		w := byIdentity[p.name]
+		fmt.Fprintf(&b, "  %s (%s, emulation %s at the end): %d runs, %d exits after a lost term, %d terms and %d writes accepted at the witness\n",
+			p.name, p.kind, p.emulation, starts, lost, w.terms, w.writes)
+		if w.terms == 0 && duration > 0 {
+			e.v.add("%s (%s) never led", p.name, p.kind)
+		}
 	}
 	fmt.Fprintf(&b, "  candidate clock offsets: %s\n", strings.Join(offsets, " "))
 	fmt.Fprintf(&b, "  violations: %d\n", len(bad))
@@ -518,4 +612,18 @@ func (e *env) finish(ran time.Duration) {
 	for _, msg := range bad {
 		t.Errorf("violation: %s", msg)
 	}
+}
+
+// electorRetryPeriod is the RetryPeriod Lock.Timings gives an elector at the
+// candidates' timings.
+func electorRetryPeriod(t *testing.T) time.Duration {
+	l, err := lock.New(lock.Config{Candidate: candidate.Config{
+		Clients: access.Clients{Kube: fake.NewClientset()}, Namespace: "chaos", LeaseName: leaseName, Identity: "probe",
+		BinaryVersion: candidateBinaryVersion, LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, rp := l.Timings()
+	return rp
 }

@@ -1,9 +1,13 @@
 // Package chaos is cle's fault-injection suite. It runs a real etcd and
 // kube-apiserver (native mode, the built-in election controller idled), two
-// cle-controller replicas (one active, one standing by) and three
-// examples/candidate processes, each candidate behind its own TCP proxy to
-// kube-apiserver and on a clock seconds to minutes off the machine's. It
-// injects faults chosen by a seeded random generator:
+// cle-controller replicas (one active, one standing by) and five candidates
+// of one Lease: three examples/candidate processes (the candidate library),
+// an examples/lock-elector (client-go's LeaderElector on pkg/lock) and the
+// controller-runtime example manager (cle's option), each behind its own TCP
+// proxy to kube-apiserver, all but the manager on a clock seconds to minutes
+// off the machine's. The adopters exit when they lose a term, as client-go
+// and controller-runtime components do, and are restarted. It injects
+// faults chosen by a seeded random generator:
 //
 //   - the leader killed (SIGKILL), stopped gracefully (SIGTERM), or frozen
 //     (SIGSTOP) for longer than the lease duration;
@@ -11,6 +15,9 @@
 //     leader and kube-apiserver (the proxy holds the bytes and delivers them
 //     late once it heals);
 //   - the leader restarted with another clock offset (±10 s, ±10 min);
+//   - the leader upgraded: restarted at a newer emulation version than every
+//     other candidate, so that leadership goes round all of them and every
+//     kind of program;
 //   - kube-apiserver restarted on the same etcd, or frozen for longer than the
 //     renew deadline; etcd restarted;
 //   - the active controller replica SIGKILLed mid-election (the moment the
@@ -26,9 +33,12 @@
 //     refused by its token and counted, not a violation;
 //   - the Lease's leaseTransitions grows on every change of holder;
 //   - after each fault the best live candidate holds the Lease and acts
-//     within the lease duration and a slack;
+//     within the lease duration and a slack (and, for an adopter, its
+//     elector's poll: 2.2 times the RetryPeriod of Lock.Timings); an adopter
+//     that lost its term and exited joins again when it is restarted, and
+//     its bound counts from that start;
 //   - no process panics, and the controllers' goroutines and memory stay
-//     bounded.
+//     bounded; in a long run, every candidate leads at some point.
 //
 // The short run (the default, part of the integration tests) injects every
 // kind of fault once. CHAOS_DURATION=30m keeps injecting until that much time

@@ -28,6 +28,7 @@ var faultKinds = []fault{
 	{"leader-latency", slowLeader},
 	{"leader-partition", partitionLeader},
 	{"clock-skew", skewClock},
+	{"leader-upgrade", upgradeLeader},
 }
 
 // theLeader is the candidate leading now, which after waitHealthy is the
@@ -285,13 +286,18 @@ func skewClock(e *env) error {
 		offset = clockOffsets[e.rng.IntN(len(clockOffsets))]
 	}
 	e.mu.Unlock()
+	if p.kind == kindControllerRuntime {
+		offset = 0 // its option has no clock to offset: a plain restart
+	}
 	e.t.Logf("    restart %s with its clock %+v off", p.name, offset)
 	from := time.Now()
 	if err := p.kill(syscall.SIGTERM, 15*time.Second); err != nil {
 		return err
 	}
 	e.waitHealthy("clock-skew", "the SIGTERM of "+p.name, from, stuckAfter)
-	p.setArg("clock-offset", offset.String())
+	if p.kind != kindControllerRuntime {
+		p.setArg("clock-offset", offset.String())
+	}
 	e.setClockOffset(p.name, offset)
 	from = time.Now()
 	if err := p.start(); err != nil {
@@ -301,10 +307,57 @@ func skewClock(e *env) error {
 	return nil
 }
 
+// restartEtcd restarts etcd under a running kube-apiserver. The fault ends
+// when kube-apiserver serves again (its readyz, which checks etcd, passes),
+// as for a restart of kube-apiserver: until then nobody can renew or elect.
 func restartEtcd(e *env) error {
+	began := time.Now()
 	if err := server.RestartEtcd(e.ctx); err != nil {
 		return err
 	}
-	e.waitHealthy("etcd-restart", "etcd is healthy again", time.Now(), stuckAfter)
+	etcdBack := time.Now()
+	deadline := etcdBack.Add(stuckAfter)
+	for {
+		_, err := server.Client().Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(e.ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kube-apiserver not ready %s after etcd's restart: %w", stuckAfter, err)
+		}
+		e.pause(50 * time.Millisecond)
+	}
+	from := time.Now()
+	e.t.Logf("    etcd down and back in %s; kube-apiserver ready %s later", etcdBack.Sub(began).Round(time.Millisecond), from.Sub(etcdBack).Round(time.Millisecond))
+	e.waitHealthy("etcd-restart", "kube-apiserver serves again", from, stuckAfter)
+	return nil
+}
+
+// upgradeLeader is one step of a rolling upgrade: the leader stops
+// gracefully and comes back at a newer emulation version than every other
+// candidate, so the next best leads on. Over a run, leadership goes round
+// every candidate and every kind of program.
+func upgradeLeader(e *env) error {
+	p, err := e.theLeader()
+	if err != nil {
+		return err
+	}
+	newest := 0
+	for _, c := range e.cands {
+		newest = max(newest, emulationRank(c.emulation))
+	}
+	version := fmt.Sprintf("1.34.%d", newest+1)
+	e.t.Logf("    upgrade %s (%s) from emulation version %s to %s", p.name, p.kind, p.emulation, version)
+	from := time.Now()
+	if err := p.kill(syscall.SIGTERM, 15*time.Second); err != nil {
+		return err
+	}
+	e.setEmulation(p, version)
+	e.waitHealthy("leader-upgrade", "the SIGTERM of "+p.name, from, stuckAfter)
+	from = time.Now()
+	if err := p.start(); err != nil {
+		return err
+	}
+	e.waitHealthy("leader-upgrade", "the restart of "+p.name+" at "+version, from, stuckAfter)
 	return nil
 }

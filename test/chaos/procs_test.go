@@ -18,13 +18,31 @@ import (
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
-// buildBinaries builds cle-controller and examples/candidate into dir.
-func buildBinaries(dir string) (controller, candidate string, err error) {
-	cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/cle-dev/cle/cmd/cle-controller", "github.com/cle-dev/cle/examples/candidate")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go build: %w\n%s", err, out)
+// binaries are the programs of a chaos run.
+type binaries struct {
+	controller string
+	// byKind is the candidate program of each kind of candidate.
+	byKind map[string]string
+}
+
+// buildBinaries builds cle-controller and the candidate programs into dir:
+// examples/candidate (the library), examples/lock-elector (client-go's
+// LeaderElector on pkg/lock) and the controller-runtime example (its own
+// module).
+func buildBinaries(dir string) (binaries, error) {
+	for _, cmd := range []*exec.Cmd{
+		exec.Command("go", "build", "-o", dir+"/", "github.com/cle-dev/cle/cmd/cle-controller", "github.com/cle-dev/cle/examples/candidate", "github.com/cle-dev/cle/examples/lock-elector"),
+		exec.Command("go", "build", "-C", "../../contrib/controller-runtime", "-o", filepath.Join(dir, "controller-runtime-manager"), "./example"),
+	} {
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return binaries{}, fmt.Errorf("%s: %w\n%s", cmd, err, out)
+		}
 	}
-	return filepath.Join(dir, "cle-controller"), filepath.Join(dir, "candidate"), nil
+	return binaries{controller: filepath.Join(dir, "cle-controller"), byKind: map[string]string{
+		kindLibrary:           filepath.Join(dir, "candidate"),
+		kindLock:              filepath.Join(dir, "lock-elector"),
+		kindControllerRuntime: filepath.Join(dir, "controller-runtime-manager"),
+	}}, nil
 }
 
 // proc is a supervised child process: one that exits when nobody stopped it
@@ -34,6 +52,11 @@ type proc struct {
 	args               []string
 	v                  *violations
 	proxy              *proxy // between a candidate and kube-apiserver
+	// kind is a candidate's program: kindLibrary, kindLock or
+	// kindControllerRuntime; "" for a controller.
+	kind string
+	// emulation is a candidate's emulation version, which ranks it.
+	emulation string
 
 	mu       sync.Mutex
 	child    *framework.Child
@@ -44,7 +67,16 @@ type proc struct {
 	isolated bool // cut off from kube-apiserver by its proxy
 	closed   bool
 	starts   int
+	// lostTerms counts the exits after a lost term of a program that
+	// exits then (client-go and controller-runtime components do), and
+	// rejoined is when the last of them was started again.
+	lostTerms int
+	rejoined  time.Time
 }
+
+// leaderElectionLost is what the adopters log when they exit after losing
+// their term.
+const leaderElectionLost = "leader election lost"
 
 func (p *proc) start() error {
 	p.mu.Lock()
@@ -70,6 +102,19 @@ func (p *proc) supervise(c *framework.Child) {
 	p.mu.Lock()
 	unexpected := !p.expected && !p.closed && p.child == c
 	p.mu.Unlock()
+	if _, current := p.logs(); unexpected && p.kind != kindLibrary && p.kind != "" && strings.Contains(current, leaderElectionLost) {
+		// The elector exits once it lost its term, as client-go and
+		// controller-runtime components do; restarted, it is a
+		// candidate again.
+		p.mu.Lock()
+		p.lostTerms++
+		p.rejoined = time.Now()
+		p.mu.Unlock()
+		if err := p.start(); err != nil {
+			p.v.add("restart %s: %v", p.name, err)
+		}
+		return
+	}
 	if unexpected {
 		p.v.add("%s exited by itself; restarting it", p.name)
 		if err := p.start(); err != nil {

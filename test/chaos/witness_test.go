@@ -174,3 +174,28 @@ func (w *witness) stats() witnessStats {
 	}
 	return s
 }
+
+// identityStats are one writer's accepted writes and the terms they were
+// made in.
+type identityStats struct{ writes, terms int }
+
+// byIdentity returns each writer's accepted writes and terms.
+func (w *witness) byIdentity() map[string]identityStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]identityStats{}
+	for _, r := range w.writes {
+		if !r.accepted {
+			continue
+		}
+		s := out[r.Identity]
+		s.writes++
+		out[r.Identity] = s
+	}
+	for _, owner := range w.owner {
+		s := out[owner]
+		s.terms++
+		out[owner] = s
+	}
+	return out
+}
