@@ -228,8 +228,8 @@ func (e *External) renew(ctx context.Context, token *int32) error {
 		return err
 	}
 	now := e.c.cfg.Clock.Now()
-	if took, limit := now.Sub(sent), e.SlowRenewal(); took > limit {
-		return fmt.Errorf("%w: the renewal took %s, longer than %s", ErrSlowRenewal, took.Round(time.Millisecond), limit)
+	if err := lead.CountRenewal(e.timing(), sent, now); err != nil {
+		return err
 	}
 	e.x.counted.Store(&now)
 	return nil
@@ -237,7 +237,7 @@ func (e *External) renew(ctx context.Context, token *int32) error {
 
 // ErrSlowRenewal is the error of a Renew that renewed the Lease but whose
 // answer took longer than SlowRenewal.
-var ErrSlowRenewal = errors.New("the renewal is not counted")
+var ErrSlowRenewal = lead.ErrSlowRenewal
 
 // SlowRenewal is how long a Renew may take, from the moment the renewal is
 // sent to the moment it returns, and still count: a third of the margin the
@@ -245,9 +245,12 @@ var ErrSlowRenewal = errors.New("the renewal is not counted")
 // client-go gives up at most RetryPeriod + RenewDeadline after the last
 // successful renewal returned; package lock lets its RetryPeriod be another
 // third longer, and the last third is left for leader work to return.
-func (e *External) SlowRenewal() time.Duration {
+func (e *External) SlowRenewal() time.Duration { return e.timing().SlowRenewal() }
+
+// timing is the candidate's timings as the library's rules take them.
+func (e *External) timing() lead.Timing {
 	cfg := &e.c.cfg
-	return (cfg.LeaseDuration - cfg.RenewDeadline - cfg.RetryPeriod) / 3
+	return lead.Timing{LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod}
 }
 
 // Timings returns the LeaseDuration, RenewDeadline and RetryPeriod the
