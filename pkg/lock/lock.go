@@ -52,7 +52,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +64,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/cle-dev/cle/internal/lockrule"
 	"github.com/cle-dev/cle/pkg/candidate"
 )
 
@@ -106,7 +106,7 @@ type Config struct {
 // LeaseDuration, RenewDeadline or RetryPeriod is longer than the
 // candidate's: the election controller would hand the Lease over while
 // that elector may still lead.
-var ErrTimingMismatch = errors.New("the elector's timings do not match the candidate's")
+var ErrTimingMismatch = lockrule.ErrTimingMismatch
 
 // Lock is a resourcelock.Interface backed by a candidate. Create it with New
 // and pass it as the LeaderElectionConfig's Lock (or controller-runtime's
@@ -138,7 +138,7 @@ type Lock struct {
 	meta metav1.ObjectMeta
 	// timing checks the elector's renewals against the candidate's
 	// timings.
-	timing timingCheck
+	timing lockrule.TimingCheck
 }
 
 var _ resourcelock.Interface = (*Lock)(nil)
@@ -165,7 +165,7 @@ func New(cfg Config) (*Lock, error) {
 		meta:             metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.LeaseName},
 		// The retry period may exceed the candidate's by the third of the
 		// margin a renewal may take.
-		timing: timingCheck{leaseDuration: ld, renewDeadline: rd, retryPeriod: rp, margin: c.SlowRenewal()},
+		timing: lockrule.TimingCheck{LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, Margin: c.SlowRenewal()},
 	}, nil
 }
 
@@ -216,23 +216,18 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	if err := l.start(ctx); err != nil {
 		return nil, nil, err
 	}
-	l.timing.observeGet(time.Now())
-	defer l.timing.readReturned(time.Now)
+	l.timing.ObserveGet(time.Now())
+	defer func() { l.timing.ReadReturned(time.Now()) }()
 	lease, err := l.c.Lease(ctx)
 	if err != nil {
 		return nil, nil, l.callError(err)
 	}
-	var record *resourcelock.LeaderElectionRecord
-	if lease == nil {
-		// Reported as held, so that the elector waits quietly instead of
-		// trying to create the Lease, and logging it, every RetryPeriod.
-		record = &resourcelock.LeaderElectionRecord{HolderIdentity: NoHolder, LeaseDurationSeconds: forever}
-	} else {
+	if lease != nil {
 		l.mu.Lock()
 		l.meta = *lease.ObjectMeta.DeepCopy()
 		l.mu.Unlock()
-		record = recordOf(lease, l.identity)
 	}
+	record := lockrule.RecordOf(lease, l.identity)
 	raw, err := json.Marshal(record)
 	if err != nil {
 		return nil, nil, err
@@ -258,7 +253,7 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 			return err
 		}
 		var err error
-		if token, leading := l.timing.electorTerm(); leading {
+		if token, leading := l.timing.Term(); leading {
 			err = l.c.RenewTerm(ctx, token)
 		} else {
 			err = l.c.Renew(ctx)
@@ -290,7 +285,7 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 // the next holder LeaseDuration after the last renewal.
 func (l *Lock) release(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
-	sound := l.c.IsLeader() && l.timing.lastRenewalSucceeded()
+	sound := l.c.IsLeader() && l.timing.LastRenewalSucceeded()
 	done := make(chan struct{})
 	l.mu.Lock()
 	if l.handedOver != nil {
@@ -299,12 +294,12 @@ func (l *Lock) release(ctx context.Context) error {
 	}
 	l.handedOver = done
 	l.mu.Unlock()
-	switch {
-	case l.releaseAfterWork && sound:
+	switch lockrule.ReleaseFor(l.releaseAfterWork, sound, l.work.tracked()) {
+	case lockrule.HandOverNow:
 		// Leader work has returned: hand over before answering, so that
 		// a process that exits right after its elector still does.
 		l.resign(ctx, logger)
-	case l.work.tracked():
+	case lockrule.HandOverOnceWorkReturned:
 		logger.V(2).Info("The elector released the Lease; handing it over once leader work has returned")
 		go func() {
 			defer l.stop()
@@ -312,7 +307,7 @@ func (l *Lock) release(ctx context.Context) error {
 			// The library does not let the Lease go before LeaseDuration
 			// after the last renewal anyway; past that, resigning
 			// changes nothing.
-			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timing.leaseDuration)
+			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timing.LeaseDuration)
 			defer cancel()
 			if l.work.wait(wait) {
 				l.resign(wait, logger)
@@ -321,10 +316,12 @@ func (l *Lock) release(ctx context.Context) error {
 			}
 		}()
 		return nil
-	case !sound:
-		logger.Info("The elector released the Lease after its term had ended, before it stops leader work; the Lease is left to expire and goes to the next holder LeaseDuration after the last renewal")
-	default:
-		logger.Info("The elector released the Lease, but nothing tells that its leader work has returned; the Lease is left to expire and goes to the next holder LeaseDuration after the last renewal (wrap the elector's callbacks with Lock.Callbacks for a hand-over at once)")
+	case lockrule.LeaveToExpire:
+		if !sound {
+			logger.Info("The elector released the Lease after its term had ended, before it stops leader work; the Lease is left to expire and goes to the next holder LeaseDuration after the last renewal")
+		} else {
+			logger.Info("The elector released the Lease, but nothing tells that its leader work has returned; the Lease is left to expire and goes to the next holder LeaseDuration after the last renewal (wrap the elector's callbacks with Lock.Callbacks for a hand-over at once)")
+		}
 	}
 	close(done)
 	l.stop()
@@ -427,35 +424,10 @@ func (l *Lock) callError(err error) error {
 	return fmt.Errorf("%s: %w", l.Describe(), err)
 }
 
-// forever is the lease duration reported for a Lease held by another: as
-// long as client-go can count, so that it never counts it expired.
-const forever = math.MaxInt32
-
 // NoHolder is the holder the elector sees (GetLeader, OnNewLeader) while the
 // Lease does not exist or has no holder: the election controller has not
 // named one yet.
-const NoHolder = "(none: the election controller has not named a holder)"
-
-// recordOf is lease as the elector of identity must see it: as it is when it
-// names identity and nobody else is preferred; otherwise held, for ever, by
-// its holder, or by the preferred holder when the Lease names identity.
-func recordOf(lease *coordinationv1.Lease, identity string) *resourcelock.LeaderElectionRecord {
-	r := resourcelock.LeaseSpecToLeaderElectionRecord(&lease.Spec)
-	if r.PreferredHolder == identity {
-		r.PreferredHolder = ""
-	}
-	if r.HolderIdentity == identity && r.PreferredHolder == "" {
-		return r
-	}
-	if r.HolderIdentity == identity {
-		r.HolderIdentity = r.PreferredHolder
-	}
-	if r.HolderIdentity == "" {
-		r.HolderIdentity = NoHolder
-	}
-	r.LeaseDurationSeconds = forever
-	return r
-}
+const NoHolder = lockrule.NoHolder
 
 // IdentityFor maps an elector identity to a valid candidate name (a DNS-1123
 // subdomain, as LeaseCandidate names must be). A valid identity is kept as

@@ -32,48 +32,6 @@ import (
 	"github.com/cle-dev/cle/pkg/candidate"
 )
 
-func TestRecordOf(t *testing.T) {
-	lease := func(holder, preferred string) *coordinationv1.Lease {
-		l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{
-			LeaseDurationSeconds: ptr.To[int32](15),
-			LeaseTransitions:     ptr.To[int32](3),
-			RenewTime:            ptr.To(metav1.NewMicroTime(time.Unix(1000, 0))),
-		}}
-		if holder != "-" {
-			l.Spec.HolderIdentity = ptr.To(holder)
-		}
-		if preferred != "" {
-			l.Spec.PreferredHolder = ptr.To(preferred)
-		}
-		return l
-	}
-	for _, tc := range []struct {
-		name              string
-		lease             *coordinationv1.Lease
-		holder, preferred string
-		seconds           int
-	}{
-		{"names me", lease("me", ""), "me", "", 15},
-		{"names me, I am preferred", lease("me", "me"), "me", "", 15},
-		{"names me, another preferred", lease("me", "better"), "better", "better", forever},
-		{"names another", lease("other", ""), "other", "", forever},
-		{"names another, I am preferred", lease("other", "me"), "other", "", forever},
-		{"vacant", lease("", ""), NoHolder, "", forever},
-		{"no holder", lease("-", ""), NoHolder, "", forever},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := recordOf(tc.lease, "me")
-			if r.HolderIdentity != tc.holder || r.PreferredHolder != tc.preferred || r.LeaseDurationSeconds != tc.seconds {
-				t.Errorf("recordOf = holder %q preferred %q leaseDurationSeconds %d; want %q, %q, %d",
-					r.HolderIdentity, r.PreferredHolder, r.LeaseDurationSeconds, tc.holder, tc.preferred, tc.seconds)
-			}
-			if r.LeaderTransitions != 3 || !r.RenewTime.Equal(&metav1.Time{Time: time.Unix(1000, 0)}) {
-				t.Errorf("recordOf lost transitions or renewTime: %+v", r)
-			}
-		})
-	}
-}
-
 func TestIdentityFor(t *testing.T) {
 	for _, id := range []string{"node-1", "a.b.c", "x"} {
 		if got := IdentityFor(id); got != id {

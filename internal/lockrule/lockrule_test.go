@@ -1,0 +1,131 @@
+package lockrule
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestRecordOf(t *testing.T) {
+	lease := func(holder, preferred string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{
+			LeaseDurationSeconds: ptr.To[int32](15),
+			LeaseTransitions:     ptr.To[int32](3),
+			RenewTime:            ptr.To(metav1.NewMicroTime(time.Unix(1000, 0))),
+		}}
+		if holder != "-" {
+			l.Spec.HolderIdentity = ptr.To(holder)
+		}
+		if preferred != "" {
+			l.Spec.PreferredHolder = ptr.To(preferred)
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		name              string
+		lease             *coordinationv1.Lease
+		holder, preferred string
+		seconds           int
+	}{
+		{"names me", lease("me", ""), "me", "", 15},
+		{"names me, I am preferred", lease("me", "me"), "me", "", 15},
+		{"names me, another preferred", lease("me", "better"), "better", "better", Forever},
+		{"names another", lease("other", ""), "other", "", Forever},
+		{"names another, I am preferred", lease("other", "me"), "other", "", Forever},
+		{"vacant", lease("", ""), NoHolder, "", Forever},
+		{"no holder", lease("-", ""), NoHolder, "", Forever},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := RecordOf(tc.lease, "me")
+			if r.HolderIdentity != tc.holder || r.PreferredHolder != tc.preferred || r.LeaseDurationSeconds != tc.seconds {
+				t.Errorf("RecordOf = holder %q preferred %q leaseDurationSeconds %d; want %q, %q, %d",
+					r.HolderIdentity, r.PreferredHolder, r.LeaseDurationSeconds, tc.holder, tc.preferred, tc.seconds)
+			}
+			if r.LeaderTransitions != 3 || !r.RenewTime.Equal(&metav1.Time{Time: time.Unix(1000, 0)}) {
+				t.Errorf("RecordOf lost transitions or renewTime: %+v", r)
+			}
+		})
+	}
+	if r := RecordOf(nil, "me"); r.HolderIdentity != NoHolder || r.LeaseDurationSeconds != Forever {
+		t.Errorf("RecordOf(nil) = holder %q leaseDurationSeconds %d; want %q, Forever", r.HolderIdentity, r.LeaseDurationSeconds, NoHolder)
+	}
+}
+
+func TestReleaseFor(t *testing.T) {
+	for _, tc := range []struct {
+		afterWork, sound, tracked bool
+		want                      Release
+	}{
+		{true, true, false, HandOverNow},
+		{true, true, true, HandOverNow},
+		{true, false, false, LeaveToExpire},
+		{true, false, true, HandOverOnceWorkReturned},
+		{false, true, false, LeaveToExpire},
+		{false, true, true, HandOverOnceWorkReturned},
+		{false, false, true, HandOverOnceWorkReturned},
+		{false, false, false, LeaveToExpire},
+	} {
+		if got := ReleaseFor(tc.afterWork, tc.sound, tc.tracked); got != tc.want {
+			t.Errorf("ReleaseFor(afterWork %v, sound %v, tracked %v) = %d, want %d", tc.afterWork, tc.sound, tc.tracked, got, tc.want)
+		}
+	}
+}
+
+func TestTimingCheck(t *testing.T) {
+	newCheck := func() *TimingCheck {
+		return &TimingCheck{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Margin: time.Second}
+	}
+	if got := newCheck().ElectorRetryPeriod(); got != 1295*time.Millisecond {
+		t.Fatalf("ElectorRetryPeriod = %s, want 1.295s", got)
+	}
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// reads at the given offsets from t0, each returning at once, then a
+	// renewal 1ms after the last read.
+	check := func(c *TimingCheck, reads ...time.Duration) error {
+		for _, at := range reads {
+			c.ObserveGet(t0.Add(at))
+			c.ReadReturned(t0.Add(at))
+		}
+		now := t0.Add(reads[len(reads)-1] + time.Millisecond)
+		err, _ := c.Check(15, now.Add(10*time.Second), true, now)
+		return err
+	}
+
+	if err := check(newCheck(), 0); !errors.Is(err, ErrRetryPeriodUnconfirmed) {
+		t.Errorf("first read: %v, want ErrRetryPeriodUnconfirmed", err)
+	}
+	if err := check(newCheck(), 0, 2849*time.Millisecond); err != nil {
+		t.Errorf("a gap of 2.2 x 1.295s: %v, want accepted", err)
+	}
+	if err := check(newCheck(), 0, 4*time.Second); !errors.Is(err, ErrRetryPeriodUnconfirmed) {
+		t.Errorf("one gap of 4s: %v, want ErrRetryPeriodUnconfirmed", err)
+	}
+	c := newCheck()
+	if err := check(c, 0, 7*time.Second, 8*time.Second); !errors.Is(err, ErrTimingMismatch) {
+		t.Errorf("a gap of 7s: %v, want ErrTimingMismatch", err)
+	}
+	if err, refusedNow := c.Check(15, time.Time{}, false, t0.Add(time.Minute)); !errors.Is(err, ErrTimingMismatch) || refusedNow {
+		t.Errorf("after a mismatch: %v, refusedNow %v; want the mismatch, for good", err, refusedNow)
+	}
+	if err, _ := newCheck().Check(10, time.Time{}, false, t0); !errors.Is(err, ErrTimingMismatch) {
+		t.Errorf("LeaseDurationSeconds 10: %v, want ErrTimingMismatch", err)
+	}
+	if err, _ := newCheck().Check(15, t0.Add(11*time.Second), true, t0); !errors.Is(err, ErrTimingMismatch) {
+		t.Errorf("a deadline 11s away: %v, want ErrTimingMismatch", err)
+	}
+
+	c = newCheck()
+	if first := c.Renewed(true); !first || !c.LastRenewalSucceeded() {
+		t.Errorf("first success: first %v, last ok %v", first, c.LastRenewalSucceeded())
+	}
+	if first := c.Renewed(false); first || c.LastRenewalSucceeded() {
+		t.Errorf("a failure: first %v, last ok %v", first, c.LastRenewalSucceeded())
+	}
+	if err := check(c, 0, 30*time.Second); err != nil {
+		t.Errorf("after the acquisition, gaps do not count: %v", err)
+	}
+}
