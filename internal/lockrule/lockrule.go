@@ -136,9 +136,12 @@ type TimingCheck struct {
 	// from such a return to the next read (zero: none yet). Each try to
 	// acquire reads the Lease once, and client-go waits its jittered
 	// RetryPeriod between the end of a try and the start of the next; what
-	// a try does besides its read before it leads (updates the Lock
-	// refuses, the first for want of a gap) takes no time to speak of.
+	// a try does besides its read before it leads takes no time to speak
+	// of while the Lock refuses its updates (the first for want of a gap).
+	// An update the Lock lets through is a request that may take up to the
+	// renew deadline, so the gap it falls in (renewing) is not counted.
 	lastRead       time.Time
+	renewing       bool
 	minGap, maxGap time.Duration
 	// lastOK is whether the last renewal succeeded, and succeeded whether
 	// one ever did (the elector's acquisition).
@@ -146,8 +149,10 @@ type TimingCheck struct {
 	succeeded bool
 	// term is the fencing token of the term the elector acquired.
 	term int32
-	// refused is the mismatch found, for good.
-	refused error
+	// refused is the mismatch found, for good; gapRefused says that a
+	// too long gap was reported.
+	refused    error
+	gapRefused bool
 }
 
 // Limit is the longest RetryPeriod the elector may have: the candidate's and
@@ -171,7 +176,9 @@ func (c *TimingCheck) ObserveGet(now time.Time) {
 	if c.succeeded {
 		return // the gaps of interest are those of the acquire loop
 	}
-	if !c.lastRead.IsZero() {
+	renewing := c.renewing
+	c.renewing = false
+	if !c.lastRead.IsZero() && !renewing {
 		gap := now.Sub(c.lastRead)
 		if c.minGap == 0 || gap < c.minGap {
 			c.minGap = gap
@@ -191,9 +198,15 @@ func (c *TimingCheck) ReadReturned(now time.Time) {
 // Check checks a renewal sent at now that writes leaseDurationSeconds,
 // within a context whose deadline is deadline (hasDeadline false: none). It
 // returns an error wrapping ErrTimingMismatch when the renewal shows timings
-// longer than the candidate's, from then on for good (refusedNow is true the
-// first time), and ErrRetryPeriodUnconfirmed for an acquisition that must
-// wait.
+// longer than the candidate's (refusedNow is true the first time), and
+// ErrRetryPeriodUnconfirmed for an acquisition that must wait.
+//
+// A LeaseDuration or RenewDeadline longer than the candidate's is refused
+// for good. Every gap is at least the elector's RetryPeriod, so one gap
+// within the limit proves it, whatever other gaps show: a gap longer than
+// (1 + AcquireJitter) times the limit means a longer RetryPeriod only while
+// no gap has proved it, since a stop of the process (SIGSTOP, a VM pause)
+// between two tries makes one gap long too.
 func (c *TimingCheck) Check(leaseDurationSeconds int, deadline time.Time, hasDeadline bool, now time.Time) (err error, refusedNow bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -209,13 +222,16 @@ func (c *TimingCheck) Check(leaseDurationSeconds int, deadline time.Time, hasDea
 			ErrTimingMismatch, deadline.Sub(now).Round(time.Millisecond), c.RenewDeadline)
 	case c.succeeded:
 		return nil, false
-	case float64(c.maxGap) > (1+AcquireJitter)*float64(limit):
-		err = fmt.Errorf("%w: the elector waited %s between two tries to acquire the Lease, so its RetryPeriod is longer than %s (the candidate's %s and the margin)",
-			ErrTimingMismatch, c.maxGap.Round(time.Millisecond), limit, c.RetryPeriod)
-	case c.minGap == 0 || c.minGap > limit:
-		return ErrRetryPeriodUnconfirmed, false
-	default:
+	case c.minGap != 0 && c.minGap <= limit:
+		c.renewing = true
 		return nil, false
+	case float64(c.maxGap) > (1+AcquireJitter)*float64(limit):
+		first := !c.gapRefused
+		c.gapRefused = true
+		return fmt.Errorf("%w: the elector waited %s between two tries to acquire the Lease, so its RetryPeriod is longer than %s (the candidate's %s and the margin)",
+			ErrTimingMismatch, c.maxGap.Round(time.Millisecond), limit, c.RetryPeriod), first
+	default:
+		return ErrRetryPeriodUnconfirmed, false
 	}
 	c.refused = err
 	return err, true

@@ -105,11 +105,33 @@ func TestTimingCheck(t *testing.T) {
 		t.Errorf("one gap of 4s: %v, want ErrRetryPeriodUnconfirmed", err)
 	}
 	c := newCheck()
-	if err := check(c, 0, 7*time.Second, 8*time.Second); !errors.Is(err, ErrTimingMismatch) {
+	if err := check(c, 0, 7*time.Second); !errors.Is(err, ErrTimingMismatch) {
 		t.Errorf("a gap of 7s: %v, want ErrTimingMismatch", err)
 	}
 	if err, refusedNow := c.Check(15, time.Time{}, false, t0.Add(time.Minute)); !errors.Is(err, ErrTimingMismatch) || refusedNow {
-		t.Errorf("after a mismatch: %v, refusedNow %v; want the mismatch, for good", err, refusedNow)
+		t.Errorf("after a mismatch: %v, refusedNow %v; want the mismatch, reported once", err, refusedNow)
+	}
+	// A gap within the limit proves the RetryPeriod: the long one was a
+	// stop of the process.
+	if err := check(c, 9*time.Second); err != nil {
+		t.Errorf("a gap of 2s after one of 7s: %v, want accepted", err)
+	}
+	// A renewal let through (it may take up to the renew deadline) makes
+	// the gap it falls in uncounted.
+	c = newCheck()
+	c.ObserveGet(t0)
+	c.ReadReturned(t0)
+	c.minGap = 2 * time.Second // proved by earlier gaps
+	if err, _ := c.Check(15, time.Time{}, false, t0); err != nil {
+		t.Fatalf("proved: %v", err)
+	}
+	c.Renewed(false) // the renewal failed after 9s
+	c.minGap, c.maxGap = 0, 0
+	if err := check(c, 9*time.Second+2*time.Second); !errors.Is(err, ErrRetryPeriodUnconfirmed) {
+		t.Errorf("a gap spanning a renewal: %v, want it uncounted (unconfirmed)", err)
+	}
+	if c.maxGap != 0 {
+		t.Errorf("a gap spanning a renewal was counted: max %s", c.maxGap)
 	}
 	if err, _ := newCheck().Check(10, time.Time{}, false, t0); !errors.Is(err, ErrTimingMismatch) {
 		t.Errorf("LeaseDurationSeconds 10: %v, want ErrTimingMismatch", err)
