@@ -28,12 +28,17 @@ import (
 // performs each decision as the library's executor (lease.go) does, each
 // request taking its time and failing as the world draws. Registering the
 // LeaseCandidate and answering pings are modelled after registration.go.
+// An adopter's process (sim_adopter_test.go) runs the same elector as an
+// External, renewed through pkg/lock by client-go's LeaderElector.
 type simCandidate struct {
 	w                 *simWorld
 	name              string
 	binary, emulation string
 	proc              *simProcess
 	incarnations      int
+	// adopter is how the process takes part: the library itself, or
+	// client-go's elector or a controller-runtime manager over pkg/lock.
+	adopter simAdopter
 	// releasesAsClientGo: its release writes leaseDurationSeconds 1, as
 	// client-go's elector with ReleaseOnCancel does (every other candidate,
 	// so that no random draw, and no seed's schedule, changes).
@@ -81,6 +86,24 @@ type simProcess struct {
 	// done); stopped is called when it is over.
 	stopping, shuttingDown bool
 	stopped                func()
+
+	// An External's (nil ext: the library renews itself). ext is the
+	// client-go elector renewing through pkg/lock. resigned, counted and
+	// lastRenewal are externalRenewal's: the elector resigned; when Renew
+	// last returned success to it (local); when the last successful
+	// renewal was sent, in this term or an earlier one.
+	ext         *simElector
+	resigned    bool
+	counted     time.Time
+	lastRenewal time.Time
+	// calls are the External's calls (Renew, Lease, Resign) waiting for the
+	// loop; inCall: one runs. callDeadline (local) ends the requests of the
+	// running call, as its caller's context does; renewOK says whether the
+	// last renewal succeeded.
+	calls        []*simCall
+	inCall       bool
+	callDeadline time.Time
+	renewOK      bool
 }
 
 // simWorkReturn bounds how long leader work takes to return once its
@@ -90,6 +113,26 @@ const simWorkReturn = time.Second
 func (p *simProcess) localNow() time.Time {
 	w := p.c.w
 	return w.now.Add(p.offset + time.Duration(p.drift*float64(w.now.Sub(p.born))))
+}
+
+// quietIn is the elector's quietIn: how long until nothing of this process
+// can act any more on its past renewals. The library's own renewals stop
+// with its term (zero); an External's elector may act until LeaseDuration
+// after the last successful renewal was sent and after it was told so
+// (externalRenewal.quietIn), unless it resigned.
+func (p *simProcess) quietIn() time.Duration {
+	if p.ext == nil || p.resigned {
+		return 0
+	}
+	now := p.localNow()
+	var in time.Duration
+	if !p.lastRenewal.IsZero() {
+		in = simLeaseDuration - now.Sub(p.lastRenewal)
+	}
+	if !p.counted.IsZero() {
+		in = max(in, simLeaseDuration-now.Sub(p.counted))
+	}
+	return max(0, in)
 }
 
 // untilLocal is the true duration until local time d from now passes,
@@ -105,8 +148,8 @@ func (p *simProcess) isLeader() bool {
 	return p.leading && p.localNow().Sub(p.renewedAt) < simRenewDeadline
 }
 
-func (w *simWorld) addCandidate(name, binary, emulation string) *simCandidate {
-	c := &simCandidate{w: w, name: name, binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1}
+func (w *simWorld) addCandidate(name, binary, emulation string, adopter simAdopter) *simCandidate {
+	c := &simCandidate{w: w, name: name, binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1, adopter: adopter}
 	w.cands = append(w.cands, c)
 	return c
 }
@@ -135,7 +178,7 @@ func (c *simCandidate) start() {
 		p.onSelf(obj.(*coordinationv1beta1.LeaseCandidate))
 	}}
 	c.proc = p
-	w.tracef("%s/%d starts (binary %s, emulation %s)", c.name, p.id, c.binary, c.emulation)
+	w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.name, p.id, c.binary, c.emulation, c.adopter)
 	// Its watches list what there is, after a lag; the elector starts
 	// once the Lease's list is in.
 	var lease *coordinationv1.Lease
@@ -153,6 +196,10 @@ func (c *simCandidate) start() {
 		})
 	})
 	p.register()
+	if c.adopter != simLibrary {
+		p.ext = newSimElector(p, c.adopter)
+		p.ext.start()
+	}
 }
 
 // act runs fn as the process, unless it is dead or paused (a paused
@@ -349,10 +396,11 @@ func (p *simProcess) view() lead.View {
 	v := lead.View{
 		Now: p.localNow(), Identity: p.c.name,
 		Timing:       lead.Timing{LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod},
-		RenewsItself: true,
+		RenewsItself: p.ext == nil,
 		Lease:        lease,
 		Leading:      p.leading,
 		Lapsed:       p.leading && !p.isLeader(),
+		QuietIn:      p.quietIn(),
 		RenewedAt:    p.renewedAt,
 		LastAttempt:  p.lastAttempt, RetryAt: p.retryAt, HandOverAt: p.handOverAt,
 		GoneVersion: p.goneVersion,
@@ -371,18 +419,24 @@ func (p *simProcess) view() lead.View {
 // again until the answer is to wait. An action that takes time (a request,
 // stepping down) leaves the loop busy; the step goes on when it is done.
 func (p *simProcess) step() {
-	if p.busy {
+	if p.busy || p.inCall {
 		p.woken = true
 		return
 	}
-	p.stepFrom(0, false)
+	p.stepFrom(0, false, nil)
 }
 
 // simMaxActions is the library's maxActions.
 const simMaxActions = 4
 
-func (p *simProcess) stepFrom(actions int, steppedDown bool) {
+// stepFrom goes on with a step; k, when not nil, is the External's call
+// that stepped first (Renew), which goes on once the step waits.
+func (p *simProcess) stepFrom(actions int, steppedDown bool, k func()) {
 	if p.stopping {
+		if k != nil {
+			k()
+			return
+		}
 		p.shutdown()
 		return
 	}
@@ -390,10 +444,15 @@ func (p *simProcess) stepFrom(actions int, steppedDown bool) {
 		v := p.view()
 		v.SteppedDown = steppedDown
 		a := lead.Next(v)
-		then := func() { p.done(); p.stepFrom(actions+1, steppedDown || a.Kind == lead.StepDown) }
+		then := func() { p.done(); p.stepFrom(actions+1, steppedDown || a.Kind == lead.StepDown, k) }
 		switch a.Kind {
 		case lead.Wait:
 			p.wakeIn(a.After)
+			if k != nil {
+				k()
+			} else {
+				p.nextCall()
+			}
 			return
 		case lead.NoteForeign:
 			p.foreign, p.foreignSince = a.Foreign, v.Now
@@ -409,6 +468,11 @@ func (p *simProcess) stepFrom(actions int, steppedDown bool) {
 		return
 	}
 	p.wakeIn(simRetryPeriod)
+	if k != nil {
+		k()
+	} else {
+		p.nextCall()
+	}
 }
 
 // done ends a busy stretch; a wake-up that came meanwhile is served by the
@@ -434,6 +498,10 @@ func (p *simProcess) stepDown(why string, then func()) {
 	p.leading = false
 	p.busy = true
 	p.c.w.tracef("%s/%d stops leading: %s", p.c.name, p.id, why)
+	if p.ext != nil {
+		then() // an External runs no leader work of its own
+		return
+	}
 	p.c.w.after(p.c.w.durationBetween(0, simWorkReturn), func() { p.act(then) })
 }
 
@@ -444,10 +512,14 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 	w := p.c.w
 	sent := p.localNow()
 	p.lastAttempt = sent
+	p.renewOK = false
 	leading := p.leading
 	deadline := sent.Add(simRenewDeadline)
 	if leading {
 		deadline = p.renewedAt.Add(simRenewDeadline)
+	}
+	if !p.callDeadline.IsZero() && p.callDeadline.Before(deadline) {
+		deadline = p.callDeadline // the Renew's caller gives up first
 	}
 	p.busy = true
 	fail := func(err error) {
@@ -539,6 +611,10 @@ func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease,
 func (p *simProcess) succeeded(written *coordinationv1.Lease, sent time.Time, seenBefore int32) {
 	p.remember(written)
 	p.retryAt = time.Time{}
+	p.renewOK = true
+	if sent.After(p.lastRenewal) {
+		p.lastRenewal = sent
+	}
 	if p.leading {
 		if sent.After(p.renewedAt) {
 			p.renewedAt = sent
@@ -549,6 +625,7 @@ func (p *simProcess) succeeded(written *coordinationv1.Lease, sent time.Time, se
 		return
 	}
 	p.leading, p.renewedAt = true, sent
+	p.resigned = false // externalRenewal.termStarted
 	p.c.w.newTerm(p, ptr.Deref(written.Spec.LeaseTransitions, 0), seenBefore)
 }
 
@@ -614,13 +691,24 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 // work, the LeaseCandidate is deleted, then the Lease is released if it is
 // still this process's. then runs when that is over.
 func (p *simProcess) stopGracefully(then func()) {
+	if p.ext != nil {
+		p.ext.terminate(then) // the adopter's own shutdown stops the candidate
+		return
+	}
+	p.stopCandidate(then)
+}
+
+// stopCandidate ends the candidate's Run: for the library, the process's
+// shutdown; for an External, what pkg/lock's stop does.
+func (p *simProcess) stopCandidate(then func()) {
+	if p.stopping {
+		return
+	}
 	p.stopping, p.stopped = true, then
 	if cancel := p.cancelRequest; cancel != nil {
 		cancel()
 	}
-	if !p.busy {
-		p.shutdown()
-	}
+	p.nextCall() // fails the calls that wait, and shuts down unless busy
 }
 
 func (p *simProcess) shutdown() {
@@ -630,7 +718,9 @@ func (p *simProcess) shutdown() {
 	p.shuttingDown = true
 	w, name := p.c.w, p.c.name
 	finish := func() {
-		p.dead = true
+		if p.ext == nil {
+			p.dead = true
+		}
 		p.stopped()
 	}
 	deleteCandidate := func() {
@@ -640,6 +730,12 @@ func (p *simProcess) shutdown() {
 			}
 			return nil, nil
 		}, func(runtime.Object, error) {
+			if p.quietIn() > 0 {
+				// An External's elector may still act on its renewals: the
+				// Lease is left to expire (candidate.Run's mayLetGo).
+				finish()
+				return
+			}
 			p.busy = true
 			p.letGo(p.current(), true, 0, finish)
 		})
@@ -675,7 +771,7 @@ func (w *simWorld) checkLeaders() {
 	var buf [2]*simCandidate
 	leaders := buf[:0]
 	for _, c := range w.cands {
-		if p := c.proc; p != nil && !p.dead && p.isLeader() {
+		if p := c.proc; p != nil && !p.dead && p.acts() {
 			leaders = append(leaders, c)
 		}
 	}
@@ -807,7 +903,7 @@ func runSim(seed uint64, tracing bool) simResult {
 		if w.rng.IntN(2) == 0 && emulation != "1.36.0" {
 			binary = "1.36.0"
 		}
-		c := w.addCandidate(fmt.Sprintf("c%d", i), binary, emulation)
+		c := w.addCandidate(fmt.Sprintf("c%d", i), binary, emulation, simAdopter(w.rng.IntN(3)))
 		w.after(w.durationBetween(0, 3*time.Second), c.start)
 	}
 	w.startController()
@@ -861,6 +957,9 @@ func (w *simWorld) injectFault() {
 		if p := c.proc; p != nil && !p.dead && !p.paused {
 			w.fault("pause")
 			p.paused = true
+			if p.ext != nil {
+				p.ext.stall()
+			}
 			w.after(w.durationBetween(time.Second, 40*time.Second), p.resume)
 		}
 	case 2: // crash, restart later

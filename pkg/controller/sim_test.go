@@ -174,8 +174,11 @@ type simResult struct {
 	// some candidate and for the best one to lead.
 	toLeader, toBest time.Duration
 	faults           map[string]int
-	violation        string
-	trace            []string
+	// adopters counts what the processes over pkg/lock did: their terms,
+	// renewals not counted for being slow, and what their releases did.
+	adopters  map[string]int
+	violation string
+	trace     []string
 }
 
 func (r *simResult) add(o simResult) {
@@ -191,22 +194,25 @@ func (r *simResult) add(o simResult) {
 	for k, v := range o.faults {
 		r.faults[k] += v
 	}
+	if r.adopters == nil {
+		r.adopters = map[string]int{}
+	}
+	for k, v := range o.adopters {
+		r.adopters[k] += v
+	}
 }
 
 func (r *simResult) summary() string {
-	var faults []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range r.faults {
-			if !yield(k) {
-				return
-			}
+	counts := func(m map[string]int) string {
+		var out []string
+		for _, k := range slices.Sorted(mapKeys(m)) {
+			out = append(out, fmt.Sprintf("%s=%d", k, m[k]))
 		}
-	}) {
-		faults = append(faults, fmt.Sprintf("%s=%d", k, r.faults[k]))
+		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%d elections, %d terms, %d handovers, %d controller writes, %d pings; after faults stopped, a leader within %s and the best within %s at most; faults: %s; violations: %d",
+	return fmt.Sprintf("%d elections, %d terms, %d handovers, %d controller writes, %d pings; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
 		r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
-		strings.Join(faults, " "), btoi(r.violation != ""))
+		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
 func btoi(b bool) int {
