@@ -800,6 +800,11 @@ func (w *simWorld) checkLeaders() {
 	if best != w.best {
 		w.best, w.bestFrom = best, w.now
 	}
+	if best == nil {
+		// No candidate runs: an adopter that lost its term exits, and its
+		// Deployment restarts it.
+		return
+	}
 	from := w.quietAt
 	if w.bestFrom.After(from) {
 		from = w.bestFrom

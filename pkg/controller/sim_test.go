@@ -539,7 +539,9 @@ type simController struct {
 	cstore     cache.Indexer
 	ctx        context.Context
 	stepAt     time.Time // the next step scheduled (zero: none)
-	// sawToken is the highest leaseTransitions this replica was shown.
+	// sawToken is the highest leaseTransitions this replica was shown
+	// while candidates referenced the Lease: a Lease no candidate
+	// references is dropped, and no record of it kept (see noteToken).
 	sawToken int32
 	failures int // consecutive failed steps, for the backoff
 	dead     bool
@@ -622,11 +624,22 @@ func (sc *simController) list(cands []*coordinationv1beta1.LeaseCandidate, lease
 		sc.c.onCandidateAdd(lc, true)
 	}
 	if lease != nil {
-		sc.sawToken = max(sc.sawToken, ptr.Deref(lease.Spec.LeaseTransitions, 0))
 		_ = sc.lstore.Add(lease)
 		sc.c.onLease(lease)
 	}
+	sc.noteToken()
 	sc.drain()
+}
+
+// noteToken raises sawToken to the cached Lease's leaseTransitions while
+// candidates reference the Lease.
+func (sc *simController) noteToken() {
+	if len(sc.cstore.ListKeys()) == 0 {
+		return
+	}
+	if obj, ok, _ := sc.lstore.GetByKey(simNS + "/" + simLease); ok {
+		sc.sawToken = max(sc.sawToken, ptr.Deref(obj.(*coordinationv1.Lease).Spec.LeaseTransitions, 0))
+	}
 }
 
 // simLock is the name of the controllers' own lock, a Lease in the
@@ -715,7 +728,6 @@ func (sc *simController) stop() {
 }
 
 func (sc *simController) deliverLease(l *coordinationv1.Lease, deleted bool) {
-	sc.act(func() { sc.sawToken = max(sc.sawToken, ptr.Deref(l.Spec.LeaseTransitions, 0)) })
 	sc.deliver(sc.lstore, l, deleted, cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj any, _ bool) { sc.c.onLease(obj) },
 		UpdateFunc: func(_, obj any) { sc.c.onLease(obj) },
@@ -751,6 +763,7 @@ func (sc *simController) apply(store cache.Indexer, obj runtime.Object, deleted 
 		_ = store.Add(obj)
 		h.AddFunc(obj, false)
 	}
+	sc.noteToken()
 	sc.drain()
 }
 
@@ -853,9 +866,10 @@ func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordina
 	}
 	w.controllerWrote("lease")
 	if rv == "" && w.anyTerm && c.sc.sawToken < w.maxToken {
-		// A replica that never saw the Lease's highest token creates it
-		// again after a deletion it did not see: the token's history is
-		// lost (see docs/library.md, "Fencing tokens").
+		// A replica that never saw the Lease's highest token while
+		// candidates referenced it creates it again after a deletion: the
+		// token's history is lost (docs/library.md: a Lease deleted during
+		// a controller failover may start over).
 		w.historyLost = true
 		w.fault("token-history-lost")
 	}
