@@ -37,7 +37,8 @@ import (
 //     the Lease as lockrule.ReleaseFor says; Close waits for the hand-over
 //     and stops the candidate;
 //   - the application: a plain client-go program (leader work wrapped by
-//     Lock.Callbacks, le.Run then lk.Close, then exit), or a
+//     Lock.Callbacks, le.Run then lk.Close, then it exits once its leader
+//     work has returned), or a
 //     controller-runtime manager built by contrib/controller-runtime
 //     (GracefulShutdownTimeout < 0 and ReleaseAfterLeaderWork; on shutdown
 //     it stops leader runnables and waits for them while the elector renews,
@@ -355,8 +356,17 @@ func (e *simElector) runReturns() {
 		e.cancelWork("leader election lost")
 	}
 	// Then the lock is closed (Lock.Close; the manager's Start gives it a
-	// lease duration) and the process exits.
-	e.close(func() { e.exit() })
+	// lease duration) and the process exits: the plain program once its
+	// leader work has returned too (it waits for its goroutines), the
+	// manager at once (leader runnables are cancelled, and waited for only
+	// on a shutdown).
+	e.close(func() {
+		if e.kind == simClientGo {
+			e.whenWorkReturned(e.exit)
+			return
+		}
+		e.exit()
+	})
 }
 
 // exit ends the process: whatever leader work still runs ends with it.

@@ -253,8 +253,12 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 		}
 		w.after(p.untilLocal(timeout), func() { finish(nil, context.DeadlineExceeded) })
 	}
+	// Both ways take longer on a loaded server: the request is made after
+	// one latency, and its answer arrives after another, so a write may be
+	// seen by the watchers long before its writer learns it succeeded.
 	sent := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
-	w.late(w.now.Add(sent + 20*time.Millisecond))
+	back := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
+	w.late(w.now.Add(sent + back))
 	w.after(sent, func() {
 		err, applied := w.requestError(simLeasesGR, p.c.name)
 		var obj runtime.Object
@@ -265,7 +269,7 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 				err = cerr
 			}
 		}
-		w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond), func() { finish(obj, err) })
+		w.after(back, func() { finish(obj, err) })
 	})
 	return func() { finish(nil, context.Canceled) }
 }
