@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -298,7 +299,11 @@ func (p *simProcess) register() {
 			w.after(time.Second, func() { p.act(p.register) })
 			return
 		}
+		seen := p.self
 		p.self = obj.(*coordinationv1beta1.LeaseCandidate)
+		if seen != nil && simNewer(seen, p.self) {
+			p.onSelf(seen) // a ping that came meanwhile
+		}
 	})
 	// Renew the candidate periodically.
 	w.after(p.untilLocal(simCandRenew), func() { p.act(p.register) })
@@ -342,9 +347,24 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 				}
 				return
 			}
+			// The registrar looks at its informer's copy again after each
+			// write: a ping that came while the answer was in flight is
+			// answered next.
+			seen := p.self
 			p.self = obj.(*coordinationv1beta1.LeaseCandidate)
+			if seen != nil && simNewer(seen, p.self) {
+				p.onSelf(seen)
+			}
 		})
 	})
+}
+
+// simNewer reports whether a was written after b (the model server's
+// resourceVersions count up).
+func simNewer(a, b *coordinationv1beta1.LeaseCandidate) bool {
+	av, _ := strconv.ParseInt(a.ResourceVersion, 10, 64)
+	bv, _ := strconv.ParseInt(b.ResourceVersion, 10, 64)
+	return av > bv
 }
 
 // onLease is the Lease informer's event handler: it feeds Ownership and
