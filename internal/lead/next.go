@@ -6,6 +6,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
 )
 
 // What a candidate does next is decided here, by Next, from a view of what
@@ -208,6 +209,21 @@ func RenewCall(v View) error {
 		return fmt.Errorf("%w: the election controller prefers %q", ErrNotLeader, preferred)
 	case !v.Leading && !v.MayTake && (v.Foreign != Fingerprint(v.Lease) || v.ForeignFor < v.Timing.LeaseDuration):
 		return ErrForeignRenewal
+	}
+	return nil
+}
+
+// TermCall decides an External's RenewTerm, after RenewCall: nil when the
+// Lease is still in the term the elector acquired (token), otherwise why it
+// must acquire the new one. A term can pass to the same identity again (the
+// controller names it anew after it lost the Lease), and an elector that
+// renewed across would carry its old term's work into the new one.
+func TermCall(lease *coordinationv1.Lease, token int32) error {
+	if lease == nil {
+		return nil // RenewCall refuses it
+	}
+	if t := ptr.Deref(lease.Spec.LeaseTransitions, 0); t != token {
+		return fmt.Errorf("%w: the Lease is in term %d, the elector leads term %d; it must acquire the new term", ErrNotLeader, t, token)
 	}
 	return nil
 }

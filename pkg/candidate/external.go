@@ -11,7 +11,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
 )
@@ -211,8 +210,10 @@ func (e *External) renew(ctx context.Context, token *int32) error {
 		if err := lead.RenewCall(el.snapshot()); err != nil {
 			return err
 		}
-		if cur := el.current(); token != nil && cur != nil && ptr.Deref(cur.Spec.LeaseTransitions, 0) != *token {
-			return fmt.Errorf("%w: the Lease is in term %d, the elector leads term %d; it must acquire the new term", ErrNotLeader, ptr.Deref(cur.Spec.LeaseTransitions, 0), *token)
+		if token != nil {
+			if err := lead.TermCall(el.current(), *token); err != nil {
+				return err
+			}
 		}
 		if err := el.renew(ctx, caller, el.current()); err != nil {
 			return err

@@ -521,7 +521,13 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 		reply(err)
 		return
 	}
-	p.renewCall(deadline, func(sent time.Time, err error) {
+	// Once the elector has acquired a term, Lock renews with
+	// External.RenewTerm: only that term.
+	var term *int32
+	if token, leading := e.timing.Term(); leading {
+		term = &token
+	}
+	p.renewCall(deadline, term, func(sent time.Time, err error) {
 		if err == nil {
 			answered := p.localNow()
 			if err = lead.CountRenewal(simTiming, sent, answered); err == nil {
@@ -531,7 +537,13 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 				e.tracef("renewal not counted: %v", err)
 			}
 		}
-		e.timing.Renewed(err == nil)
+		if first := e.timing.Renewed(err == nil); first {
+			var token int32
+			if p.isLeader() {
+				token = p.token
+			}
+			e.timing.SetTerm(token)
+		}
 		reply(err)
 	})
 }
@@ -762,11 +774,12 @@ func (p *simProcess) cancelCalls() {
 	}
 }
 
-// renewCall is External.Renew's part in the loop: the elector steps (it
-// steps down for every reason to), lead.RenewCall decides, and the
-// library's renewal is sent, its requests ending with the caller's
-// deadline too. reply gets when the renewal was sent.
-func (p *simProcess) renewCall(deadline time.Time, reply func(sent time.Time, err error)) {
+// renewCall is External.Renew's (term nil) or RenewTerm's part in the
+// loop: the elector steps (it steps down for every reason to),
+// lead.RenewCall and lead.TermCall decide, and the library's renewal is
+// sent, its requests ending with the caller's deadline too. reply gets when
+// the renewal was sent.
+func (p *simProcess) renewCall(deadline time.Time, term *int32, reply func(sent time.Time, err error)) {
 	p.call(deadline, func(finish func()) {
 		p.callDeadline = deadline
 		p.stepFrom(0, false, func() {
@@ -776,7 +789,11 @@ func (p *simProcess) renewCall(deadline time.Time, reply func(sent time.Time, er
 				return
 			}
 			v := p.view()
-			if err := lead.RenewCall(v); err != nil {
+			err := lead.RenewCall(v)
+			if err == nil && term != nil {
+				err = lead.TermCall(v.Lease, *term)
+			}
+			if err != nil {
 				finish()
 				reply(time.Time{}, err)
 				return

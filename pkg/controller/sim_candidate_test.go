@@ -70,6 +70,8 @@ type simProcess struct {
 	// successful renewal was sent.
 	leading   bool
 	renewedAt time.Time
+	// token is the fencing token of the term (Candidate.Token).
+	token int32
 	// Local instants and versions as the elector's fields.
 	lastAttempt, retryAt, handOverAt time.Time
 	goneVersion                      string
@@ -649,8 +651,9 @@ func (p *simProcess) succeeded(written *coordinationv1.Lease, sent time.Time, se
 		return
 	}
 	p.leading, p.renewedAt = true, sent
+	p.token = ptr.Deref(written.Spec.LeaseTransitions, 0)
 	p.resigned = false // externalRenewal.termStarted
-	p.c.w.newTerm(p, ptr.Deref(written.Spec.LeaseTransitions, 0), seenBefore)
+	p.c.w.newTerm(p, p.token, seenBefore)
 }
 
 // giveUp is the elector's giveUp: it lets the Lease go (to its preferred
