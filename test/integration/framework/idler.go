@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -154,4 +155,55 @@ func (i *idler) stop() {
 		i.cancel()
 		<-i.done
 	}
+}
+
+// release stops the renewals and lets the Lease go: it names nobody, so
+// kube-apiserver's elector acquires it at its next try.
+func (i *idler) release(ctx context.Context) error {
+	i.stop()
+	lease := i.lease.DeepCopy()
+	lease.Spec.HolderIdentity = nil
+	lease.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+	_, err := i.client.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	return err
+}
+
+// IdleBuiltinController keeps the election controller built into
+// kube-apiserver from acting from now on, as Options.IdleBuiltinController
+// does from the start; it returns once that controller must have stopped.
+func (s *Server) IdleBuiltinController(ctx context.Context) error {
+	if !s.opts.CoordinatedLeaderElection {
+		return errors.New("IdleBuiltinController needs CoordinatedLeaderElection")
+	}
+	if s.idler != nil {
+		return nil
+	}
+	i, err := startIdler(ctx, s.idlerConfig(), s.opts.Logf)
+	if err != nil {
+		return err
+	}
+	s.idler = i
+	return nil
+}
+
+// WakeBuiltinController undoes IdleBuiltinController: it releases the
+// built-in controller's Lease and returns once kube-apiserver holds it, so
+// that its election controller acts again.
+func (s *Server) WakeBuiltinController(ctx context.Context) error {
+	if s.idler == nil {
+		return nil
+	}
+	i := s.idler
+	s.idler = nil
+	if err := i.release(ctx); err != nil {
+		return fmt.Errorf("release the built-in election controller's Lease: %w", err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := i.client.CoordinationV1().Leases(BuiltinControllerLeaseNamespace).Get(ctx, BuiltinControllerLeaseName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		return holder != "" && holder != IdlerIdentity, nil
+	})
 }

@@ -1,0 +1,198 @@
+// Package bench measures the whole life of an election side by side, in one
+// run on one kube-apiserver: cle (cle-controller and the candidate library)
+// and its peer, the coordinated election built into Kubernetes (the election
+// controller of kube-apiserver with client-go's LeaseCandidate and
+// Coordinated LeaderElector). Both sides use client-go's default timings
+// (15s/10s/2s), and every time is taken on this process's monotonic clock
+// from the candidates' own report of the moment their leader work starts and
+// returns (test/bench/cand), not from the Lease.
+//
+// Run it with `make bench` (hack/bench.sh), which writes the table to
+// docs/benchmarks.md; `make bench QUICK=1` runs each scenario once.
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+var (
+	reps      = flag.Int("bench.reps", 5, "repetitions of each scenario on each side")
+	outFile   = flag.String("bench.out", "", "write the markdown table to this file as well")
+	scenarios = flag.String("bench.scenarios", "", "comma-separated scenarios to run (default: all)")
+	steady    = flag.Duration("bench.steady", time.Minute, "how long the write cost is counted")
+)
+
+// The candidate timings of both sides: client-go's defaults.
+const (
+	leaseDuration = 15 * time.Second
+	renewDeadline = 10 * time.Second
+	retryPeriod   = 2 * time.Second
+)
+
+// run is one benchmark run: the server, the binaries, the sides.
+type run struct {
+	b          *testing.B
+	ctx        context.Context
+	server     *framework.Server
+	kubeconfig string
+	dir        string
+	candBin    string
+	ctrlBin    string
+	results    []*row
+}
+
+// side is what elects: cle's controller or the one built into
+// kube-apiserver, and the candidate kind that goes with it.
+type side struct {
+	name, kind string
+}
+
+var sides = []side{{"cle", "cle"}, {"peer", "peer"}}
+
+func BenchmarkElections(b *testing.B) {
+	klog.SetOutput(os.Stderr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &run{b: b, ctx: ctx, dir: b.TempDir()}
+	var err error
+	r.server, err = framework.Start(ctx, framework.Options{CoordinatedLeaderElection: true, IdleBuiltinController: true, Logf: b.Logf})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.server.Stop() })
+	r.kubeconfig = filepath.Join(r.dir, "kubeconfig")
+	if err := r.server.WriteKubeconfig(r.kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", r.dir+"/", "github.com/cle-dev/cle/cmd/cle-controller", "github.com/cle-dev/cle/test/bench/cand")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	r.ctrlBin, r.candBin = filepath.Join(r.dir, "cle-controller"), filepath.Join(r.dir, "cand")
+
+	for b.Loop() {
+		for _, sc := range allScenarios {
+			if *scenarios != "" && !slices.Contains(strings.Split(*scenarios, ","), sc.name) {
+				continue
+			}
+			r.scenario(sc)
+		}
+	}
+	table := r.table()
+	fmt.Println(table)
+	if *outFile != "" {
+		if err := os.WriteFile(*outFile, []byte(table), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// scenario runs sc's repetitions on each side, each side's in a namespace
+// of its own, with its controller acting and the other one idle.
+func (r *run) scenario(sc scenario) {
+	rows := map[string]*row{}
+	for _, s := range sides {
+		ns := r.server.CreateNamespace(r.b)
+		stop := r.activate(s, ns)
+		logDir := filepath.Join(r.dir, sc.name+"-"+s.name)
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			r.b.Fatal(err)
+		}
+		for i := range *reps {
+			j := newJournal()
+			st := starter{bin: r.candBin, kind: s.kind, kubeconfig: r.kubeconfig, ns: ns, logDir: logDir, j: j}
+			begin := time.Now()
+			out := sc.run(r, st, fmt.Sprintf("%s-%d", sc.name, i))
+			r.b.Logf("%s %s #%d (%s): %s", sc.name, s.name, i+1, time.Since(begin).Round(time.Second), out)
+			for _, m := range out {
+				key := m.metric
+				if rows[key] == nil {
+					rows[key] = &row{scenario: sc.title, metric: m.metric, unit: m.unit, order: len(rows)}
+					r.results = append(r.results, rows[key])
+				}
+				rows[key].add(s.name, m)
+			}
+		}
+		stop()
+	}
+}
+
+// activate makes s's controller the acting one for namespace ns, and returns
+// a function that stops it.
+func (r *run) activate(s side, ns string) func() {
+	r.b.Helper()
+	switch s.name {
+	case "cle":
+		if err := r.server.IdleBuiltinController(r.ctx); err != nil {
+			r.b.Fatal(err)
+		}
+		log, err := os.Create(filepath.Join(r.dir, "cle-controller-"+ns+".log"))
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		cmd := exec.Command(r.ctrlBin, "--kubeconfig="+r.kubeconfig, "--api-mode=native", "--namespaces="+ns,
+			"--leader-elect-resource-namespace="+ns, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			r.b.Fatal(err)
+		}
+		// It acts once it holds its own Lease (in ns, named as the
+		// built-in controller's is in kube-system).
+		if err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			l, err := r.server.Client().CoordinationV1().Leases(ns).Get(ctx, framework.BuiltinControllerLeaseName, metav1.GetOptions{})
+			return err == nil && ptr.Deref(l.Spec.HolderIdentity, "") != "", nil
+		}); err != nil {
+			r.b.Fatalf("cle-controller did not start leading: %v", err)
+		}
+		return func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+			log.Close()
+		}
+	default:
+		if err := r.server.WakeBuiltinController(r.ctx); err != nil {
+			r.b.Fatal(err)
+		}
+		return func() {}
+	}
+}
+
+// machine describes where the run happened.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			mem = fmt.Sprintf(", %d GiB", (kb+512*1024)/(1024*1024))
+		}
+	}
+	return fmt.Sprintf("%d cores%s, %s, %s/%s, %s", runtime.NumCPU(), mem, model, runtime.GOOS, runtime.GOARCH, runtime.Version())
+}

@@ -1,0 +1,188 @@
+// Command cand is the candidate program of the side-by-side benchmarks
+// (test/bench): one process of a component that takes part in a leader
+// election, in one of these kinds:
+//
+//	cle    the candidate library (pkg/candidate), elected by cle-controller
+//	peer   client-go's LeaseCandidate (leaderelection.NewCandidate) and its
+//	       LeaderElector with Coordinated set, elected by the controller
+//	       built into kube-apiserver, as kube-scheduler and
+//	       kube-controller-manager do with the feature gate on
+//	lock   client-go's LeaderElector on pkg/lock (cle's adoption path)
+//	plain  client-go's LeaderElector on a LeaseLock: no coordination
+//
+// Its leader work does nothing but wait for its context, and it prints one
+// line to stdout at the moment that work starts and the moment it returns:
+//
+//	started-leading identity=<id>
+//	stopped-leading identity=<id>
+//
+// SIGTERM or SIGINT stops it gracefully: leader work stops and the Lease is
+// released (every kind releases on cancel).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/pkg/lock"
+)
+
+type options struct {
+	kind, kubeconfig, namespace, lease, identity string
+	binaryVersion, emulationVersion              string
+	leaseDuration, renewDeadline, retryPeriod    time.Duration
+}
+
+func main() {
+	var o options
+	fs := flag.NewFlagSet("cand", flag.ContinueOnError)
+	fs.StringVar(&o.kind, "kind", "cle", "cle, peer, lock or plain")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (required)")
+	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the Lease")
+	fs.StringVar(&o.lease, "lease", "", "name of the Lease (required)")
+	fs.StringVar(&o.identity, "identity", "", "this process's identity (required)")
+	fs.StringVar(&o.binaryVersion, "binary-version", "1.36.0", "binary version")
+	fs.StringVar(&o.emulationVersion, "emulation-version", "", "emulation version (default: the binary version)")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "lease duration")
+	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "renew deadline")
+	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "retry period")
+	klog.InitFlags(fs)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	if o.lease == "" || o.identity == "" || o.kubeconfig == "" {
+		fmt.Fprintln(os.Stderr, "cand: --kubeconfig, --lease and --identity are required")
+		os.Exit(2)
+	}
+	if o.emulationVersion == "" {
+		o.emulationVersion = o.binaryVersion
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, o)
+	running.Wait()
+	if err != nil {
+		klog.Background().Error(err, "cand failed", "identity", o.identity)
+		os.Exit(1)
+	}
+}
+
+// out serializes the event lines.
+var out sync.Mutex
+
+func say(event, id string) {
+	out.Lock()
+	defer out.Unlock()
+	fmt.Printf("%s identity=%s\n", event, id)
+}
+
+// running counts the leader work that has not returned: client-go's
+// elector does not wait for it, so the process does before it exits, and
+// the line that says it returned is printed.
+var running sync.WaitGroup
+
+// work is the leader work of every kind: it runs until its context ends.
+func work(id string) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		running.Add(1)
+		defer running.Done()
+		say("started-leading", id)
+		defer say("stopped-leading", id)
+		<-ctx.Done()
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "cle-bench-" + o.kind + "/" + o.identity
+	ccfg := candidate.Config{
+		RestConfig: cfg, APIMode: "native", Namespace: o.namespace, LeaseName: o.lease, Identity: o.identity,
+		BinaryVersion: o.binaryVersion, EmulationVersion: o.emulationVersion,
+		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
+	}
+	switch o.kind {
+	case "cle":
+		ccfg.Callbacks = candidate.Callbacks{OnStartedLeading: work(o.identity)}
+		c, err := candidate.New(ccfg)
+		if err != nil {
+			return err
+		}
+		return c.Run(ctx)
+	case "lock":
+		lk, err := lock.New(lock.Config{Candidate: ccfg})
+		if err != nil {
+			return err
+		}
+		ld, rd, rp := lk.Timings()
+		if err := elect(ctx, lk, o.identity, ld, rd, rp, false, lk.Callbacks); err != nil {
+			return err
+		}
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ld)
+		defer cancel()
+		return lk.Close(closeCtx)
+	case "peer", "plain":
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		coordinated := o.kind == "peer"
+		if coordinated {
+			lc, _, err := leaderelection.NewCandidate(client, o.namespace, o.identity, o.lease, o.binaryVersion, o.emulationVersion, coordinationv1.OldestEmulationVersion)
+			if err != nil {
+				return fmt.Errorf("LeaseCandidate: %w", err)
+			}
+			go lc.Run(ctx)
+		}
+		lk := &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.lease},
+			Client:     client.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: o.identity},
+		}
+		return elect(ctx, lk, o.identity, o.leaseDuration, o.renewDeadline, o.retryPeriod, coordinated, nil)
+	default:
+		return fmt.Errorf("unknown --kind %q", o.kind)
+	}
+}
+
+// elect runs client-go's LeaderElector until ctx is done. A lost term ends
+// it with an error, as client-go components exit then.
+func elect(ctx context.Context, lk resourcelock.Interface, id string, ld, rd, rp time.Duration, coordinated bool,
+	wrap func(leaderelection.LeaderCallbacks) leaderelection.LeaderCallbacks) error {
+	callbacks := leaderelection.LeaderCallbacks{OnStartedLeading: work(id), OnStoppedLeading: func() {}}
+	if wrap != nil {
+		callbacks = wrap(callbacks)
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lk, LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp,
+		ReleaseOnCancel: true, Coordinated: coordinated, Name: id, Callbacks: callbacks,
+	})
+	if err != nil {
+		return err
+	}
+	le.Run(ctx)
+	if ctx.Err() == nil {
+		return errors.New("leader election lost")
+	}
+	return nil
+}
