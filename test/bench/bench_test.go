@@ -38,6 +38,7 @@ var (
 	outFile   = flag.String("bench.out", "", "write the markdown table to this file as well")
 	scenarios = flag.String("bench.scenarios", "", "comma-separated scenarios to run (default: all)")
 	steady    = flag.Duration("bench.steady", time.Minute, "how long the write cost is counted")
+	keepDir   = flag.String("bench.dir", "", "keep the logs of the run in this directory (default: a temporary one, removed at the end)")
 )
 
 // The candidate timings of both sides: client-go's defaults.
@@ -71,7 +72,12 @@ func BenchmarkElections(b *testing.B) {
 	klog.SetOutput(os.Stderr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &run{b: b, ctx: ctx, dir: b.TempDir()}
+	r := &run{b: b, ctx: ctx, dir: *keepDir}
+	if r.dir == "" {
+		r.dir = b.TempDir()
+	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
 	var err error
 	r.server, err = framework.Start(ctx, framework.Options{CoordinatedLeaderElection: true, IdleBuiltinController: true, Logf: b.Logf})
 	if err != nil {
