@@ -27,7 +27,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/test/integration/framework"
@@ -69,7 +68,6 @@ type side struct {
 var sides = []side{{"cle", "cle"}, {"peer", "peer"}}
 
 func BenchmarkElections(b *testing.B) {
-	klog.SetOutput(os.Stderr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := &run{b: b, ctx: ctx, dir: *keepDir}

@@ -83,6 +83,30 @@ func firstStart(evs []event, ok func(id string) bool) (event, bool) {
 
 func anyone(string) bool { return true }
 
+// waitStart waits until, from index from on, a candidate whose identity
+// satisfies ok starts leading, and returns that event; false when the
+// election limit passed first.
+func (j *journal) waitStart(from int, ok func(id string) bool) (event, bool) {
+	var e event
+	found := j.wait(from, electionLimit, func(evs []event) bool {
+		var started bool
+		e, started = firstStart(evs, ok)
+		return started
+	})
+	return e, found
+}
+
+// starts counts the started-leading events among evs.
+func starts(evs []event) int {
+	n := 0
+	for _, e := range evs {
+		if e.what == "started-leading" {
+			n++
+		}
+	}
+	return n
+}
+
 // leaders returns who leads after evs: started without a later stop.
 func leaders(evs []event) map[string]time.Time {
 	l := map[string]time.Time{}

@@ -119,12 +119,8 @@ func coldStart(r *run, st starter, lease string) []measure {
 	g.start(lease+"-a", "1.36.0", "1.35.0")
 	g.start(lease+"-b", "1.36.0", "1.36.0")
 	g.start(lease+"-c", "1.36.0", "1.36.0")
-	var first event
-	if !st.j.wait(0, electionLimit, func(evs []event) bool {
-		var ok bool
-		first, ok = firstStart(evs, anyone)
-		return ok
-	}) {
+	first, ok := st.j.waitStart(0, anyone)
+	if !ok {
 		return []measure{count("no leader within 90s", 1)}
 	}
 	wrong := 0
@@ -143,12 +139,8 @@ func gracefulHandover(r *run, st starter, lease string) []measure {
 	from := st.j.len()
 	begin := time.Now()
 	g.byID(leader).stop(syscall.SIGTERM)
-	var next event
-	if !st.j.wait(from, electionLimit, func(evs []event) bool {
-		var ok bool
-		next, ok = firstStart(evs, func(id string) bool { return id != leader })
-		return ok
-	}) {
+	next, ok := st.j.waitStart(from, func(id string) bool { return id != leader })
+	if !ok {
 		return []measure{count("no successor within 90s", 1)}
 	}
 	evs, _ := st.j.since(from)
@@ -173,12 +165,8 @@ func preemption(r *run, st starter, lease string) []measure {
 	defer g.stopAll()
 	g.start(lease+"-b", "1.36.0", "1.36.0")
 	g.start(lease+"-c", "1.36.0", "1.36.0")
-	var old event
-	if !st.j.wait(0, electionLimit, func(evs []event) bool {
-		var ok bool
-		old, ok = firstStart(evs, anyone)
-		return ok
-	}) {
+	old, ok := st.j.waitStart(0, anyone)
+	if !ok {
 		return []measure{count("no leader within 90s", 1)}
 	}
 	pause(settle)
@@ -186,12 +174,8 @@ func preemption(r *run, st starter, lease string) []measure {
 	begin := time.Now()
 	better := lease + "-a"
 	g.start(better, "1.36.0", "1.35.0")
-	var took event
-	if !st.j.wait(from, electionLimit, func(evs []event) bool {
-		var ok bool
-		took, ok = firstStart(evs, func(id string) bool { return id == better })
-		return ok
-	}) {
+	took, ok := st.j.waitStart(from, func(id string) bool { return id == better })
+	if !ok {
 		return []measure{count("better never led within 90s", 1)}
 	}
 	evs, _ := st.j.since(from)
@@ -215,12 +199,8 @@ func crashFailover(r *run, st starter, lease string) []measure {
 	from := st.j.len()
 	begin := time.Now()
 	g.byID(leader).stop(syscall.SIGKILL)
-	var next event
-	if !st.j.wait(from, electionLimit, func(evs []event) bool {
-		var ok bool
-		next, ok = firstStart(evs, func(id string) bool { return id != leader })
-		return ok
-	}) {
+	next, ok := st.j.waitStart(from, func(id string) bool { return id != leader })
+	if !ok {
 		return []measure{count("no successor within 90s", 1)}
 	}
 	return []measure{seconds("SIGKILL → next leader starts", next.at.Sub(begin))}
@@ -334,12 +314,7 @@ func writeCost(r *run, st starter, lease string) []measure {
 	from := st.j.len()
 	leases, cands = countWrites(r.ctx, r, st.ns, lease, *steady)
 	evs, _ := st.j.since(from)
-	changes := 0
-	for _, e := range evs {
-		if e.what == "started-leading" {
-			changes++
-		}
-	}
+	changes := starts(evs)
 	return append(ms,
 		measure{metric: "Lease writes/min, + a dead best", unit: "", value: perMinute(leases)},
 		measure{metric: "LeaseCandidate writes/min, + a dead best", unit: "", value: perMinute(cands)},
@@ -401,12 +376,8 @@ func equalRestart(r *run, st starter, lease string) []measure {
 	for _, s := range []string{"a", "b", "c"} {
 		g.start(lease+"-"+s, "1.36.0", "1.36.0")
 	}
-	var leader event
-	if !st.j.wait(0, electionLimit, func(evs []event) bool {
-		var ok bool
-		leader, ok = firstStart(evs, anyone)
-		return ok
-	}) {
+	leader, ok := st.j.waitStart(0, anyone)
+	if !ok {
 		return []measure{count("no leader within 90s", 1)}
 	}
 	pause(settle)
@@ -419,11 +390,6 @@ func equalRestart(r *run, st starter, lease string) []measure {
 	g.start(standby, "1.36.0", "1.36.0")
 	pause(leaseDuration + 2*retryPeriod) // the window in which a needless change would show
 	evs, _ := st.j.since(from)
-	changes := 0
-	for _, e := range evs {
-		if e.what == "started-leading" {
-			changes++
-		}
-	}
+	changes := starts(evs)
 	return []measure{count("needless leader changes", changes)}
 }
