@@ -285,6 +285,7 @@ type simWorld struct {
 	best            *simCandidate // the best running candidate, since bestFrom
 	bestFrom        time.Time
 	quietLeader     time.Time // when some candidate first led after faults stopped
+	noneRan         time.Time // the last instant after faults stopped at which no candidate process ran
 	quietBest       time.Time // when the best candidate first led after faults stopped
 	steadyFrom      time.Time // from then on, no controller write is expected
 	ctrlWrites      int       // controller writes since steadyFrom
