@@ -474,7 +474,7 @@ func (e *election) recordOf(lc *coordinationv1beta1.LeaseCandidate) candidateRec
 			return c.rec
 		}
 	}
-	return candidateRecord{uid: lc.UID, renewTime: renewTimeOf(lc), firstSeen: e.v.now, renewedAt: e.v.now}
+	return candidateRecord{uid: lc.UID, renewTime: renewTimeOf(lc), firstSeen: e.v.now, renewedAt: e.v.now, onlyCreated: true}
 }
 
 // liveness judges one candidate; the deadline is when that judgement lapses.
@@ -503,6 +503,15 @@ func (e *election) peek(lc *coordinationv1beta1.LeaseCandidate) (liveness, time.
 		// A holder that let its Lease expire is suspect whatever its
 		// candidate's freshness says: only a renewal after the expiry (or
 		// an answered ping) shows it is alive.
+		rec.renewedAt = time.Time{}
+	}
+	if e.leaseLive && lc.Name != e.holder && rec.onlyCreated {
+		// Under a live holder, a candidate is preferred only once it has
+		// written since its creation (answered a ping, or renewed): one
+		// that registered and died (a crash loop, a process killed while
+		// starting) would have the holder stop its work and hand over to
+		// nobody, leaving the Lease leaderless until it expires. Proof
+		// costs one ping and its answer, milliseconds for a live one.
 		rec.renewedAt = time.Time{}
 	}
 	state, deadline := rec.state(e.v.judgeAt, e.o.CandidateFreshness, e.o.PingTimeout)

@@ -412,3 +412,53 @@ func TestAbsentLeaseAtStartWaitsForAHolderItCouldNotSee(t *testing.T) {
 		}
 	})
 }
+
+// A candidate that registers and dies at once (a crash loop, a process
+// killed while starting) must not take a live holder's Lease: the holder
+// would stop its work and hand over to nobody, and the Lease would stay
+// leaderless until it expired. Found by `make bench` (scenario 6, a dead
+// candidate that ranks best): every such registration cost a leader change
+// and about 20 s without a leader.
+func TestRegisteredButDeadCandidateDoesNotPreemptALiveHolder(t *testing.T) {
+	h := newHarness(t)
+	h.list(candidate("h", "1.36.0", "1.36.0"), lease(heldBy("h"), transitions(3)))
+	h.reconcile()
+	h.clearWrites()
+
+	h.create(candidate("dead", "1.36.0", "1.35.0")) // never writes again
+	h.reconcile()
+	if lw := h.leaseWrites(); len(lw) != 0 {
+		t.Fatalf("a candidate that only registered was preferred at once: %v", lw)
+	}
+	if p := h.pings(); !slices.Equal(p, []string{"dead"}) {
+		t.Fatalf("pings = %v, want [dead]: it is asked before the holder is", p)
+	}
+	for i := range 5 { // the holder renews; the ping goes unanswered
+		h.step(2 * time.Second)
+		h.renewLease(t0.Add(time.Duration(i+1) * 2 * time.Second))
+		h.reconcile()
+	}
+	if lw := h.leaseWrites(); len(lw) != 0 {
+		t.Errorf("Lease writes after the ping went unanswered: %v", lw)
+	}
+	if st := h.state("dead"); st != unresponsive {
+		t.Errorf("dead is %v, want unresponsive", st)
+	}
+	if got := h.serverLease(); holderOf(got) != "h" || got.Spec.PreferredHolder != nil {
+		t.Errorf("Lease held by %q preferring %q, want h preferring nobody", holderOf(got), preferredOf(got))
+	}
+
+	// A better candidate that answers is preferred as soon as it does.
+	h.clearWrites()
+	h.create(candidate("live", "1.36.0", "1.35.0"))
+	h.reconcile()
+	if p := h.pings(); !slices.Equal(p, []string{"live"}) {
+		t.Fatalf("pings = %v, want [live]", p)
+	}
+	h.clearWrites()
+	h.renew("live", h.serverCandidate("live").Spec.PingTime.Time)
+	h.reconcile()
+	if got := h.expectOneLeaseWrite("update"); preferredOf(got) != "live" || holderOf(got) != "h" {
+		t.Errorf("Lease held by %q preferring %q, want h preferring live", holderOf(got), preferredOf(got))
+	}
+}

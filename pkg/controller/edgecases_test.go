@@ -133,7 +133,7 @@ func TestUnpingableCandidateDoesNotBlockTheElection(t *testing.T) {
 	t.Run("held Lease", func(t *testing.T) {
 		h := newHarness(t)
 		h.list(candidate("top", "1.29.0", "1.29.0"), candidate("low", "1.31.0", "1.31.0"), lease(heldBy("low")))
-		h.create(candidate("mid", "1.30.0", "1.30.0"))
+		h.join(candidate("mid", "1.30.0", "1.30.0"))
 		failPingsOf(h, "top")
 		if _, err := h.reconcileOnly(); !apierrors.IsForbidden(err) {
 			t.Fatalf("reconcile error = %v, want the ping's Forbidden", err)
@@ -342,7 +342,7 @@ func TestEqualCandidateJoiningASettledElection(t *testing.T) {
 	}
 
 	// A better-versioned candidate still preempts.
-	h.create(candidate("old", "1.36.0", "1.35.0"))
+	h.join(candidate("old", "1.36.0", "1.35.0"))
 	h.reconcile()
 	if got := h.expectOneLeaseWrite("update"); preferredOf(got) != "old" || holderOf(got) != "b" {
 		t.Errorf("holder %q preferredHolder %q, want b and old", holderOf(got), preferredOf(got))
@@ -518,7 +518,7 @@ func TestEventsNameTheCandidateAsRelated(t *testing.T) {
 		candidate("good", "1.36.0", "1.36.0"),
 	)
 	h.reconcile()
-	h.create(candidate("better", "1.36.0", "1.35.0"))
+	h.join(candidate("better", "1.36.0", "1.35.0"))
 	h.reconcile()
 	ref := func(name string) string { return "LeaseCandidate coordination.k8s.io/v1beta1 " + testNS + "/" + name }
 	for reason, want := range map[string][]string{

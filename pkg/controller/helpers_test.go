@@ -326,6 +326,17 @@ func (h *harness) create(objs ...runtime.Object) {
 	h.addObjects(false, objs...)
 }
 
+// join adds candidates as created while the controller watches, each then
+// renewing once at the harness's present: candidates that run and have
+// written since registering, as a library candidate that answered its ping.
+func (h *harness) join(lcs ...*coordinationv1beta1.LeaseCandidate) {
+	h.t.Helper()
+	for _, lc := range lcs {
+		h.create(lc)
+		h.renew(lc.Name, h.clock.Now())
+	}
+}
+
 func (h *harness) addObjects(initial bool, objs ...runtime.Object) {
 	h.t.Helper()
 	var leases []*coordinationv1.Lease

@@ -37,7 +37,7 @@ func TestLeaseStatesMetric(t *testing.T) {
 	h.reconcile()
 	h.expectLeaseStates("the election seen", map[string]float64{leaseOptimal: 1})
 
-	h.create(candidate("a", "1.36.0", "1.35.0"))
+	h.join(candidate("a", "1.36.0", "1.35.0"))
 	h.reconcile()
 	if got := preferredOf(h.serverLease()); got != "a" {
 		t.Fatalf("preferredHolder %q, want a", got)

@@ -32,6 +32,10 @@ type candidateRecord struct {
 	// created or renewed. Zero when it was only listed at start-up, so that
 	// its freshness is unknown.
 	renewedAt time.Time
+	// onlyCreated tells that renewedAt is the candidate's creation: it has
+	// not written since. A creation shows that a process got as far as
+	// registering, not that it still runs and watches its candidate.
+	onlyCreated bool
 	// firstSeen is when the controller first observed the candidate; with
 	// renewedAt it bounds how long the candidate has gone without renewing.
 	firstSeen time.Time
@@ -249,7 +253,7 @@ func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, 
 	if !ok || r.uid != lc.UID {
 		r = &candidateRecord{uid: lc.UID, renewTime: renew, firstSeen: now}
 		if !inInitialList {
-			r.renewedAt = now
+			r.renewedAt, r.onlyCreated = now, true
 		}
 		o.candidates[key] = r
 		return true
@@ -258,7 +262,7 @@ func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, 
 		return false
 	}
 	r.renewTime = renew
-	r.renewedAt = now
+	r.renewedAt, r.onlyCreated = now, false
 	r.pingedAt, r.pingSent, r.pingRefused = time.Time{}, false, false
 	r.unresponsive, r.unreachable = false, unreachable{}
 	return true
@@ -408,7 +412,7 @@ func (o *observations) candidate(lc *coordinationv1beta1.LeaseCandidate, now tim
 	if r, ok := o.candidates[key]; ok && r.uid == lc.UID {
 		return *r
 	}
-	return candidateRecord{uid: lc.UID, renewTime: renewTimeOf(lc), firstSeen: now, renewedAt: now}
+	return candidateRecord{uid: lc.UID, renewTime: renewTimeOf(lc), firstSeen: now, renewedAt: now, onlyCreated: true}
 }
 
 // lease returns a copy of the record of the Lease key. When lease (the

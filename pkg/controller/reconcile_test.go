@@ -233,7 +233,8 @@ func TestRequeueIsTheNextDeadline(t *testing.T) {
 		{
 			name: "freshness of the preferred holder",
 			setup: func(h *harness) {
-				h.create(candidate("best", "1.30.0", "1.30.0"), candidate("h", "1.31.0", "1.31.0"))
+				h.create(candidate("h", "1.31.0", "1.31.0"))
+				h.join(candidate("best", "1.30.0", "1.30.0"))
 				h.list(lease(heldBy("h"), durationSeconds(40)))
 			},
 			steps: []time.Duration{4 * time.Second},
@@ -243,7 +244,8 @@ func TestRequeueIsTheNextDeadline(t *testing.T) {
 			name: "custom freshness",
 			opts: func(o *Options) { o.CandidateFreshness = 9 * time.Second },
 			setup: func(h *harness) {
-				h.create(candidate("best", "1.30.0", "1.30.0"), candidate("h", "1.31.0", "1.31.0"))
+				h.create(candidate("h", "1.31.0", "1.31.0"))
+				h.join(candidate("best", "1.30.0", "1.30.0"))
 				h.list(lease(heldBy("h"), durationSeconds(40)))
 			},
 			want: []time.Duration{9 * time.Second},
@@ -302,7 +304,7 @@ func TestPreferredHolderSetOnceWhenBetterCandidateJoins(t *testing.T) {
 	h.reconcile()
 	h.expectNoWrites("the only candidate holds")
 
-	h.create(candidate("new", "1.30.0", "1.30.0"))
+	h.join(candidate("new", "1.30.0", "1.30.0"))
 	h.reconcile()
 	got := h.expectOneLeaseWrite("update")
 	if holderOf(got) != "old" || preferredOf(got) != "new" || ptr.Deref(got.Spec.LeaseTransitions, 0) != 4 {
@@ -341,7 +343,8 @@ func TestPreferredHolderSetOnceWhenBetterCandidateJoins(t *testing.T) {
 
 func TestPreferredHolderClearedWhenHolderBecomesBest(t *testing.T) {
 	h := newHarness(t)
-	h.create(candidate("h", "1.30.0", "1.30.0"), candidate("p", "1.30.0", "1.29.0"))
+	h.create(candidate("h", "1.30.0", "1.30.0"))
+	h.join(candidate("p", "1.30.0", "1.29.0"))
 	h.list(lease(heldBy("h"), preferring("p")))
 	h.reconcile()
 	h.expectNoWrites("p is rightly preferred")
@@ -783,7 +786,8 @@ func TestWriteErrorsAreReturned(t *testing.T) {
 		{
 			name: "steer conflict",
 			setup: func(h *harness) {
-				h.create(candidate("a", "1.30.0", "1.30.0"), candidate("h", "1.31.0", "1.31.0"))
+				h.create(candidate("h", "1.31.0", "1.31.0"))
+				h.join(candidate("a", "1.30.0", "1.30.0"))
 				h.list(lease(heldBy("h")))
 			},
 			fail:  func(h *harness) { h.failOn("update", "leases", 1, conflictErr("leases", testLease)) },

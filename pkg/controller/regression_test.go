@@ -97,7 +97,8 @@ func TestRegression2_StalePreferredHolder(t *testing.T) {
 
 	t.Run("deleted candidate while a better one is alive: recomputed", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(candidate("h", "1.31.0", "1.31.0"), candidate("b", "1.30.0", "1.30.0"))
+		h.create(candidate("h", "1.31.0", "1.31.0"))
+		h.join(candidate("b", "1.30.0", "1.30.0"))
 		h.list(lease(heldBy("h"), preferring("ghost")))
 
 		h.reconcile()
@@ -110,7 +111,8 @@ func TestRegression2_StalePreferredHolder(t *testing.T) {
 
 	t.Run("preferred candidate deleted after being chosen: cleared", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(candidate("h", "1.31.0", "1.31.0"), candidate("p", "1.30.0", "1.30.0"))
+		h.create(candidate("h", "1.31.0", "1.31.0"))
+		h.join(candidate("p", "1.30.0", "1.30.0"))
 		h.list(lease(heldBy("h"), preferring("p")))
 		h.reconcile()
 		h.expectNoWrites("preferredHolder already right")
@@ -125,7 +127,8 @@ func TestRegression2_StalePreferredHolder(t *testing.T) {
 
 	t.Run("preferred candidate stops answering: cleared after the ping timeout", func(t *testing.T) {
 		h := newHarness(t)
-		h.create(candidate("h", "1.31.0", "1.31.0"), candidate("p", "1.30.0", "1.30.0"))
+		h.create(candidate("h", "1.31.0", "1.31.0"))
+		h.join(candidate("p", "1.30.0", "1.30.0"))
 		h.list(lease(heldBy("h"), preferring("p")))
 		h.reconcile()
 		h.expectNoWrites("preferredHolder already right")

@@ -59,6 +59,7 @@ func testBetterCandidateJoins(t *testing.T, m apiMode) {
 
 	w := e.watchControllerWrites(t)
 	e.createCandidate("join", cand{name: "b", binary: "1.36.0", emulation: "1.35.0"})
+	e.answerPings("b")
 	lease = e.waitLease("join", 10*time.Second, "preferredHolder b", func(l *coordinationv1.Lease) bool {
 		return ptr.Deref(l.Spec.PreferredHolder, "") == "b"
 	})

@@ -168,34 +168,12 @@ func (e *env) renew(lease *coordinationv1.Lease) *coordinationv1.Lease {
 
 // answerPings acts as the candidate's own process until the test ends: it
 // renews the candidate whenever the controller pings it.
-func (e *env) answerPings(name string) { e.actAsCandidate(name, 20*time.Millisecond, true) }
+func (e *env) answerPings(name string) { framework.AnswerPings(e.t, e.acc.LeaseCandidates(e.ns), name) }
 
 // keepRenewing acts as a candidate's process until the test ends: it renews
 // the candidate every period (answering pings on the way).
 func (e *env) keepRenewing(name string, period time.Duration) {
-	e.actAsCandidate(name, period, false)
-}
-
-// actAsCandidate renews the candidate every period, or only when pinged, with
-// renewTime = max(now, pingTime), until the test ends.
-func (e *env) actAsCandidate(name string, period time.Duration, onlyWhenPinged bool) {
-	candidates := e.acc.LeaseCandidates(e.ns)
-	e.everyPeriod(period, true, func(ctx context.Context) {
-		lc, err := candidates.Get(ctx, name)
-		if err != nil {
-			return
-		}
-		pinged := lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(lc.Spec.PingTime))
-		if onlyWhenPinged && !pinged {
-			return
-		}
-		renew := metav1.NewMicroTime(time.Now())
-		if lc.Spec.PingTime != nil && renew.Before(lc.Spec.PingTime) {
-			renew = *lc.Spec.PingTime
-		}
-		lc.Spec.RenewTime = &renew
-		_, _ = candidates.Update(ctx, lc)
-	})
+	framework.ActAsCandidate(e.t, e.acc.LeaseCandidates(e.ns), name, period, false)
 }
 
 // everyPeriod calls f every period (and at once if immediate) until the test

@@ -154,6 +154,9 @@ func (x *malformed) leaseDurations(t *testing.T) {
 		before := x.createLease(t, x.e, heldLease("huge-worse", "huge-worse-w", huge))
 		x.create(t, x.e, newCandidate("huge-worse-w", "huge-worse", "1.36.0", "1.36.0", oev))
 		x.create(t, x.e, newCandidate("huge-worse-b", "huge-worse", "1.36.0", "1.35.0", oev))
+		// A live holder hands over only to a candidate that has written
+		// since it registered.
+		x.at(t, x.e).answerPings("huge-worse-b")
 		lease := x.at(t, x.e).waitLease("huge-worse", 30*time.Second, "preferredHolder huge-worse-b", func(l *coordinationv1.Lease) bool {
 			return ptr.Deref(l.Spec.PreferredHolder, "") == "huge-worse-b"
 		})

@@ -65,6 +65,7 @@ func testEqualCandidateKeepsTheHolder(t *testing.T, m apiMode) {
 
 	// A better-versioned candidate preempts.
 	e.createCandidate(lease, cand{name: "older", binary: "1.36.0", emulation: "1.35.0"})
+	e.answerPings("older")
 	e.waitLease(lease, 10*time.Second, "preferredHolder older", func(l *coordinationv1.Lease) bool {
 		return ptr.Deref(l.Spec.PreferredHolder, "") == "older"
 	})

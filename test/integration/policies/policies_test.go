@@ -54,6 +54,8 @@ func TestRogueCandidate(t *testing.T) {
 		if _, err := mallory.LeaseCandidates(without).Create(ctx, rogue(without)); err != nil {
 			t.Fatalf("without the policies, %s's candidate: %v", malloryUser, err)
 		}
+		// Her process answers the controller's ping, as a live one would.
+		framework.AnswerPings(t, mallory.LeaseCandidates(without), malloryUser)
 		waitHolder(t, admin, without, "app", malloryUser)
 		if a.c.IsLeader() {
 			t.Error("a still leads after the Lease went to the rogue candidate")

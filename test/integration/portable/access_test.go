@@ -309,6 +309,7 @@ func TestControllerElectsInPortableMode(t *testing.T) {
 	if _, err := candidates.Create(t.Context(), candidate("b", "portable", "1.36.0", "1.35.0", coordinationv1.OldestEmulationVersion)); err != nil {
 		t.Fatal(err)
 	}
+	framework.AnswerPings(t, candidates, "b")
 	lease = waitRaw("preferred holder b", func(l *coordinationv1.Lease) bool { return l.Annotations[access.PreferredHolderAnnotation] == "b" })
 	if ptr.Deref(lease.Spec.HolderIdentity, "") != "a" {
 		t.Errorf("holder = %q, want a until it hands over", ptr.Deref(lease.Spec.HolderIdentity, ""))
