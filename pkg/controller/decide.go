@@ -275,6 +275,7 @@ func decide(o *Options, v *view) decision {
 		return d
 	}
 	e.judge()
+	e.pingLateHolder()
 	e.decideWrite()
 	d.outcome, d.unwritten = e.outcome(d.write != nil), e.outcome(false)
 	return d
@@ -320,8 +321,12 @@ type election struct {
 	// leaseExpiredAt is when the holder's Lease expired by local observation
 	// (zero unless it has).
 	leaseExpiredAt time.Time
-	best           *coordinationv1beta1.LeaseCandidate
-	waiting        bool // a candidate above best may still answer
+	// lateAt is when the holder became late: its Lease went unrenewed so
+	// long that it expires within the ping timeout (see pingLateHolder).
+	// Zero when there is no holder.
+	lateAt  time.Time
+	best    *coordinationv1beta1.LeaseCandidate
+	waiting bool // a candidate above best may still answer
 	// contenders are the candidates that may still turn out best: those
 	// above best that were pinged or are awaited, and best.
 	contenders []string
@@ -340,12 +345,48 @@ func (e *election) judgeLease() {
 		return
 	}
 	expiry := e.v.record.observedAt.Add(e.leaseDuration() + e.v.watchLag)
+	e.lateAt = expiry.Add(-min(e.o.PingTimeout, e.leaseDuration()/2))
 	if e.v.now.Before(expiry) {
 		e.leaseLive = true
-		e.d.wakeAt(expiry)
+		if e.v.now.Before(e.lateAt) && e.holderIsCandidate() {
+			e.d.wakeAt(e.lateAt) // to ping it if it is late
+		} else {
+			e.d.wakeAt(expiry)
+		}
 		return
 	}
 	e.leaseExpiredAt = expiry
+}
+
+// pingLateHolder pings a live holder whose Lease has gone unrenewed so long
+// that it expires within the ping timeout. A client-go elector gives up
+// leading after its renew deadline, so a holder this late is gone, cut
+// off, or about to stop; asking it now means that by the expiry it has
+// answered (it is alive and may be elected again) or it is known not to
+// have, and its successor is elected then rather than a ping timeout later.
+// The window is at most half the lease duration: holders that renew on
+// time are never pinged.
+func (e *election) pingLateHolder() {
+	if !e.leaseLive || e.v.now.Before(e.lateAt) {
+		return
+	}
+	lc := e.liveHolder()
+	if lc == nil {
+		return
+	}
+	rec := e.recordOf(lc)
+	switch {
+	case rec.unresponsive:
+		return
+	case !rec.renewedAt.IsZero() && !rec.renewedAt.Before(e.lateAt):
+		return // it answered, or renewed its candidate, since it became late
+	case !rec.pingedAt.IsZero() && rec.pingSent:
+		return // asked; its answer or the expiry will tell
+	}
+	e.ping(lc)
+	// Its election is due at the expiry: not a preemption check.
+	e.d.pings[len(e.d.pings)-1].preempt = false
+	e.d.log(2, "The holder's Lease is about to expire unrenewed; pinging the holder", "holder", lc.Name, "lateSince", e.lateAt)
 }
 
 // outcome is the state of the election once this step is done, for
@@ -499,10 +540,11 @@ func (e *election) peek(lc *coordinationv1beta1.LeaseCandidate) (liveness, time.
 	if e.leaseLive && lc.Name == e.holder {
 		return alive, time.Time{}, rec // its Lease renewals prove it alive
 	}
-	if lc.Name == e.holder && !e.leaseExpiredAt.IsZero() && rec.renewedAt.Before(e.leaseExpiredAt) && !rec.unresponsive {
+	if lc.Name == e.holder && !e.leaseExpiredAt.IsZero() && rec.renewedAt.Before(e.lateAt) && !rec.unresponsive {
 		// A holder that let its Lease expire is suspect whatever its
-		// candidate's freshness says: only a renewal after the expiry (or
-		// an answered ping) shows it is alive.
+		// candidate's freshness says: only a renewal since it became late
+		// (an answer to the ping pingLateHolder sent then, or to one sent
+		// since) shows it is alive.
 		rec.renewedAt = time.Time{}
 	}
 	if e.leaseLive && lc.Name != e.holder && rec.onlyCreated {

@@ -462,3 +462,52 @@ func TestRegisteredButDeadCandidateDoesNotPreemptALiveHolder(t *testing.T) {
 		t.Errorf("Lease held by %q preferring %q, want h preferring live", holderOf(got), preferredOf(got))
 	}
 }
+
+// A holder that crashes is pinged once its Lease is about to expire
+// unrenewed, so that its successor is elected at the expiry, not a ping
+// timeout after it. Found by `make bench` (scenarios 4, 8c, 9): every crash
+// failover waited the ping timeout (5 s) past the expiry for the dead
+// holder, the best candidate, to answer.
+func TestLateHolderIsPingedBeforeItsLeaseExpires(t *testing.T) {
+	h := newHarness(t)
+	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), lease(heldBy("a"), transitions(4)))
+	if d := h.reconcile(); d != 10*time.Second {
+		t.Fatalf("requeue = %v, want when a would be late", d)
+	}
+	// a crashed just after its last renewal; b runs.
+	h.step(10 * time.Second)
+	h.renew("b", h.clock.Now())
+	if d := h.reconcile(); d != 5*time.Second {
+		t.Errorf("requeue = %v, want the Lease's expiry", d)
+	}
+	if p, lw := h.pings(), h.leaseWrites(); !slices.Equal(p, []string{"a"}) || len(lw) != 0 {
+		t.Fatalf("writes = %v, want only a ping of the late holder a", h.writes())
+	}
+	h.clearWrites()
+	h.step(5 * time.Second)
+	h.reconcile()
+	if got := h.expectOneLeaseWrite("update"); holderOf(got) != "b" || ptr.Deref(got.Spec.LeaseTransitions, 0) != 5 {
+		t.Errorf("at the expiry: holder %q term %v, want b in term 5", holderOf(got), got.Spec.LeaseTransitions)
+	}
+}
+
+// A late holder that is alive answers, and is elected again at the expiry
+// if its Lease still expires (its renewals failed, its pings did not).
+func TestLateHolderThatAnswersIsElectedAgain(t *testing.T) {
+	h := newHarness(t)
+	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), lease(heldBy("a"), transitions(4)))
+	h.reconcile()
+	h.step(10 * time.Second)
+	h.reconcile()
+	ping := h.serverCandidate("a").Spec.PingTime
+	if ping == nil {
+		t.Fatal("the late holder a was not pinged")
+	}
+	h.renew("a", ping.Time)
+	h.clearWrites()
+	h.step(5 * time.Second)
+	h.reconcile()
+	if got := h.expectOneLeaseWrite("update"); holderOf(got) != "a" || ptr.Deref(got.Spec.LeaseTransitions, 0) != 5 {
+		t.Errorf("at the expiry: holder %q term %v, want a again in term 5", holderOf(got), got.Spec.LeaseTransitions)
+	}
+}

@@ -119,6 +119,12 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 	if deferredFor > 0 {
 		next = earliest(next, v.now.Add(deferredFor))
 	}
+	if pingErr != nil {
+		// Retried within the ping timeout whatever the step's backoff has
+		// grown to after earlier failures: an API that is back gets the
+		// ping through at once, not after the candidate was passed over.
+		next = earliest(next, v.now.Add(c.opts.PingTimeout/pingRetries))
+	}
 	wrote, wait, err := c.write(ctx, v, d.write)
 	next = earliest(next, wait)
 	outcome := d.unwritten
@@ -205,6 +211,11 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 	}
 	return deferredFor, errors.Join(errs...)
 }
+
+// pingRetries is how many times, at least, a ping that fails is retried
+// within the ping timeout (the ping budget bounds the attempts across
+// Leases).
+const pingRetries = 5
 
 // refusedPing reports whether a failed ping write was refused for the
 // candidate itself (forbidden by an admission policy, invalid as it is
