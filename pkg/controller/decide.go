@@ -321,9 +321,9 @@ type election struct {
 	// leaseExpiredAt is when the holder's Lease expired by local observation
 	// (zero unless it has).
 	leaseExpiredAt time.Time
-	// lateAt is when the holder became late: its Lease went unrenewed so
-	// long that it expires within the ping timeout (see pingLateHolder).
-	// Zero when there is no holder.
+	// lateAt is when the holder is late (see pingLateHolder): at the
+	// expiry, or earlier for a holder that has missed its renewals. Zero
+	// when there is no holder.
 	lateAt  time.Time
 	best    *coordinationv1beta1.LeaseCandidate
 	waiting bool // a candidate above best may still answer
@@ -345,7 +345,18 @@ func (e *election) judgeLease() {
 		return
 	}
 	expiry := e.v.record.observedAt.Add(e.leaseDuration() + e.v.watchLag)
-	e.lateAt = expiry.Add(-min(e.o.PingTimeout, e.leaseDuration()/2))
+	e.lateAt = expiry
+	if gap := e.v.record.renewGap; gap > 0 {
+		// Late once it has missed two renewals of its own cadence, and the
+		// Lease expires within the ping timeout (at most half the lease
+		// duration away): a holder that renews every 2 s on a 15 s Lease
+		// is late 10 s after its last renewal, one that renews every 10 s
+		// only at the expiry.
+		early := expiry.Add(-min(e.o.PingTimeout, e.leaseDuration()/2))
+		if missed := e.v.record.observedAt.Add(2*gap + e.v.watchLag); !missed.After(early) {
+			e.lateAt = early
+		}
+	}
 	if e.v.now.Before(expiry) {
 		e.leaseLive = true
 		if e.v.now.Before(e.lateAt) && e.holderIsCandidate() {
@@ -358,14 +369,14 @@ func (e *election) judgeLease() {
 	e.leaseExpiredAt = expiry
 }
 
-// pingLateHolder pings a live holder whose Lease has gone unrenewed so long
-// that it expires within the ping timeout. A client-go elector gives up
-// leading after its renew deadline, so a holder this late is gone, cut
-// off, or about to stop; asking it now means that by the expiry it has
-// answered (it is alive and may be elected again) or it is known not to
-// have, and its successor is elected then rather than a ping timeout later.
-// The window is at most half the lease duration: holders that renew on
-// time are never pinged.
+// pingLateHolder pings a live holder that is late: it has missed two
+// renewals of its own cadence and its Lease expires within the ping
+// timeout (see judgeLease). A client-go elector gives up leading after its
+// renew deadline, so a holder this late is gone, cut off, or about to stop;
+// asking it now means that by the expiry it has answered (it is alive and
+// may be elected again) or it is known not to have, and its successor is
+// elected then rather than a ping timeout later. Holders that renew on
+// time are never pinged, whatever their cadence.
 func (e *election) pingLateHolder() {
 	if !e.leaseLive || e.v.now.Before(e.lateAt) {
 		return
@@ -528,7 +539,13 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 	}
 	e.d.unanswered = append(e.d.unanswered, observedCandidate{lc: lc, rec: rec})
 	if !rec.pingSent {
-		return unresponsive, rec.nextUnreachable(e.v.now, e.o.PingTimeout).until, rec
+		if until := rec.nextUnreachable(e.v.now, e.o.PingTimeout).until; e.v.now.Before(until) {
+			return unresponsive, until, rec
+		}
+		// No ping reached it, and the last attempts are too old to say
+		// anything: ask again now.
+		rec.pingedAt = time.Time{}
+		return unknown, time.Time{}, rec
 	}
 	return unresponsive, time.Time{}, rec
 }

@@ -118,7 +118,11 @@ func TestDecide(t *testing.T) {
 	}, {
 		name:  "no ping reached it within the timeout: passed over, tried again after a backoff",
 		cands: []obsCand{seen(mid, now.Add(-time.Second)), withRec(seen(old, time.Time{}), func(r *candidateRecord) { r.pingedAt = now.Add(-6 * time.Second) })},
-		want:  "unanswered old; create mid term 1 duration 15s; outcome optimal; next 5s",
+		want:  "unanswered old; create mid term 1 duration 15s; outcome optimal; next 4s",
+	}, {
+		name:  "no ping reached it, the attempt two ping timeouts old (the controller's steps failed since): asked again now",
+		cands: []obsCand{seen(mid, now.Add(-time.Second)), withRec(seen(old, time.Time{}), func(r *candidateRecord) { r.pingedAt = now.Add(-11 * time.Second) })},
+		want:  "unanswered old; ping old; outcome vacant; next 5s",
 	}, {
 		name: "unreachable: not pinged until its backoff is over",
 		cands: []obsCand{withRec(seen(old, time.Time{}), func(r *candidateRecord) {
@@ -136,19 +140,19 @@ func TestDecide(t *testing.T) {
 		lease:  held("old", transitions(2)),
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-time.Second)}},
 		cands:  []obsCand{seen(old, time.Time{}), seen(mid, time.Time{})},
-		want:   "settled; outcome optimal; next 9s",
+		want:   "settled; outcome optimal; next 14s",
 	}, {
 		name:   "live holder, a better candidate alive: preferredHolder",
 		lease:  held("mid", transitions(2)),
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "mid", transitions: 2, observedAt: now.Add(-time.Second)}},
 		cands:  []obsCand{seen(old, now.Add(-time.Second)), seen(mid, time.Time{})},
-		want:   `steer preferred="old"; outcome preempting; next 9s`,
+		want:   `steer preferred="old"; outcome preempting; next 14s`,
 	}, {
 		name:   "live holder, a candidate equal on merit: no preemption, not even a ping",
 		lease:  held("old", transitions(2)),
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-time.Second)}},
 		cands:  []obsCand{seen(old, time.Time{}), seen(twin, time.Time{})},
-		want:   "settled; outcome optimal; next 9s",
+		want:   "settled; outcome optimal; next 14s",
 	}, {
 		name:   "vacant with a history, a stale tie-break winner and a live equal: the live one, no ping",
 		lease:  held("", transitions(2)),
@@ -164,37 +168,49 @@ func TestDecide(t *testing.T) {
 	}, {
 		name:   "live holder late: pinged, so that its expiry tells whether it is gone",
 		lease:  held("old", transitions(2)),
-		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-11 * time.Second)}},
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-11 * time.Second), renewGap: 2 * time.Second}},
 		cands:  []obsCand{seen(old, time.Time{}), seen(mid, now.Add(-time.Second))},
 		want:   "ping old; settled; outcome optimal; next 4s",
 	}, {
 		name:   "live holder late, pinged, no answer yet: not pinged again",
 		lease:  held("old", transitions(2)),
-		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-12 * time.Second)}},
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-12 * time.Second), renewGap: 2 * time.Second}},
 		cands:  []obsCand{withRec(seen(old, time.Time{}), func(r *candidateRecord) { r.pingedAt, r.pingSent = now.Add(-2*time.Second), true }), seen(mid, now.Add(-time.Second))},
 		want:   "settled; outcome optimal; next 3s",
 	}, {
 		name:   "live holder late that answered: not pinged again",
 		lease:  held("old", transitions(2)),
-		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-12 * time.Second)}},
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-12 * time.Second), renewGap: 2 * time.Second}},
 		cands:  []obsCand{seen(old, now.Add(-time.Second)), seen(mid, now.Add(-time.Second))},
 		want:   "settled; outcome optimal; next 3s",
 	}, {
+		name:   "live holder that renews every 10s on a 15s Lease, 11s since its renewal: not late, not pinged",
+		lease:  held("old", transitions(2)),
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-11 * time.Second), renewGap: 10 * time.Second}},
+		cands:  []obsCand{seen(old, time.Time{}), seen(mid, now.Add(-time.Second))},
+		want:   "settled; outcome optimal; next 4s",
+	}, {
+		name:   "live holder whose cadence is not known yet, 11s since its renewal: not late",
+		lease:  held("old", transitions(2)),
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-11 * time.Second)}},
+		cands:  []obsCand{seen(old, time.Time{}), seen(mid, now.Add(-time.Second))},
+		want:   "settled; outcome optimal; next 4s",
+	}, {
 		name:   "expired holder that answered while late: elected again at once",
 		lease:  held("old", transitions(2)),
-		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-16 * time.Second)}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-16 * time.Second), renewGap: 2 * time.Second}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
 		cands:  []obsCand{seen(old, now.Add(-3*time.Second)), seen(mid, now.Add(-time.Second))},
 		want:   "elect old term 3 duration 15s (confirm); outcome optimal; next " + (ttl - 2*time.Second).String(),
 	}, {
 		name:   "expired holder that did not answer the ping sent while late: the next best at once",
 		lease:  held("old", transitions(2)),
-		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-15 * time.Second)}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-15 * time.Second), renewGap: 2 * time.Second}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
 		cands:  []obsCand{withRec(seen(old, now.Add(-30*time.Second)), func(r *candidateRecord) { r.pingedAt, r.pingSent = now.Add(-5*time.Second), true }), seen(mid, now.Add(-time.Second))},
 		want:   "unanswered old; elect mid term 3 duration 15s (confirm); outcome optimal; next 14s",
 	}, {
 		name:   "expired holder whose candidate renewed before it was late: suspect, pinged",
 		lease:  held("old", transitions(2)),
-		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-15 * time.Second)}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-15 * time.Second), renewGap: 2 * time.Second}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
 		cands:  []obsCand{seen(old, now.Add(-6*time.Second)), seen(mid, now.Add(-time.Second))},
 		want:   "ping old; outcome expired; next 5s",
 	}, {

@@ -463,18 +463,25 @@ func TestRegisteredButDeadCandidateDoesNotPreemptALiveHolder(t *testing.T) {
 	}
 }
 
-// A holder that crashes is pinged once its Lease is about to expire
-// unrenewed, so that its successor is elected at the expiry, not a ping
-// timeout after it. Found by `make bench` (scenarios 4, 8c, 9): every crash
-// failover waited the ping timeout (5 s) past the expiry for the dead
-// holder, the best candidate, to answer.
+// A holder that crashes is pinged once it has missed its renewals and its
+// Lease is about to expire, so that its successor is elected at the expiry,
+// not a ping timeout after it. Found by `make bench` (scenarios 4, 8c, 9):
+// every crash failover waited the ping timeout (5 s) past the expiry for
+// the dead holder, the best candidate, to answer.
 func TestLateHolderIsPingedBeforeItsLeaseExpires(t *testing.T) {
 	h := newHarness(t)
 	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), lease(heldBy("a"), transitions(4)))
+	if d := h.reconcile(); d != 15*time.Second {
+		t.Fatalf("requeue = %v, want the expiry while a's cadence is unknown", d)
+	}
+	// a renews every 2s, and crashes just after its renewal at 4s; b runs.
+	h.step(2 * time.Second)
+	h.renewLease(h.clock.Now())
+	h.step(2 * time.Second)
+	h.renewLease(h.clock.Now())
 	if d := h.reconcile(); d != 10*time.Second {
 		t.Fatalf("requeue = %v, want when a would be late", d)
 	}
-	// a crashed just after its last renewal; b runs.
 	h.step(10 * time.Second)
 	h.renew("b", h.clock.Now())
 	if d := h.reconcile(); d != 5*time.Second {
@@ -497,6 +504,10 @@ func TestLateHolderThatAnswersIsElectedAgain(t *testing.T) {
 	h := newHarness(t)
 	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), lease(heldBy("a"), transitions(4)))
 	h.reconcile()
+	for range 2 {
+		h.step(2 * time.Second)
+		h.renewLease(h.clock.Now())
+	}
 	h.step(10 * time.Second)
 	h.reconcile()
 	ping := h.serverCandidate("a").Spec.PingTime
@@ -510,4 +521,18 @@ func TestLateHolderThatAnswersIsElectedAgain(t *testing.T) {
 	if got := h.expectOneLeaseWrite("update"); holderOf(got) != "a" || ptr.Deref(got.Spec.LeaseTransitions, 0) != 5 {
 		t.Errorf("at the expiry: holder %q term %v, want a again in term 5", holderOf(got), got.Spec.LeaseTransitions)
 	}
+}
+
+// A holder that renews on time is never pinged, whatever its cadence: one
+// renewing every 10s on a 15s Lease is not late 10s after its renewal.
+func TestSlowCadenceHolderIsNotPinged(t *testing.T) {
+	h := newHarness(t)
+	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), lease(heldBy("a")))
+	h.reconcile()
+	h.clearWrites()
+	for range 8 {
+		h.runSteps(10*time.Second + 300*time.Millisecond) // each renewal arrives a little late
+		h.renewLease(h.clock.Now())
+	}
+	h.expectNoWrites("a holder renewing every 10s")
 }

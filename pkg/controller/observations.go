@@ -74,7 +74,12 @@ type unreachable struct {
 // asked again within a ping timeout of its coming back.
 func (r *candidateRecord) nextUnreachable(now time.Time, pingTimeout time.Duration) unreachable {
 	if !r.pingRefused {
-		return unreachable{until: now.Add(pingTimeout)}
+		// One ping timeout past the ping's own, counted from the first
+		// attempt: a controller that comes back to the candidate later
+		// than that (its steps failed meanwhile, or it was paused) asks
+		// again at once rather than passing over a candidate on the
+		// strength of an attempt made long before.
+		return unreachable{until: r.pingedAt.Add(2 * pingTimeout)}
 	}
 	backoff := min(max(pingTimeout, 2*r.unreachable.backoff), maxUnreachableBackoff)
 	return unreachable{until: now.Add(backoff), backoff: backoff}
@@ -141,6 +146,10 @@ type leaseObject struct {
 	terms leaseTerms
 	// observedAt is when, on the local clock, the holder record last changed.
 	observedAt time.Time
+	// renewGap is the time between the last two renewals observed of the
+	// same holder in the same term: the holder's own cadence, as it
+	// reaches this controller (zero until two were seen).
+	renewGap time.Duration
 }
 
 // leaseHistory is what outlives the Lease object: kept across its deletion
@@ -321,7 +330,11 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
 	holder, renew, transitions := holderIdentity(lease), leaseRenewTime(lease), ptr.Deref(lease.Spec.LeaseTransitions, 0)
 	if !r.shows(lease) {
-		r.leaseObject = leaseObject{observed: true, holder: holder, renewTime: renew, transitions: transitions, observedAt: now}
+		var gap time.Duration
+		if r.observed && r.holder == holder && holder != "" && r.transitions == transitions {
+			gap = now.Sub(r.observedAt)
+		}
+		r.leaseObject = leaseObject{observed: true, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap}
 	}
 	r.terms = termsOf(lease)
 	r.departed = departedHolder{}

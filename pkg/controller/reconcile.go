@@ -104,8 +104,11 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 			logger.V(2).Info("Candidate did not answer its ping; excluded until it writes again",
 				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
 			c.gcQueue.AddAfter(candidateKeyOf(u.lc), u.rec.lastRenewal().Add(c.opts.UnresponsiveCandidateTTL).Sub(v.now))
-		} else {
+		} else if u.rec.nextUnreachable(v.now, c.opts.PingTimeout).until.After(v.now) {
 			logger.Info("No ping reached the candidate within the ping timeout; passing it over and pinging it again later",
+				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
+		} else {
+			logger.Info("No ping reached the candidate, the last attempt long ago; pinging it again",
 				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
 		}
 	}

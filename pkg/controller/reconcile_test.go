@@ -70,11 +70,10 @@ func TestColdElectionCreatesLeaseWithoutPings(t *testing.T) {
 			}
 
 			// The Lease as created comes back through the informer: nothing
-			// more to do, until its holder would be late (the ping timeout
-			// before the Lease's expiry).
+			// more to do, until the Lease would expire.
 			h.clearWrites()
-			if d := h.reconcile(); d != time.Duration(tc.wantDuration)*time.Second-DefaultPingTimeout {
-				t.Errorf("requeue = %v, want the ping timeout before the Lease's expiry", d)
+			if d := h.reconcile(); d != time.Duration(tc.wantDuration)*time.Second {
+				t.Errorf("requeue = %v, want the Lease's expiry", d)
 			}
 			h.expectNoWrites("second reconcile")
 			if evs := h.takeEvents(); len(evs) != 0 {
@@ -257,10 +256,8 @@ func TestRequeueIsTheNextDeadline(t *testing.T) {
 				h.create(candidate("h", "1.30.0", "1.30.0"))
 				h.list(lease(heldBy("h"), durationSeconds(10)))
 			},
-			// When the holder would be late: half the lease duration
-			// before its expiry (the ping timeout is longer).
 			steps: []time.Duration{3 * time.Second},
-			want:  []time.Duration{5 * time.Second, 2 * time.Second},
+			want:  []time.Duration{10 * time.Second, 7 * time.Second},
 		},
 		{
 			name: "expiry of a candidate",
@@ -369,19 +366,18 @@ func TestPreferredHolderClearedWhenHolderBecomesBest(t *testing.T) {
 
 func TestHolderWhoseLeaseExpired(t *testing.T) {
 	// a holds, then stops renewing the Lease (e.g. it was paused) while its
-	// candidate object was renewed before it became late; no step ran while
-	// it was late (see TestLateHolderIsPingedBeforeItsLeaseExpires): a is
-	// suspect, and pinged at the expiry; b renewed too and is alive.
+	// candidate object was renewed just before the expiry: a is suspect, and
+	// pinged; b renewed too and is alive.
 	setup := func(t *testing.T) *harness {
 		h := newHarness(t)
 		h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
 		h.list(lease(heldBy("a"), transitions(2)))
 		h.reconcile()
 		h.expectNoWrites("a holds")
-		h.step(9 * time.Second)
+		h.step(14 * time.Second)
 		h.renew("a", h.clock.Now())
 		h.renew("b", h.clock.Now())
-		h.step(6 * time.Second)
+		h.step(time.Second)
 		if d := h.reconcile(); d != 5*time.Second {
 			t.Errorf("requeue = %v, want the ping timeout", d)
 		}
@@ -425,9 +421,8 @@ func TestLeaseKeptByRenewals(t *testing.T) {
 	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
 	h.list(lease(heldBy("a")))
 	for i := range 8 {
-		// The next look is when a would be late (see pingLateHolder).
-		if d := h.reconcile(); d != 10*time.Second {
-			t.Errorf("round %d: requeue = %v, want 10s", i, d)
+		if d := h.reconcile(); d != 15*time.Second {
+			t.Errorf("round %d: requeue = %v, want 15s", i, d)
 		}
 		h.step(10 * time.Second)
 		h.renewLease(h.clock.Now())
