@@ -42,8 +42,8 @@ sim-knockouts: ## Take each fix in hack/knockouts out of a copy of the tree and 
 	KNOCKOUTS="$(KNOCKOUTS)" SEEDS="$(SEEDS)" hack/sim-knockouts.sh
 
 .PHONY: bench
-bench: kube-bin ## Run the benchmarks: ranking, and every scenario of an election's life, cle and the built-in side by side (writes docs/benchmarks.md). QUICK=1 runs each once.
-	QUICK="$(QUICK)" REPS="$(REPS)" SCENARIOS="$(SCENARIOS)" hack/bench.sh
+bench: kube-bin ## Run the benchmarks: ranking, and every scenario of an election's life, cle and the built-in side by side, adopters and kube-scheduler included (writes docs/benchmarks.md). QUICK=1 runs each once; DIR keeps the logs.
+	QUICK="$(QUICK)" REPS="$(REPS)" SCENARIOS="$(SCENARIOS)" DIR="$(DIR)" hack/bench.sh
 
 .PHONY: bench-scale
 bench-scale: kube-bin ## Run the scale benchmark (1,000 and 10,000 Leases, ~20 min; not part of make test). ARGS passes flags.

@@ -5,11 +5,14 @@
 # one run. The table goes to stdout and into docs/benchmarks.md (between its
 # bench markers), with the command, the machine and the versions.
 #
-#   QUICK=1    each scenario once, 20 s write-cost windows (a few minutes;
-#              the full run, 5 repetitions with 30 s windows, about 35)
+#   QUICK=1    each scenario once, 20 s write-cost windows (about 10
+#              minutes; the full run, 5 repetitions with 30 s windows, about 50)
 #   REPS=N     repetitions per scenario and side (default 5)
 #   SCENARIOS  a comma-separated subset: cold,handover,preemption,failover,
-#              upgrade,writes,restart
+#              upgrade,writes,restart,adopt-handover,adopt-preemption,
+#              adopt-failover,scheduler
+#   DIR=path   keep every process's log there (kube-apiserver's included),
+#              to trace where an election's time went
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,14 +32,15 @@ fi
 out=$(mktemp)
 trap 'rm -f "${out}"' EXIT
 go test -count=1 -run='^$' -bench='^BenchmarkElections$' -benchtime=1x -timeout=3h ./test/bench \
-  -args -bench.reps="${reps}" -bench.steady="${steady}" -bench.scenarios="${SCENARIOS:-}" -bench.out="${out}" >&2
+  -args -bench.reps="${reps}" -bench.steady="${steady}" -bench.scenarios="${SCENARIOS:-}" -bench.out="${out}" -bench.dir="${DIR:-}" >&2
 cat "${out}"
 
 kube=$("${CLE_KUBE_BIN_DIR}/kube-apiserver" --version | awk '{print $2}')
 clientgo=$(go list -m -f '{{.Version}}' k8s.io/client-go)
+ctrlruntime=$(cd contrib/controller-runtime && go list -m -f '{{.Version}}' sigs.k8s.io/controller-runtime)
 {
   echo "<!-- bench:begin -->"
-  echo "\`${command}\` at $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with local changes)'); kube-apiserver ${kube}, client-go ${clientgo}."
+  echo "\`${command}\` at $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' (with local changes)'); kube-apiserver and kube-scheduler ${kube}, client-go ${clientgo}, controller-runtime ${ctrlruntime}."
   echo
   cat "${out}"
   echo "<!-- bench:end -->"

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,29 +122,55 @@ func leaders(evs []event) map[string]time.Time {
 	return l
 }
 
-// cand is one candidate process (test/bench/cand).
+// cand is one candidate process.
 type cand struct {
 	id, emulation string
 	cmd           *exec.Cmd
 	exited        chan struct{}
 }
 
-// starter starts candidate processes of one kind for one Lease.
+// starter starts candidate processes of one kind for one Lease: bin is
+// test/bench/cand or contrib/controller-runtime/test/benchmanager, which
+// take the same flags.
 type starter struct {
 	bin, kind, kubeconfig, ns, logDir string
 	j                                 *journal
+	// side is the side the repetition runs on, for scenarios that pick
+	// their candidates' kinds by side; rep is the repetition's number.
+	side string
+	rep  int
 }
 
 func (s starter) start(lease, id, binary, emulation string) (*cand, error) {
+	cmd := exec.Command(s.bin, "--kind="+s.kind, "--kubeconfig="+s.kubeconfig, "--namespace="+s.ns, "--lease="+lease,
+		"--identity="+id, "--binary-version="+binary, "--emulation-version="+emulation, "-v=2")
+	return s.launch(id, emulation, cmd, false, reportedEvent)
+}
+
+// reportedEvent reads a line of cand or benchmanager: the event is its
+// first word.
+func reportedEvent(line string) (string, bool) {
+	what, _, _ := strings.Cut(line, " ")
+	return what, what == "started-leading" || what == "stopped-leading"
+}
+
+// launch starts cmd as candidate id, appending its output to the log of id,
+// and journals every line of its stdout (stderr when fromStderr) that parse
+// turns into an event, stamped when it was read.
+func (s starter) launch(id, emulation string, cmd *exec.Cmd, fromStderr bool, parse func(line string) (string, bool)) (*cand, error) {
 	logf, err := os.OpenFile(filepath.Join(s.logDir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(s.bin, "--kind="+s.kind, "--kubeconfig="+s.kubeconfig, "--namespace="+s.ns, "--lease="+lease,
-		"--identity="+id, "--binary-version="+binary, "--emulation-version="+emulation, "-v=2")
-	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
+	var pipe io.ReadCloser
+	if fromStderr {
+		cmd.Stdout = logf
+		pipe, err = cmd.StderrPipe()
+	} else {
+		cmd.Stderr = logf
+		pipe, err = cmd.StdoutPipe()
+	}
 	if err != nil {
 		logf.Close()
 		return nil, err
@@ -154,11 +181,13 @@ func (s starter) start(lease, id, binary, emulation string) (*cand, error) {
 	}
 	c := &cand{id: id, emulation: emulation, cmd: cmd, exited: make(chan struct{})}
 	go func() {
-		sc := bufio.NewScanner(stdout)
+		sc := bufio.NewScanner(pipe)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {
 			at := time.Now()
-			what, _, _ := strings.Cut(sc.Text(), " ")
-			s.j.add(event{id: id, what: what, at: at})
+			if what, ok := parse(sc.Text()); ok {
+				s.j.add(event{id: id, what: what, at: at})
+			}
 			fmt.Fprintf(logf, "%s %s\n", at.Format(time.RFC3339Nano), sc.Text())
 		}
 		_ = cmd.Wait()

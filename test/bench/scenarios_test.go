@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 type scenario struct {
 	name, title string
 	run         func(r *run, st starter, lease string) []measure
+	// system: the scenario's Lease is kube-system's, of a fixed name.
+	system bool
 }
 
 // measure is one figure of one repetition: a duration in seconds, or a
@@ -43,13 +46,17 @@ func count(metric string, n int) measure {
 }
 
 var allScenarios = []scenario{
-	{"cold", "1. cold start (3 candidates: emulation 1.35, 1.36, 1.36)", coldStart},
-	{"handover", "2. graceful handover (the leader stops, releasing)", gracefulHandover},
-	{"preemption", "3. preemption (a better candidate joins a settled election)", preemption},
-	{"failover", "4. crash failover (the leader is SIGKILLed)", crashFailover},
-	{"upgrade", "5. rolling upgrade (3 replicas 1.35 → 1.36, one by one)", rollingUpgrade},
-	{"writes", "6. write cost in the steady state (3 candidates)", writeCost},
-	{"restart", "7. equal restart (3 equal candidates, one restarts)", equalRestart},
+	{name: "cold", title: "1. cold start (3 candidates: emulation 1.35, 1.36, 1.36)", run: coldStart},
+	{name: "handover", title: "2. graceful handover (the leader stops, releasing)", run: gracefulHandover},
+	{name: "preemption", title: "3. preemption (a better candidate joins a settled election)", run: preemption},
+	{name: "failover", title: "4. crash failover (the leader is SIGKILLed)", run: crashFailover},
+	{name: "upgrade", title: "5. rolling upgrade (3 replicas 1.35 → 1.36, one by one, the leader first)", run: rollingUpgrade},
+	{name: "writes", title: "6. write cost in the steady state (3 candidates)", run: writeCost},
+	{name: "restart", title: "7. equal restart (3 equal candidates, one restarts)", run: equalRestart},
+	{name: "adopt-handover", title: "8a. adoption: graceful handover (a client-go elector and a controller-runtime manager)", run: adoptHandover},
+	{name: "adopt-preemption", title: "8b. adoption: preemption (a better elector or manager joins)", run: adoptPreemption},
+	{name: "adopt-failover", title: "8c. adoption: crash failover (the leading elector or manager is SIGKILLed)", run: adoptFailover},
+	{name: "scheduler", title: "9. kube-scheduler ×3 (emulation 1.35, 1.36, 1.36)", run: kubeSchedulers, system: true},
 }
 
 // Time limits: an election that has not happened by then is recorded as
@@ -68,7 +75,13 @@ type group struct {
 }
 
 func (g *group) start(id, binary, emulation string) *cand {
-	c, err := g.st.start(g.lease, id, binary, emulation)
+	return g.startWith(g.st, id, binary, emulation)
+}
+
+// startWith starts a candidate with starter st (another kind than the
+// group's).
+func (g *group) startWith(st starter, id, binary, emulation string) *cand {
+	c, err := st.start(g.lease, id, binary, emulation)
 	if err != nil {
 		g.r.b.Fatal(err)
 	}
@@ -136,12 +149,22 @@ func gracefulHandover(r *run, st starter, lease string) []measure {
 	if !ok {
 		return []measure{count("best never led", 1)}
 	}
+	return handOver(st, g, leader, syscall.SIGTERM)
+}
+
+// handOver stops the leader of g with sig, and measures until another
+// candidate starts leading: after a SIGTERM, also whether it started before
+// the leader's work had returned.
+func handOver(st starter, g *group, leader string, sig syscall.Signal) []measure {
 	from := st.j.len()
 	begin := time.Now()
-	g.byID(leader).stop(syscall.SIGTERM)
+	g.byID(leader).stop(sig)
 	next, ok := st.j.waitStart(from, func(id string) bool { return id != leader })
 	if !ok {
 		return []measure{count("no successor within 90s", 1)}
+	}
+	if sig == syscall.SIGKILL {
+		return []measure{seconds("SIGKILL → next leader starts", next.at.Sub(begin))}
 	}
 	evs, _ := st.j.since(from)
 	overlap := 0
@@ -196,14 +219,7 @@ func crashFailover(r *run, st starter, lease string) []measure {
 	if !ok {
 		return []measure{count("best never led", 1)}
 	}
-	from := st.j.len()
-	begin := time.Now()
-	g.byID(leader).stop(syscall.SIGKILL)
-	next, ok := st.j.waitStart(from, func(id string) bool { return id != leader })
-	if !ok {
-		return []measure{count("no successor within 90s", 1)}
-	}
-	return []measure{seconds("SIGKILL → next leader starts", next.at.Sub(begin))}
+	return handOver(st, g, leader, syscall.SIGKILL)
 }
 
 // rollingUpgrade replaces three 1.35 replicas by 1.36 ones, one at a time
@@ -221,6 +237,16 @@ func rollingUpgrade(r *run, st starter, lease string) []measure {
 	}
 	pause(settle)
 	from := st.j.len()
+	// The leader is replaced first, on both sides: which replica a
+	// Deployment replaces first is arbitrary, and starting with the
+	// leader makes both sides hand over as often as their ranking, not
+	// their tie-break's luck, makes them.
+	settled, _ := st.j.since(0)
+	for id := range leaders(settled) {
+		if i := slices.Index(ids, id); i > 0 {
+			ids[0], ids[i] = ids[i], ids[0]
+		}
+	}
 	begin := time.Now()
 	newer := map[string]bool{}
 	var oldStopped []time.Time // when each old replica had exited

@@ -135,12 +135,13 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		ld, rd, rp := lk.Timings()
-		if err := elect(ctx, lk, o.identity, ld, rd, rp, false, lk.Callbacks); err != nil {
-			return err
-		}
+		err = elect(ctx, lk, o.identity, ld, rd, rp, false, lk.Callbacks)
+		// Closed whether the term was lost or the process stops, as
+		// examples/lock-elector does: Close finishes a hand-over and
+		// withdraws the LeaseCandidate.
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ld)
 		defer cancel()
-		return lk.Close(closeCtx)
+		return errors.Join(err, lk.Close(closeCtx))
 	case "peer", "plain":
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
