@@ -183,7 +183,8 @@ func (r *run) activate(s side, ns string, watched []string) func() {
 		if err := r.server.IdleBuiltinController(r.ctx); err != nil {
 			r.b.Fatal(err)
 		}
-		log, err := os.Create(filepath.Join(r.dir, "cle-controller-"+ns+".log"))
+		// Appended to: scenario 9 starts a controller per repetition.
+		log, err := os.OpenFile(filepath.Join(r.dir, "cle-controller-"+ns+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			r.b.Fatal(err)
 		}
