@@ -544,7 +544,6 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 		}
 		// No ping reached it, and the last attempts are too old to say
 		// anything: ask again now.
-		rec.pingedAt = time.Time{}
 		return unknown, time.Time{}, rec
 	}
 	return unresponsive, time.Time{}, rec

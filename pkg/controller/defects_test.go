@@ -463,25 +463,34 @@ func TestRegisteredButDeadCandidateDoesNotPreemptALiveHolder(t *testing.T) {
 	}
 }
 
+// holderRenewingEvery2s returns a harness where a holds the Lease in term 4
+// and has renewed it at 2s and 4s, so that the controller knows its cadence
+// (until then it looks again only at the expiry); b is a worse candidate.
+func holderRenewingEvery2s(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t)
+	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), lease(heldBy("a"), transitions(4)))
+	if d := h.reconcile(); d != 15*time.Second {
+		t.Fatalf("requeue = %v, want the expiry while a's cadence is unknown", d)
+	}
+	for range 2 {
+		h.step(2 * time.Second)
+		h.renewLease(h.clock.Now())
+	}
+	if d := h.reconcile(); d != 10*time.Second {
+		t.Fatalf("requeue = %v, want when a would be late", d)
+	}
+	return h
+}
+
 // A holder that crashes is pinged once it has missed its renewals and its
 // Lease is about to expire, so that its successor is elected at the expiry,
 // not a ping timeout after it. Found by `make bench` (scenarios 4, 8c, 9):
 // every crash failover waited the ping timeout (5 s) past the expiry for
 // the dead holder, the best candidate, to answer.
 func TestLateHolderIsPingedBeforeItsLeaseExpires(t *testing.T) {
-	h := newHarness(t)
-	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), lease(heldBy("a"), transitions(4)))
-	if d := h.reconcile(); d != 15*time.Second {
-		t.Fatalf("requeue = %v, want the expiry while a's cadence is unknown", d)
-	}
-	// a renews every 2s, and crashes just after its renewal at 4s; b runs.
-	h.step(2 * time.Second)
-	h.renewLease(h.clock.Now())
-	h.step(2 * time.Second)
-	h.renewLease(h.clock.Now())
-	if d := h.reconcile(); d != 10*time.Second {
-		t.Fatalf("requeue = %v, want when a would be late", d)
-	}
+	h := holderRenewingEvery2s(t)
+	// a crashed just after its renewal at 4s; b runs.
 	h.step(10 * time.Second)
 	h.renew("b", h.clock.Now())
 	if d := h.reconcile(); d != 5*time.Second {
@@ -501,13 +510,7 @@ func TestLateHolderIsPingedBeforeItsLeaseExpires(t *testing.T) {
 // A late holder that is alive answers, and is elected again at the expiry
 // if its Lease still expires (its renewals failed, its pings did not).
 func TestLateHolderThatAnswersIsElectedAgain(t *testing.T) {
-	h := newHarness(t)
-	h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), lease(heldBy("a"), transitions(4)))
-	h.reconcile()
-	for range 2 {
-		h.step(2 * time.Second)
-		h.renewLease(h.clock.Now())
-	}
+	h := holderRenewingEvery2s(t)
 	h.step(10 * time.Second)
 	h.reconcile()
 	ping := h.serverCandidate("a").Spec.PingTime

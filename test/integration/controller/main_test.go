@@ -179,14 +179,5 @@ func (e *env) keepRenewing(name string, period time.Duration) {
 // everyPeriod calls f every period (and at once if immediate) until the test
 // ends, which waits for it to stop.
 func (e *env) everyPeriod(period time.Duration, immediate bool, f func(ctx context.Context)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	e.t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		_ = wait.PollUntilContextCancel(ctx, period, immediate, func(ctx context.Context) (bool, error) {
-			f(ctx)
-			return false, nil
-		})
-	}()
+	framework.EveryPeriod(e.t, period, immediate, f)
 }

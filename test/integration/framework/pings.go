@@ -24,26 +24,34 @@ func AnswerPings(t testing.TB, candidates access.CandidateClient, name string) {
 // pinged (onlyWhenPinged), with renewTime = max(now, pingTime), until the
 // test ends, which waits for it to stop.
 func ActAsCandidate(t testing.TB, candidates access.CandidateClient, name string, period time.Duration, onlyWhenPinged bool) {
+	EveryPeriod(t, period, true, func(ctx context.Context) {
+		lc, err := candidates.Get(ctx, name)
+		if err != nil {
+			return
+		}
+		pinged := lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(lc.Spec.PingTime))
+		if onlyWhenPinged && !pinged {
+			return
+		}
+		renew := metav1.NewMicroTime(time.Now())
+		if lc.Spec.PingTime != nil && renew.Before(lc.Spec.PingTime) {
+			renew = *lc.Spec.PingTime
+		}
+		lc.Spec.RenewTime = &renew
+		_, _ = candidates.Update(ctx, lc)
+	})
+}
+
+// EveryPeriod calls f every period (and at once if immediate) until the
+// test ends, which waits for it to stop.
+func EveryPeriod(t testing.TB, period time.Duration, immediate bool, f func(ctx context.Context)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
-		_ = wait.PollUntilContextCancel(ctx, period, true, func(ctx context.Context) (bool, error) {
-			lc, err := candidates.Get(ctx, name)
-			if err != nil {
-				return false, nil
-			}
-			pinged := lc.Spec.PingTime != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(lc.Spec.PingTime))
-			if onlyWhenPinged && !pinged {
-				return false, nil
-			}
-			renew := metav1.NewMicroTime(time.Now())
-			if lc.Spec.PingTime != nil && renew.Before(lc.Spec.PingTime) {
-				renew = *lc.Spec.PingTime
-			}
-			lc.Spec.RenewTime = &renew
-			_, _ = candidates.Update(ctx, lc)
+		_ = wait.PollUntilContextCancel(ctx, period, immediate, func(ctx context.Context) (bool, error) {
+			f(ctx)
 			return false, nil
 		})
 	}()
