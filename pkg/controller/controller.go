@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/strategy"
 )
 
 // byLeaseIndex indexes LeaseCandidates by "namespace/spec.leaseName".
@@ -123,11 +124,11 @@ type Controller struct {
 	// states is the source of the cle_candidates metric while this
 	// controller runs.
 	states *func() map[string]int
-	// leaseStates is the source of the cle_leases metric, from outcomes:
-	// the state of each Lease with candidates as reconcile last judged it.
-	leaseStates *func() map[string]int
+	// leaseStates is the source of the per-Lease metrics, from outcomes:
+	// each Lease with candidates as reconcile last judged it.
+	leaseStates *func() []leaseReport
 	outcomeMu   sync.Mutex
-	outcomes    map[types.NamespacedName]string
+	outcomes    map[types.NamespacedName]leaseOutcome
 
 	registrations []registration
 }
@@ -168,9 +169,9 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		events:      newEventDeduper(opts.Recorder),
 		neededSince: map[types.NamespacedName]time.Time{},
 		queuedAt:    map[types.NamespacedName]time.Time{},
-		outcomes:    map[types.NamespacedName]string{},
+		outcomes:    map[types.NamespacedName]leaseOutcome{},
 	}
-	states, leaseStates := c.candidateStates, c.leaseOutcomes
+	states, leaseStates := c.candidateStates, c.leaseReports
 	c.states, c.leaseStates = &states, &leaseStates
 	opts.Metrics.candidates.source.Store(c.states)
 	opts.Metrics.leases.source.Store(c.leaseStates)
@@ -533,34 +534,95 @@ const (
 	leaseUnmanaged  = "unmanaged"
 )
 
-// noteOutcome records the state reconcile left the Lease key in; "" forgets
-// it (no candidates left).
-func (c *Controller) noteOutcome(key types.NamespacedName, state string) {
-	c.outcomeMu.Lock()
-	defer c.outcomeMu.Unlock()
-	if state == "" {
-		delete(c.outcomes, key)
-		return
-	}
-	c.outcomes[key] = state
+// leaseOutcome is a Lease with candidates as reconcile last left it.
+type leaseOutcome struct {
+	state string
+	// leaderlessSince is when the Lease was first judged vacant or expired
+	// since it last had a live holder; zero while it has one.
+	leaderlessSince time.Time
+	leaseDuration   time.Duration
+	// holderNewer: the holder emulates a newer version than a live
+	// candidate (OldestEmulationVersion).
+	holderNewer bool
 }
 
-// leaseOutcomes counts Leases by state for the cle_leases metric.
-func (c *Controller) leaseOutcomes() map[string]int {
-	states := map[string]int{leaseOptimal: 0, leasePreempting: 0, leaseVacant: 0, leaseExpired: 0, leaseConflict: 0, leaseUnmanaged: 0}
+// noteOutcome records the state reconcile left the Lease of v in.
+func (c *Controller) noteOutcome(v *view, state string) {
+	o := leaseOutcome{state: state, leaseDuration: c.opts.LeaseDuration, holderNewer: c.holderNewer(v)}
+	if v.lease != nil && v.lease.Spec.LeaseDurationSeconds != nil {
+		o.leaseDuration = time.Duration(*v.lease.Spec.LeaseDurationSeconds) * time.Second
+	}
 	c.outcomeMu.Lock()
 	defer c.outcomeMu.Unlock()
-	for _, s := range c.outcomes {
-		states[s]++
+	if state == leaseVacant || state == leaseExpired {
+		o.leaderlessSince = v.now
+		if prev, ok := c.outcomes[v.key]; ok && !prev.leaderlessSince.IsZero() {
+			o.leaderlessSince = prev.leaderlessSince
+		}
 	}
-	return states
+	c.outcomes[v.key] = o
+}
+
+// forgetOutcome drops a Lease that has no candidates left.
+func (c *Controller) forgetOutcome(key types.NamespacedName) {
+	c.outcomeMu.Lock()
+	defer c.outcomeMu.Unlock()
+	delete(c.outcomes, key)
+}
+
+// holderNewer tells whether the holder of v's Lease is a candidate of the
+// OldestEmulationVersion strategy that emulates a newer version than a live
+// candidate: one that has not expired and did not fail to answer a ping.
+func (c *Controller) holderNewer(v *view) bool {
+	if v.lease == nil || v.lease.Spec.HolderIdentity == nil {
+		return false
+	}
+	var holder *coordinationv1beta1.LeaseCandidate
+	for _, oc := range v.candidates {
+		if oc.lc.Name == *v.lease.Spec.HolderIdentity {
+			holder = oc.lc
+		}
+	}
+	if holder == nil || holder.Spec.Strategy != coordinationv1.OldestEmulationVersion {
+		return false
+	}
+	for _, oc := range v.candidates {
+		if oc.lc == holder || oc.rec.unresponsive || !v.now.Before(c.gcDeadline(&oc.rec)) {
+			continue
+		}
+		if cmp, err := strategy.CompareVersions(holder.Spec.EmulationVersion, oc.lc.Spec.EmulationVersion); err == nil && cmp > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseReports are the Leases with candidates for the per-Lease metrics.
+func (c *Controller) leaseReports() []leaseReport {
+	now := c.opts.Clock.Now()
+	c.outcomeMu.Lock()
+	defer c.outcomeMu.Unlock()
+	out := make([]leaseReport, 0, len(c.outcomes))
+	for key, o := range c.outcomes {
+		r := leaseReport{key: key, state: o.state, leaseDuration: o.leaseDuration, holderNewer: o.holderNewer}
+		if !o.leaderlessSince.IsZero() {
+			r.leaderless = true
+			r.leaderlessFor = now.Sub(o.leaderlessSince)
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // candidateStates counts candidates by state for the cle_candidates metric.
 func (c *Controller) candidateStates() map[string]int {
 	now := c.opts.Clock.Now()
-	states := map[string]int{"alive": 0, "pinged": 0, "unresponsive": 0, "unknown": 0}
+	states := map[string]int{"alive": 0, "pinged": 0, "unresponsive": 0, "unknown": 0, candidateExpired: 0}
 	for _, r := range c.obs.snapshot() {
+		if !now.Before(c.gcDeadline(&r)) {
+			states[candidateExpired]++
+			continue
+		}
 		state, _ := r.state(now, c.opts.CandidateFreshness, c.opts.PingTimeout)
 		states[state.String()]++
 	}

@@ -54,6 +54,23 @@ func (c *Controller) processNextGC(ctx context.Context) bool {
 	return true
 }
 
+// candidateExpired is the state of cle_candidates for candidates past
+// gcDeadline that are not deleted yet: garbage.
+const candidateExpired = "expired"
+
+// gcDeadline is when a candidate is deleted unless it renews: the candidate
+// TTL after its last renewal, or the shorter unresponsive TTL once it
+// failed to answer a ping.
+func (c *Controller) gcDeadline(rec *candidateRecord) time.Time {
+	expiry := rec.lastRenewal().Add(c.opts.CandidateTTL)
+	if rec.unresponsive {
+		if at := rec.lastRenewal().Add(c.opts.UnresponsiveCandidateTTL); at.Before(expiry) {
+			expiry = at
+		}
+	}
+	return expiry
+}
+
 // collect deletes the candidate if it has not renewed for the TTL. Before
 // deleting it re-reads the candidate from the server, and deletes only if the
 // server's copy is the one judged (same UID and renewTime), with UID and
@@ -65,12 +82,10 @@ func (c *Controller) collect(ctx context.Context, key types.NamespacedName) (tim
 		return 0, nil
 	}
 	rec := c.obs.candidate(cached, now)
-	expiry := rec.lastRenewal().Add(c.opts.CandidateTTL)
+	expiry := c.gcDeadline(&rec)
 	why := "not renewed for the candidate TTL"
-	if rec.unresponsive {
-		if at := rec.lastRenewal().Add(c.opts.UnresponsiveCandidateTTL); at.Before(expiry) {
-			expiry, why = at, "did not answer a ping"
-		}
+	if rec.unresponsive && expiry.Before(rec.lastRenewal().Add(c.opts.CandidateTTL)) {
+		why = "did not answer a ping"
 	}
 	if now.Before(expiry) {
 		return expiry.Sub(now), nil

@@ -74,3 +74,109 @@ func TestLeaseStatesMetricConflictAndUnmanaged(t *testing.T) {
 	u.reconcile()
 	u.expectLeaseStates("held by a non-candidate", map[string]float64{leaseUnmanaged: 1})
 }
+
+// leaseSeries returns the series of the per-Lease metric name for the test
+// Lease: its value by the rest of its labels ("" when it has none).
+func (h *harness) leaseSeries(name string) map[string]float64 {
+	h.t.Helper()
+	fams, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatalf("gather metrics: %v", err)
+	}
+	out := map[string]float64{}
+	for _, mf := range fams {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] != testNS || labels["lease"] != testLease {
+				h.t.Errorf("%s has a series for %s/%s, want only %s/%s", name, labels["namespace"], labels["lease"], testNS, testLease)
+			}
+			out[labels["state"]] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// TestPerLeaseMetrics follows the per-Lease series through one Lease's
+// life: one cle_lease_state series naming its state; the leaderless time
+// and lease duration only while it has no live holder; the newer-holder
+// series only while a newer holder keeps the Lease from a live older
+// candidate; nothing once no candidate is left.
+func TestPerLeaseMetrics(t *testing.T) {
+	h := newHarness(t, withGather(time.Second))
+	h.create(candidate("b", "1.36.0", "1.36.0"))
+	h.reconcile()
+	if got := h.leaseSeries("cle_lease_state"); len(got) != 1 || got[leaseVacant] != 1 {
+		t.Errorf("gathering: cle_lease_state = %v, want only vacant 1", got)
+	}
+	h.step(time.Second)
+	h.reconcile()
+	h.expectOneLeaseWrite("create")
+	if got := h.leaseSeries("cle_lease_leaderless_seconds"); len(got) != 0 {
+		t.Errorf("elected: cle_lease_leaderless_seconds = %v, want no series", got)
+	}
+	if got := h.leaseSeries("cle_lease_state"); len(got) != 1 || got[leaseOptimal] != 1 {
+		t.Errorf("elected: cle_lease_state = %v, want only optimal 1", got)
+	}
+	h.clearWrites()
+
+	h.join(candidate("a", "1.36.0", "1.35.0"))
+	h.reconcile()
+	if got := h.leaseSeries("cle_lease_holder_newer_than_candidate"); got[""] != 1 {
+		t.Errorf("a 1.35 candidate joined a 1.36 holder: cle_lease_holder_newer_than_candidate = %v, want 1", got)
+	}
+
+	h.step(DefaultLeaseDuration + time.Second) // b never hands over, nor renews
+	h.deleteCandidate("a")
+	h.sync()
+	h.clearWrites()
+	h.step(DefaultCandidateFreshness)
+	h.reconcile()
+	if got := h.leaseSeries("cle_lease_holder_newer_than_candidate"); len(got) != 0 {
+		t.Errorf("the older candidate left: cle_lease_holder_newer_than_candidate = %v, want no series", got)
+	}
+	if got := h.leaseSeries("cle_lease_state"); got[leaseExpired] != 1 {
+		t.Fatalf("cle_lease_state = %v, want expired", got)
+	}
+	h.step(3 * time.Second)
+	if got := h.leaseSeries("cle_lease_leaderless_seconds"); got[""] != 3 {
+		t.Errorf("expired 3s ago by the controller's judgment: cle_lease_leaderless_seconds = %v, want 3", got)
+	}
+	if got := h.leaseSeries("cle_lease_duration_seconds"); got[""] != DefaultLeaseDuration.Seconds() {
+		t.Errorf("cle_lease_duration_seconds = %v, want %v", got, DefaultLeaseDuration.Seconds())
+	}
+	h.reconcile()
+	if got := h.leaseSeries("cle_lease_leaderless_seconds"); got[""] != 3 {
+		t.Errorf("judged expired again: cle_lease_leaderless_seconds = %v, want 3 (counted from the first judgment)", got)
+	}
+
+	h.deleteCandidate("b")
+	h.sync()
+	h.reconcile()
+	for _, name := range []string{"cle_lease_state", "cle_lease_leaderless_seconds", "cle_lease_duration_seconds"} {
+		if got := h.leaseSeries(name); len(got) != 0 {
+			t.Errorf("no candidates left: %s = %v, want no series", name, got)
+		}
+	}
+}
+
+// TestExpiredCandidatesAreCountedUntilCollected: a candidate past its TTL
+// that the collector has not deleted (it cannot, or has not yet) is counted
+// as expired, the garbage an operator is alerted to.
+func TestExpiredCandidatesAreCountedUntilCollected(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.36.0", "1.36.0"))
+	h.reconcile()
+	if v := h.metric("cle_candidates", "state", candidateExpired); v != 0 {
+		t.Fatalf("a fresh candidate: cle_candidates{state=expired} = %v, want 0", v)
+	}
+	h.step(DefaultCandidateTTL)
+	if v := h.metric("cle_candidates", "state", candidateExpired); v != 1 {
+		t.Errorf("past the candidate TTL: cle_candidates{state=expired} = %v, want 1", v)
+	}
+}

@@ -2,8 +2,10 @@ package controller
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -24,9 +26,9 @@ type Metrics struct {
 	// candidates reports, when scraped, the candidates of the controller
 	// that currently uses these metrics, by state.
 	candidates *stateGauge
-	// leases reports, when scraped, the Leases with candidates by the state
-	// of their election.
-	leases *stateGauge
+	// leases reports, when scraped, the Leases with candidates: by the
+	// state of their election, and one by one.
+	leases *leaseCollector
 }
 
 const namespace = "cle"
@@ -79,15 +81,11 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Name: "invalid_candidates_total",
 			Help: "Times a candidate was skipped because its strategy cannot rank it (e.g. a version that does not parse).",
 		}),
-		queue: newQueueMetrics(),
-		leases: &stateGauge{desc: prometheus.NewDesc("cle_leases",
-			"Leases with candidates by the state of their election as last judged: optimal (a live holder no candidate beats on merit), "+
-				"preempting (a live candidate beats the holder on merit; preferredHolder names it), vacant (no Lease or no holder), "+
-				"expired (the holder stopped renewing), conflict (candidates disagree on the strategy, or none has a valid binaryVersion), "+
-				"unmanaged (held by a non-candidate, or a strategy this controller does not run).",
-			[]string{"state"}, nil)},
+		queue:  newQueueMetrics(),
+		leases: newLeaseCollector(),
 		candidates: &stateGauge{desc: prometheus.NewDesc("cle_candidates",
-			"Candidates by the state the controller judges them in: alive, pinged, unresponsive, unknown (not renewed recently and not pinged).",
+			"Candidates by the state the controller judges them in: alive, pinged, unresponsive, unknown (not renewed recently and not pinged), "+
+				"expired (past the candidate TTL, or the unresponsive TTL, and not deleted yet: garbage the collector has not removed).",
 			[]string{"state"}, nil)},
 	}
 }
@@ -171,5 +169,81 @@ func (c *stateGauge) Collect(ch chan<- prometheus.Metric) {
 	}
 	for state, n := range (*source)() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
+	}
+}
+
+// The states of a Lease's election, in cle_leases and cle_lease_state.
+const leaseStatesHelp = "optimal (a live holder no candidate beats on merit), " +
+	"preempting (a live candidate beats the holder on merit; preferredHolder names it), vacant (no Lease or no holder), " +
+	"expired (the holder stopped renewing), conflict (candidates disagree on the strategy, or none has a valid binaryVersion), " +
+	"unmanaged (held by a non-candidate, or a strategy this controller does not run)."
+
+// leaseReport is one Lease with candidates, as the controller last judged
+// it.
+type leaseReport struct {
+	key           types.NamespacedName
+	state         string
+	leaderless    bool
+	leaderlessFor time.Duration
+	leaseDuration time.Duration
+	holderNewer   bool
+}
+
+// leaseCollector reports, when scraped, the Leases of the controller that
+// currently uses these metrics: how many are in each state, and one series
+// per Lease with candidates (cle_lease_state), plus series only for Leases
+// in trouble: without a leader, or led by a newer version than a live
+// candidate. A controller built for a new leadership term takes the source
+// over.
+type leaseCollector struct {
+	source                                    atomic.Pointer[func() []leaseReport]
+	count, state, leaderless, duration, newer *prometheus.Desc
+}
+
+func newLeaseCollector() *leaseCollector {
+	perLease := []string{"namespace", "lease"}
+	return &leaseCollector{
+		count: prometheus.NewDesc("cle_leases", "Leases with candidates by the state of their election as last judged: "+leaseStatesHelp,
+			[]string{"state"}, nil),
+		state: prometheus.NewDesc("cle_lease_state", "1 for each Lease with candidates, labelled with the state of its election as last judged: "+leaseStatesHelp,
+			append(perLease, "state"), nil),
+		leaderless: prometheus.NewDesc("cle_lease_leaderless_seconds",
+			"How long a Lease with candidates has been vacant or expired; only Leases without a live holder have this series.",
+			perLease, nil),
+		duration: prometheus.NewDesc("cle_lease_duration_seconds",
+			"The lease duration of a Lease that has this series in cle_lease_leaderless_seconds: an election taking longer than it has failed.",
+			perLease, nil),
+		newer: prometheus.NewDesc("cle_lease_holder_newer_than_candidate",
+			"1 while a Lease of the OldestEmulationVersion strategy is held by a candidate that emulates a newer version than a live candidate (one neither expired nor silent to a ping); only such Leases have this series.",
+			perLease, nil),
+	}
+}
+
+func (c *leaseCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.count, c.state, c.leaderless, c.duration, c.newer} {
+		ch <- d
+	}
+}
+
+func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
+	source := c.source.Load()
+	if source == nil {
+		return
+	}
+	counts := map[string]int{leaseOptimal: 0, leasePreempting: 0, leaseVacant: 0, leaseExpired: 0, leaseConflict: 0, leaseUnmanaged: 0}
+	for _, r := range (*source)() {
+		counts[r.state]++
+		ns, name := r.key.Namespace, r.key.Name
+		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, 1, ns, name, r.state)
+		if r.leaderless {
+			ch <- prometheus.MustNewConstMetric(c.leaderless, prometheus.GaugeValue, r.leaderlessFor.Seconds(), ns, name)
+			ch <- prometheus.MustNewConstMetric(c.duration, prometheus.GaugeValue, r.leaseDuration.Seconds(), ns, name)
+		}
+		if r.holderNewer {
+			ch <- prometheus.MustNewConstMetric(c.newer, prometheus.GaugeValue, 1, ns, name)
+		}
+	}
+	for state, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n), state)
 	}
 }

@@ -86,7 +86,7 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 	if d.forget {
 		c.clearNeeded(v.key)
 		c.events.forget(v.key)
-		c.noteOutcome(v.key, "")
+		c.forgetOutcome(v.key)
 		return untilDeadline(v.now, next), nil
 	}
 	for _, topic := range d.resolved {
@@ -134,7 +134,11 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 	if wrote {
 		outcome = d.outcome
 	}
-	c.noteOutcome(v.key, outcome)
+	if outcome == "" {
+		c.forgetOutcome(v.key)
+	} else {
+		c.noteOutcome(v, outcome)
+	}
 	if err != nil {
 		return untilDeadline(v.now, next), errors.Join(err, pingErr)
 	}

@@ -126,3 +126,18 @@ func isDigit(b byte) bool { return '0' <= b && b <= '9' }
 func isIdentifierChar(b byte) bool {
 	return isDigit(b) || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || b == '-'
 }
+
+// CompareVersions compares two strict semantic versions as the strategies
+// order them: negative when a is older than b, 0 when equal, positive when
+// newer. It fails when either does not parse.
+func CompareVersions(a, b string) (int, error) {
+	va, err := parseSemver(a)
+	if err != nil {
+		return 0, fmt.Errorf("version %q: %w", a, err)
+	}
+	vb, err := parseSemver(b)
+	if err != nil {
+		return 0, fmt.Errorf("version %q: %w", b, err)
+	}
+	return va.compare(&vb), nil
+}

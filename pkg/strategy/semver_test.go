@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 )
@@ -99,5 +100,25 @@ func TestSemverBuildMetadataHasNoPrecedence(t *testing.T) {
 		if c := a.compare(&b); c != 0 {
 			t.Errorf("compare(%q, %q) = %d, want 0", pair[0], pair[1], c)
 		}
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"1.35.0", "1.36.0", -1},
+		{"1.36.0", "1.35.0", 1},
+		{"1.36.0", "1.36.0", 0},
+		{"1.36.0-alpha.1", "1.36.0", -1},
+	} {
+		got, err := CompareVersions(tc.a, tc.b)
+		if err != nil || cmp.Compare(got, 0) != tc.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, %v; want sign %d", tc.a, tc.b, got, err, tc.want)
+		}
+	}
+	if _, err := CompareVersions("v1.36.0", "1.36.0"); err == nil {
+		t.Error("a leading v: no error, want one")
 	}
 }
