@@ -189,7 +189,7 @@ func (r *run) activate(s side, ns string, watched []string) func() {
 			r.b.Fatal(err)
 		}
 		cmd := exec.Command(r.ctrlBin, "--kubeconfig="+r.kubeconfig, "--api-mode=native", "--namespaces="+strings.Join(append([]string{ns}, watched...), ","),
-			"--leader-elect-resource-namespace="+ns, "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
+			"--leader-elect-resource-namespace="+ns, "--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
 		cmd.Stdout, cmd.Stderr = log, log
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {

@@ -273,7 +273,7 @@ func (e *env) setUp() {
 			// election, and one that was just restarted must not pass for
 			// alive on its creation alone once it is gone again.
 			"--ping-timeout=300ms", "--candidate-freshness=2s",
-			"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2",
+			"--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0", "-v=2",
 		}})
 	}
 	procs = append(procs, e.ctrls...)

@@ -246,7 +246,7 @@ func (p *proc) metricsAddr() string {
 // procStats are the controller's own figures from /metrics.
 type procStats struct {
 	goroutines, rss float64
-	leading         bool // the active replica (cle_controller_leading)
+	leading         bool // the active replica (leader_election_master_status)
 }
 
 func scrape(ctx context.Context, addr string) (procStats, error) {
@@ -272,6 +272,6 @@ func scrape(ctx context.Context, addr string) (procStats, error) {
 	return procStats{
 		goroutines: promtest.Value(fams, "go_goroutines"),
 		rss:        promtest.Value(fams, "process_resident_memory_bytes"),
-		leading:    promtest.Value(fams, "cle_controller_leading") == 1,
+		leading:    promtest.Value(fams, "leader_election_master_status", "name", "cle-controller") == 1,
 	}, nil
 }

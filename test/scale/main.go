@@ -6,7 +6,8 @@
 // each N it prints how long it takes until every Lease is held by its best
 // candidate, the controller's CPU seconds and peak RSS (read from
 // /proc/<pid>) while converging and over a steady state, the controller's
-// API requests by verb and resource (from its cle_api_requests_total), and
+// API requests by HTTP method and code (from client-go's
+// rest_client_requests_total), and
 // the LeaseCandidate writes per minute in steady state (from a watch).
 //
 // The candidates are not processes but behave as pkg/candidate does: each

@@ -44,6 +44,9 @@ type Options struct {
 	LeaderElectResourceNS    string
 	LeaderElectIdentity      string
 	MetricsBindAddress       string
+	MetricsSecure            bool
+	TLSCertFile              string
+	TLSPrivateKeyFile        string
 	HealthProbeBindAddress   string
 	Profiling                bool
 	ShutdownGracePeriod      time.Duration
@@ -85,7 +88,8 @@ func NewOptions() *Options {
 		LeaderElectRenewDeadline: 10 * time.Second,
 		LeaderElectRetryPeriod:   2 * time.Second,
 		LeaderElectResourceNS:    defaultLockNamespace,
-		MetricsBindAddress:       ":8080",
+		MetricsBindAddress:       ":8443",
+		MetricsSecure:            true,
 		HealthProbeBindAddress:   ":8081",
 		ShutdownGracePeriod:      2 * time.Second,
 		Logs:                     logsapi.NewLoggingConfiguration(),
@@ -117,7 +121,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderElectResourceNS, "leader-elect-resource-namespace", o.LeaderElectResourceNS, "Namespace of the controller's own Lease.")
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "Identity in the controller's own Lease. Empty: hostname and a random suffix.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving Prometheus metrics on /metrics; 0 disables it.")
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ on the metrics address, as Kubernetes components do. Off by default: a CPU profile costs CPU while it runs, and the profiles tell whoever reaches the address about the process's internals.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve the metrics address over HTTPS, to clients whose bearer token kube-apiserver authenticates (TokenReview) and authorizes to get the path (SubjectAccessReview, as for kube-apiserver's own /metrics: a ClusterRole with nonResourceURLs /metrics), as Kubernetes components serve theirs. false serves plain HTTP to anyone who reaches the address: only for a loopback address.")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Certificate (PEM, with intermediates) of the secure metrics address, read again when it changes. Empty: a self-signed certificate made at start.")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key (PEM) of --tls-cert-file.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go's runtime profiles (net/http/pprof) under /debug/pprof/ on the secure metrics address, to clients authorized to get that path, as Kubernetes components do. Off by default: a CPU profile costs CPU while it runs, and the profiles tell whoever reads them about the process's internals.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address serving /healthz and /readyz; 0 disables it.")
 	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long shutdown may take after SIGTERM before the process exits anyway.")
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
@@ -162,8 +169,14 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--leader-elect-resource-namespace must not be empty"))
 		}
 	}
-	if o.Profiling && (o.MetricsBindAddress == "" || o.MetricsBindAddress == "0") {
-		errs = append(errs, errors.New("--profiling needs --metrics-bind-address: the profiles are served there"))
+	if o.Profiling && (o.MetricsBindAddress == "" || o.MetricsBindAddress == "0" || !o.MetricsSecure) {
+		errs = append(errs, errors.New("--profiling needs a secure --metrics-bind-address (--metrics-secure): the profiles are served there, to authorized clients only"))
+	}
+	if (o.TLSCertFile == "") != (o.TLSPrivateKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
+	}
+	if o.TLSCertFile != "" && !o.MetricsSecure {
+		errs = append(errs, errors.New("--tls-cert-file needs --metrics-secure"))
 	}
 	if o.PingRate <= 0 || o.PingBurst < 1 {
 		errs = append(errs, fmt.Errorf("--ping-rate (%v) must be positive and --ping-burst (%d) at least 1", o.PingRate, o.PingBurst))

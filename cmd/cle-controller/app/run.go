@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,12 +36,10 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
+	"github.com/cle-dev/cle/internal/version"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/controller"
 )
-
-// Version is set at build time with -ldflags -X.
-var Version = "dev"
 
 // Main parses args, runs the controller until SIGINT or SIGTERM, and returns
 // the exit code: 0 on a clean stop, 1 on a runtime error, 2 on invalid flags.
@@ -57,7 +56,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if o.Version {
-		fmt.Fprintf(stdout, "cle-controller %s\n", Version)
+		fmt.Fprintf(stdout, "cle-controller %s\n", version.Get())
 		return 0
 	}
 	if fs.NArg() > 0 {
@@ -104,10 +103,9 @@ func Run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("load client configuration: %w", err)
 	}
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	cfg.UserAgent = "cle-controller/" + Version
+	cfg.UserAgent = "cle-controller/" + version.Get().Version
 	cfg.WarningHandlerWithContext = &onceWarnings{}
-	requests := newRequestMetrics()
-	cfg.Wrap(requests.wrap)
+	clientMetrics := clientGo()
 	clients, err := access.NewClients(cfg)
 	if err != nil {
 		return err
@@ -145,17 +143,26 @@ func Run(ctx context.Context, o *Options) error {
 		func() float64 { return lag.At(time.Now()).Seconds() })
 	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "The API mode in use (label mode).", ConstLabels: prometheus.Labels{"mode": string(acc.Mode())}})
 	modeInfo.Set(1)
-	leading := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_controller_leading", Help: "1 while this replica is the active one and runs the election controller, 0 while it stands by."},
-		func() float64 {
-			if s.leading.Load() {
-				return 1
-			}
-			return 0
-		})
-	if err := errors.Join(metrics.Register(registry), registry.Register(modeInfo), registry.Register(leading), registry.Register(watchLag), registry.Register(requests),
-		registry.Register(collectors.NewGoCollector()), registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))); err != nil {
+	build := version.Get()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_build_info", Help: "1, labelled with the version, source revision and Go version of this binary.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion}})
+	buildInfo.Set(1)
+	lockName := o.lockName(acc)
+	acting := newActingWatch(client, acc.Mode(), o.LeaderElectResourceNS, lockName)
+	cs := []prometheus.Collector{modeInfo, buildInfo, watchLag, acting.collector(),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+	cs = append(cs, clientMetrics.collectors()...)
+	errs := []error{metrics.Register(registry)}
+	for _, c := range cs {
+		errs = append(errs, registry.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
+	if o.LeaderElect {
+		clientMetrics.leader.WithLabelValues(leaderElectionName).Set(0) // a standby reports 0 from the start
+	}
+	servers.Go(func() { acting.run(ctx) })
 
 	// Events go through a client of their own, so that their rate limit is
 	// their own: a burst of elections and their Events never makes an
@@ -175,7 +182,17 @@ func Run(ctx context.Context, o *Options) error {
 	if o.Profiling {
 		maps.Copy(metricsHandlers, profilingHandlers())
 	}
-	if err := serve(ctx, &servers, o.MetricsBindAddress, metricsHandlers); err != nil {
+	var metricsTLS *tls.Config
+	if o.MetricsSecure && o.MetricsBindAddress != "" && o.MetricsBindAddress != "0" {
+		if metricsTLS, err = serverTLS(ctx, o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
+			return err
+		}
+		auth := newAPIAuth(client)
+		for path, h := range metricsHandlers {
+			metricsHandlers[path] = auth.wrap(h)
+		}
+	}
+	if err := serveTLS(ctx, &servers, o.MetricsBindAddress, metricsTLS, metricsHandlers); err != nil {
 		return err
 	}
 
@@ -217,9 +234,12 @@ func Run(ctx context.Context, o *Options) error {
 		id = host + "_" + string(uuid.NewUUID())
 	}
 	leaseLock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: o.lockName(acc)},
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: lockName},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		// Tells this controller's holders from kube-apiserver's, which
+		// contends for the same Lease in native mode.
+		Labels: map[string]string{access.ControllerHolderLabel: access.ControllerHolderHash(id)},
 	}
 	var lock resourcelock.Interface = leaseLock
 	if o.watches(o.LeaderElectResourceNS) {
@@ -241,7 +261,7 @@ func Run(ctx context.Context, o *Options) error {
 			RenewDeadline:   o.LeaderElectRenewDeadline,
 			RetryPeriod:     o.LeaderElectRetryPeriod,
 			ReleaseOnCancel: true,
-			Name:            "cle-controller",
+			Name:            leaderElectionName,
 			WatchDog:        health,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
@@ -338,8 +358,17 @@ func check(f func(*http.Request) error) http.Handler {
 	})
 }
 
+// leaderElectionName names the controller's own leader election in
+// leader_election_master_status.
+const leaderElectionName = "cle-controller"
+
 // serve serves handlers on addr until ctx is done ("0" or "" disables it).
 func serve(ctx context.Context, wg *sync.WaitGroup, addr string, handlers map[string]http.Handler) error {
+	return serveTLS(ctx, wg, addr, nil, handlers)
+}
+
+// serveTLS is serve over TLS when tlsConfig is not nil.
+func serveTLS(ctx context.Context, wg *sync.WaitGroup, addr string, tlsConfig *tls.Config, handlers map[string]http.Handler) error {
 	if addr == "" || addr == "0" {
 		return nil
 	}
@@ -355,7 +384,12 @@ func serve(ctx context.Context, wg *sync.WaitGroup, addr string, handlers map[st
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	klog.FromContext(ctx).Info("Serving", "address", l.Addr().String(), "paths", paths)
+	scheme := "http"
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
+		scheme = "https"
+	}
+	klog.FromContext(ctx).Info("Serving", "address", l.Addr().String(), "paths", paths, "scheme", scheme)
 	wg.Go(func() { _ = srv.Serve(l) })
 	wg.Go(func() {
 		<-ctx.Done()

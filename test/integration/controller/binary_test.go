@@ -14,16 +14,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 func buildController(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cle-controller")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cle-dev/cle/cmd/cle-controller").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build cle-controller: %v\n%s", err, out)
-	}
-	return bin
+	return framework.BuildCommand(t, "github.com/cle-dev/cle/cmd/cle-controller")
 }
 
 func TestBinaryFlags(t *testing.T) {

@@ -39,8 +39,8 @@ var modes []apiMode
 
 func TestMain(m *testing.M) {
 	framework.MainServers(m, []framework.Options{
-		{CoordinatedLeaderElection: true, IdleBuiltinController: true},
-		{PortableCRD: true},
+		{CoordinatedLeaderElection: true, IdleBuiltinController: true, Users: metricsUsers},
+		{PortableCRD: true, Users: metricsUsers},
 	}, func(s []*framework.Server) {
 		server = s[0]
 		modes = []apiMode{{string(access.ModeNative), s[0]}, {string(access.ModePortable), s[1]}}

@@ -56,7 +56,7 @@ func testMalformed(t *testing.T, m apiMode, bin string) {
 	// Candidates count as alive for 10 minutes after the controller saw them
 	// created, so that no test here depends on answering pings, and -v=4
 	// logs the Leases it leaves alone.
-	x.r = startReplica(t, bin, kubeconfig, x.e.ns, "malformed", "--namespaces="+x.other.ns,
+	x.r = startReplica(t, x.e.mode.server, bin, kubeconfig, x.e.ns, "malformed", "--namespaces="+x.other.ns,
 		"--candidate-freshness=10m", "-v=4")
 	x.at(t, x.e).waitLease("cle-controller", 30*time.Second, "the controller leading", holderIs("malformed"))
 	x.r.waitLog(t, "caches synced", regexp.QuoteMeta(`"Caches synced; electing"`))

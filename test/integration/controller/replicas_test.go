@@ -27,15 +27,18 @@ type replica struct {
 	// metrics and health are the addresses it serves on (chosen by the
 	// kernel, read from its log).
 	metrics, health string
+	// token authenticates scrapes of the secure metrics address: the admin
+	// user's, whom kube-apiserver authorizes to get /metrics.
+	token string
 }
 
 var servingRE = regexp.MustCompile(`"Serving" address="([^"]+)" paths=\[([^\]]*)\]`)
 
 // startReplica runs a cle-controller process in namespace ns; extra flags
 // come after (and so override) the ones given here.
-func startReplica(t *testing.T, bin, kubeconfig, ns, id string, extra ...string) *replica {
+func startReplica(t *testing.T, server *framework.Server, bin, kubeconfig, ns, id string, extra ...string) *replica {
 	t.Helper()
-	r := &replica{id: id}
+	r := &replica{id: id, token: server.Config().BearerToken}
 	args := append([]string{"--kubeconfig=" + kubeconfig, "--namespaces=" + ns,
 		"--leader-elect-resource-namespace=" + ns, "--leader-elect-resource-name=cle-controller",
 		"--leader-elect-identity=" + id,
@@ -44,10 +47,10 @@ func startReplica(t *testing.T, bin, kubeconfig, ns, id string, extra ...string)
 	r.child = framework.StartChild(t, id, bin, args...)
 	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		for _, m := range servingRE.FindAllStringSubmatch(r.child.Logs(), -1) {
-			switch m[2] {
-			case `"/metrics"`:
+			switch {
+			case strings.Contains(m[2], `"/metrics"`):
 				r.metrics = m[1]
-			case `"/healthz","/readyz"`:
+			case m[2] == `"/healthz","/readyz"`:
 				r.health = m[1]
 			}
 		}
@@ -68,10 +71,11 @@ func httpGet(url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-// scrape reads the replica's /metrics over HTTP.
+// scrape reads the replica's /metrics over HTTPS (its certificate is
+// self-signed), authenticated by the admin token.
 func (r *replica) scrape(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
-	code, body, err := httpGet("http://" + r.metrics + "/metrics")
+	code, body, err := scrapeSecure("https://"+r.metrics+"/metrics", r.token)
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("scrape %s: status %d, %v", r.id, code, err)
 	}
@@ -97,7 +101,7 @@ func testTwoReplicas(t *testing.T, m apiMode) {
 	e := newEnv(t, m, ns)
 	replicas := map[string]*replica{}
 	for _, id := range []string{"replica-a", "replica-b"} {
-		replicas[id] = startReplica(t, bin, kubeconfig, ns, id)
+		replicas[id] = startReplica(t, m.server, bin, kubeconfig, ns, id)
 	}
 	lock := e.waitLease("cle-controller", 30*time.Second, "a replica leading", func(l *coordinationv1.Lease) bool {
 		_, ok := replicas[ptr.Deref(l.Spec.HolderIdentity, "")]
@@ -143,11 +147,25 @@ func testTwoReplicas(t *testing.T, m apiMode) {
 		}
 	}
 	s := standby.scrape(t)
-	if n := promtest.Value(fams, "cle_controller_leading"); n != 1 {
-		t.Errorf("leader %s: cle_controller_leading = %v, want 1", leader.id, n)
+	if n := promtest.Value(fams, "leader_election_master_status", "name", "cle-controller"); n != 1 {
+		t.Errorf("leader %s: leader_election_master_status{name=cle-controller} = %v, want 1", leader.id, n)
 	}
-	if n := promtest.Value(s, "cle_controller_leading"); n != 0 {
-		t.Errorf("standby %s: cle_controller_leading = %v, want 0", standby.id, n)
+	if n := promtest.Value(s, "leader_election_master_status", "name", "cle-controller"); n != 0 || !hasFamily(s, "leader_election_master_status") {
+		t.Errorf("standby %s: leader_election_master_status{name=cle-controller} = %v (present: %v), want a series at 0", standby.id, n, hasFamily(s, "leader_election_master_status"))
+	}
+	for _, r := range replicas {
+		// Both see the leader's renewals of the lock: cle acts.
+		r.waitMetric(t, "while a replica leads", "cle_election_controller_acting", "controller", "cle")
+		f := r.scrape(t)
+		if n := promtest.Value(f, "cle_election_controller_acting", "controller", "kube-apiserver"); n != 0 {
+			t.Errorf("%s: cle_election_controller_acting{controller=kube-apiserver} = %v, want 0", r.id, n)
+		}
+		if n := promtest.Value(f, "cle_build_info"); n != 1 {
+			t.Errorf("%s: cle_build_info = %v, want 1", r.id, n)
+		}
+		if n := promtest.Value(f, "rest_client_requests_total", "method", "GET"); n < 1 {
+			t.Errorf("%s: rest_client_requests_total{method=GET} = %v, want >= 1", r.id, n)
+		}
 	}
 	for _, name := range []string{"cle_elections_total", "cle_pings_total", "cle_preemptions_total", "cle_leader_changes_total"} {
 		if n := promtest.Value(s, name); n != 0 {
@@ -171,7 +189,7 @@ func testTwoReplicas(t *testing.T, m apiMode) {
 	e.waitLease("after-failover", 30*time.Second, "holder c", holderIs("c"))
 	// The counter follows the write it counts: poll for it.
 	standby.waitMetric(t, "after failover", "cle_elections_total", "result", "created")
-	standby.waitMetric(t, "after failover", "cle_controller_leading")
+	standby.waitMetric(t, "after failover", "leader_election_master_status", "name", "cle-controller")
 }
 
 // waitMetric scrapes the replica until the sum of the series of name with
