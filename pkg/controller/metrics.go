@@ -116,7 +116,7 @@ func newQueueMetrics() *queueMetrics {
 	labels := []string{"name"}
 	buckets := prometheus.ExponentialBuckets(1e-6, 10, 10)
 	return &queueMetrics{
-		depthV:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "workqueue", Name: "depth", Help: "Current depth of the workqueue."}, labels),
+		depthV:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "workqueue", Name: "depth", Help: "Current depth of the workqueue: cle_election (Leases to reconcile) or cle_candidate_gc (candidates to collect)."}, labels),
 		addsV:         prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "workqueue", Name: "adds_total", Help: "Adds handled by the workqueue."}, labels),
 		latencyV:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "workqueue", Name: "queue_duration_seconds", Help: "Seconds an item stays in the workqueue before being requested.", Buckets: buckets}, labels),
 		workDurationV: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "workqueue", Name: "work_duration_seconds", Help: "Seconds processing an item from the workqueue takes.", Buckets: buckets}, labels),

@@ -138,20 +138,10 @@ func Run(ctx context.Context, o *Options) error {
 	// The watch's lag outlives a leadership term: the next term starts with
 	// what this one measured.
 	lag := &controller.WatchLag{}
-	watchLag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_watch_lag_seconds",
-		Help: "How far behind the Lease watch is: how long the oldest of the controller's own Lease writes and lock renewals not delivered yet has been outstanding; a holder's Lease expires this much later."},
-		func() float64 { return lag.At(time.Now()).Seconds() })
-	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "The API mode in use (label mode).", ConstLabels: prometheus.Labels{"mode": string(acc.Mode())}})
-	modeInfo.Set(1)
-	build := version.Get()
-	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_build_info", Help: "1, labelled with the version, source revision and Go version of this binary.",
-		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion}})
-	buildInfo.Set(1)
 	lockName := o.lockName(acc)
 	acting := newActingWatch(client, acc.Mode(), o.LeaderElectResourceNS, lockName)
-	cs := []prometheus.Collector{modeInfo, buildInfo, watchLag, acting.collector(),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
-	cs = append(cs, clientMetrics.collectors()...)
+	cs := append(processCollectors(acc.Mode(), lag, acting),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	errs := []error{metrics.Register(registry)}
 	for _, c := range cs {
 		errs = append(errs, registry.Register(c))
@@ -356,6 +346,23 @@ func check(f func(*http.Request) error) http.Handler {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
+}
+
+// processCollectors are the metrics of the process beside the election
+// controller's own (controller.Metrics) and Go's and the process's: what it
+// is, which controller acts, how late its watch is, and client-go's.
+func processCollectors(mode access.Mode, lag *controller.WatchLag, acting *actingWatch) []prometheus.Collector {
+	watchLag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_watch_lag_seconds",
+		Help: "How far behind the Lease watch is: how long the oldest of the controller's own Lease writes and lock renewals not delivered yet has been outstanding; a holder's Lease expires this much later."},
+		func() float64 { return lag.At(time.Now()).Seconds() })
+	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "1, labelled with the API mode in use: native or portable.",
+		ConstLabels: prometheus.Labels{"mode": string(mode)}})
+	modeInfo.Set(1)
+	build := version.Get()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_build_info", Help: "1, labelled with the version, source revision and Go version of this binary.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion}})
+	buildInfo.Set(1)
+	return append([]prometheus.Collector{modeInfo, buildInfo, watchLag, acting.collector()}, clientGo().collectors()...)
 }
 
 // leaderElectionName names the controller's own leader election in
