@@ -11,7 +11,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH} go build -trimpath \
-      -ldflags "-s -w -X github.com/cle-dev/cle/cmd/cle-controller/app.Version=${VERSION}" \
+      -ldflags "-s -w -X github.com/cle-dev/cle/internal/version.version=${VERSION}" \
       -o /out/ ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 
 FROM gcr.io/distroless/static:nonroot

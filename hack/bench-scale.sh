@@ -14,6 +14,6 @@ export CLE_KUBE_BIN_DIR
 bin=$(mktemp -d)
 trap 'rm -rf "${bin}"' EXIT
 go build -o "${bin}/scale" ./test/scale
-go build -ldflags "-X github.com/cle-dev/cle/cmd/cle-controller/app.Version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
+go build -ldflags "-X github.com/cle-dev/cle/internal/version.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
 	-o "${bin}/cle-controller" ./cmd/cle-controller
 "${bin}/scale" --controller="${bin}/cle-controller" "$@"

@@ -7,6 +7,7 @@ cd "${root}"
 mkdir -p bin
 mapfile -t cmds < <(go list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./cmd/... ./examples/... ./hack/... 2>/dev/null | sed '/^$/d')
 if [[ ${#cmds[@]} -gt 0 ]]; then
-  go build -o bin/ "${cmds[@]}"
+  go build -ldflags "-X github.com/cle-dev/cle/internal/version.version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)" \
+    -o bin/ "${cmds[@]}"
 fi
 ls bin

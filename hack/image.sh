@@ -15,7 +15,7 @@ image=${IMAGE:-ghcr.io/cle-dev/cle:${version}}
 out=_output/image
 mkdir -p "${out}/bin"
 CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
-	-ldflags "-s -w -X github.com/cle-dev/cle/cmd/cle-controller/app.Version=${version}" \
+	-ldflags "-s -w -X github.com/cle-dev/cle/internal/version.version=${version} -X github.com/cle-dev/cle/internal/version.revision=${revision}" \
 	-o "${out}/bin/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 # The commit time, not the build time: the same commit gives the same image.
 created=$(git log -1 --format=%cI 2>/dev/null || true)

@@ -1,61 +1,92 @@
 package kubectlcle
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
-	"sigs.k8s.io/yaml"
 )
 
-// Output formats of -o.
+// The -o values kubectl cle handles itself; every other one (json, yaml,
+// jsonpath=..., go-template=..., ...) goes to a cli-runtime printer.
 const (
+	// OutputTable is the default: a table (status), text (describe) or
+	// one line per change (watch).
 	OutputTable = ""
-	OutputWide  = "wide"
-	OutputJSON  = "json"
-	OutputYAML  = "yaml"
+	// OutputWide adds columns to the status table.
+	OutputWide = "wide"
+	// OutputName prints lease.coordination.k8s.io/NAME per Lease, as
+	// `kubectl get -o name` does, to pipe into kubectl.
+	OutputName = "name"
 )
 
-// ValidateOutput checks an -o value.
-func ValidateOutput(o string) error {
-	switch o {
-	case OutputTable, OutputWide, OutputJSON, OutputYAML:
-		return nil
-	default:
-		return fmt.Errorf("unsupported output format %q: want one of wide, json, yaml", o)
-	}
+// Format is how a command prints.
+type Format struct {
+	// Output is the -o value.
+	Output string
+	// NoHeaders leaves out the table's header, and the election controller
+	// line above it.
+	NoHeaders bool
+	// Printer prints objects, for every Output but OutputTable and
+	// OutputWide (for which it is nil). With OutputName it is given the
+	// Leases themselves (see LeaseRef).
+	Printer printers.ResourcePrinter
 }
 
-// statusList is what -o json|yaml prints for status.
-type statusList struct {
-	Items []LeaseStatus `json:"items"`
+// leaseGVK is what -o name names a Lease by.
+var leaseGVK = coordinationv1.SchemeGroupVersion.WithKind("Lease")
+
+// LeaseRef is the Lease of a row, as -o name prints it:
+// lease.coordination.k8s.io/NAME.
+func LeaseRef(r *LeaseStatus) runtime.Object {
+	ref := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}}
+	ref.SetGroupVersionKind(leaseGVK)
+	return ref
 }
 
-// PrintStatus prints status rows in format output. allNamespaces adds the
+// PrintStatus prints the status list in format f. allNamespaces adds the
 // NAMESPACE column, as kubectl does with -A.
-func PrintStatus(w io.Writer, rows []LeaseStatus, output string, allNamespaces bool, now time.Time) error {
-	if rows == nil {
-		rows = []LeaseStatus{}
+func PrintStatus(w io.Writer, list *LeaseStatusList, f Format, allNamespaces bool, now time.Time) error {
+	switch {
+	case f.Printer != nil && f.Output == OutputName:
+		// A name printer takes no lists but unstructured ones.
+		for i := range list.Items {
+			if err := f.Printer.PrintObj(LeaseRef(&list.Items[i]), w); err != nil {
+				return err
+			}
+		}
+		return nil
+	case f.Printer != nil:
+		return f.Printer.PrintObj(list, w)
 	}
-	switch output {
-	case OutputJSON, OutputYAML:
-		return printStructured(w, statusList{Items: rows}, output)
+	if !f.NoHeaders && list.ElectionController != nil {
+		if _, err := fmt.Fprintf(w, "Election controller: %s\n", list.ElectionController.Summary(now)); err != nil {
+			return err
+		}
 	}
+	if len(list.Items) == 0 {
+		return nil
+	}
+	wide := f.Output == OutputWide
 	tw := printers.GetNewTabWriter(w)
-	header := []string{"LEASE", "STRATEGY", "HOLDER", "PREFERRED", "BEST", "CANDIDATES", "TERM", "STATE", "AGE"}
-	if allNamespaces {
-		header = append([]string{"NAMESPACE"}, header...)
+	if !f.NoHeaders {
+		header := []string{"LEASE", "STRATEGY", "HOLDER", "PREFERRED", "BEST", "CANDIDATES", "TERM", "STATE", "AGE"}
+		if allNamespaces {
+			header = append([]string{"NAMESPACE"}, header...)
+		}
+		if wide {
+			header = append(header, "RENEWED", "MODE", "WHY")
+		}
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
 	}
-	if output == OutputWide {
-		header = append(header, "RENEWED", "MODE", "WHY")
-	}
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, r := range rows {
+	for _, r := range list.Items {
 		cols := []string{r.Name, none(r.Strategy), none(r.Holder), none(r.PreferredHolder), none(r.Best),
 			strconv.Itoa(r.Candidates), strconv.Itoa(int(r.Term)), string(r.State), "<none>"}
 		if r.Created != nil {
@@ -64,7 +95,7 @@ func PrintStatus(w io.Writer, rows []LeaseStatus, output string, allNamespaces b
 		if allNamespaces {
 			cols = append([]string{r.Namespace}, cols...)
 		}
-		if output == OutputWide {
+		if wide {
 			renewed := "<none>"
 			if r.RenewTime != nil {
 				renewed = age(r.RenewTime.Time, now)
@@ -76,18 +107,22 @@ func PrintStatus(w io.Writer, rows []LeaseStatus, output string, allNamespaces b
 	return tw.Flush()
 }
 
-// PrintDescription prints what describe shows, in format output (wide is
-// the same as the default).
-func PrintDescription(w io.Writer, d LeaseDescription, output string, now time.Time) error {
-	switch output {
-	case OutputJSON, OutputYAML:
-		return printStructured(w, d, output)
+// PrintDescription prints what describe shows, in format f.
+func PrintDescription(w io.Writer, d *LeaseDescription, f Format, now time.Time) error {
+	switch {
+	case f.Printer != nil && f.Output == OutputName:
+		return f.Printer.PrintObj(LeaseRef(&d.Status), w)
+	case f.Printer != nil:
+		return f.Printer.PrintObj(d, w)
 	}
 	s := d.Status
 	tw := printers.GetNewTabWriter(w)
 	field := func(name, value string) { fmt.Fprintf(tw, "%s:\t%s\n", name, value) }
 	field("Lease", s.Namespace+"/"+s.Name)
 	field("API mode", string(s.APIMode))
+	if d.ElectionController != nil {
+		field("Election controller", d.ElectionController.Summary(now))
+	}
 	field("Strategy", none(s.Strategy))
 	field("State", string(s.State))
 	holder := none(s.Holder)
@@ -149,22 +184,6 @@ func PrintDescription(w io.Writer, d LeaseDescription, output string, now time.T
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", age(e.Time.Time, now), e.Type, e.Reason, none(e.From), e.Message)
 	}
 	return tw.Flush()
-}
-
-func printStructured(w io.Writer, v any, output string) error {
-	data, err := json.MarshalIndent(v, "", "    ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", output, err)
-	}
-	if output == OutputYAML {
-		if data, err = yaml.JSONToYAML(data); err != nil {
-			return fmt.Errorf("encode %s: %w", output, err)
-		}
-	} else {
-		data = append(data, '\n')
-	}
-	_, err = w.Write(data)
-	return err
 }
 
 func none(s string) string {

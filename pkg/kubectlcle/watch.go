@@ -8,14 +8,18 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 // TimeFormat is how watch stamps its lines.
@@ -48,6 +52,14 @@ type Watcher struct {
 	Namespace string
 	// Name limits the watch to one Lease of Namespace.
 	Name string
+	// ListedOnly reports only Leases that the Lease watch sees: with a
+	// label selector on Leases (Source.LeaseSelector), a Lease that
+	// candidates name but the selector does not select is left out, and
+	// one that stops being selected is reported as gone.
+	ListedOnly bool
+	// Format is how changes print: one line each by default, else one
+	// object each (a LeaseChange, or the Lease with -o name).
+	Format Format
 
 	mu      sync.Mutex
 	started bool
@@ -89,15 +101,29 @@ func (w *Watcher) Run(ctx context.Context) error {
 	w.init()
 	defer w.close()
 
-	ctx, cancel := context.WithCancel(ctx)
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	inf := w.Source.newInformers(w.Namespace)
+	// An error before the first list completes (e.g. Forbidden) ends the
+	// watch with it; later ones are logged as client-go does, and the
+	// informers retry.
+	var synced atomic.Bool
+	if err := inf.onError(func(ctx context.Context, r *cache.Reflector, err error) {
+		if synced.Load() {
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+			return
+		}
+		cancel(listError(err))
+	}); err != nil {
+		return err
+	}
 	leaseReg, err := inf.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.onLease(obj, false) },
 		UpdateFunc: func(_, obj any) { w.onLease(obj, false) },
 		DeleteFunc: func(obj any) { w.onLease(obj, true) },
 	})
 	if err != nil {
-		cancel()
 		return fmt.Errorf("watch Leases: %w", err)
 	}
 	candReg, err := inf.candidates.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -106,18 +132,18 @@ func (w *Watcher) Run(ctx context.Context) error {
 		DeleteFunc: func(obj any) { w.onCandidate(obj, true) },
 	})
 	if err != nil {
-		cancel()
 		return fmt.Errorf("watch LeaseCandidates: %w", err)
 	}
 	wait := inf.run(ctx)
 	defer wait()
-	defer cancel()
+	defer cancel(nil) // stops the informers before wait
 	if !cache.WaitForCacheSync(ctx.Done(), leaseReg.HasSynced, candReg.HasSynced) {
-		if ctx.Err() != nil {
+		if parent.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("list Leases and LeaseCandidates: %w", context.Cause(ctx))
 	}
+	synced.Store(true)
 	w.mu.Lock()
 	w.started = true
 	keys := slices.Collect(maps.Keys(w.leases))
@@ -292,10 +318,17 @@ func (w *Watcher) report(key types.NamespacedName) {
 	lease := w.leases[key]
 	cands := slices.Collect(maps.Values(w.cands[key]))
 	prev, seen := w.last[key]
+	now := w.Clock.Now()
+	if w.ListedOnly && lease == nil {
+		if seen {
+			delete(w.last, key)
+			w.print(key, now, []string{"Lease no longer selected (deleted, or its labels changed)"}, nil)
+		}
+		return
+	}
 	if !seen && w.Name == "" && len(cands) == 0 && (lease == nil || lease.Spec.Strategy == nil) {
 		return // not under coordinated election, and never was
 	}
-	now := w.Clock.Now()
 	s := w.Judge.Summarize(Input{Key: key, Lease: lease, Candidates: cands}, now)
 	cur := watchState{exists: lease != nil, holder: s.Holder, preferred: s.PreferredHolder, term: s.Term, state: s.State, best: s.Best}
 	for _, lc := range cands {
@@ -304,8 +337,6 @@ func (w *Watcher) report(key types.NamespacedName) {
 	slices.Sort(cur.candidates)
 	w.last[key] = cur
 
-	stamp := now.Format(TimeFormat) + "  " + key.String() + "  "
-	tail := fmt.Sprintf("  [%s, best %s]", cur.state, none(cur.best))
 	var lines []string
 	if !seen && lease == nil && len(cands) == 0 {
 		lines = append(lines, "no Lease and no LeaseCandidates yet")
@@ -329,11 +360,51 @@ func (w *Watcher) report(key types.NamespacedName) {
 			lines = append(lines, fmt.Sprintf("preferredHolder %s -> %s", none(prev.preferred), none(cur.preferred)))
 		}
 	}
-	for _, l := range lines {
-		if _, err := fmt.Fprintln(w.Out, stamp+l+tail); err != nil && w.err == nil {
-			w.err = fmt.Errorf("write: %w", err)
+	w.print(key, now, lines, &s)
+}
+
+// print writes what report found changed about a Lease: one line per
+// change, or one object for them all. s is the Lease's new summary, nil
+// when it is no longer reported on. Callers hold w.mu.
+func (w *Watcher) print(key types.NamespacedName, now time.Time, changes []string, s *Summary) {
+	if len(changes) == 0 {
+		return
+	}
+	var err error
+	if w.Format.Printer == nil {
+		stamp := now.Format(TimeFormat) + "  " + key.String() + "  "
+		tail := ""
+		if s != nil {
+			tail = fmt.Sprintf("  [%s, best %s]", s.State, none(s.Best))
+		}
+		for _, l := range changes {
+			if _, err = fmt.Fprintln(w.Out, stamp+l+tail); err != nil {
+				break
+			}
+		}
+	} else {
+		status := LeaseStatus{TypeMeta: typeMeta(KindLeaseStatus), Namespace: key.Namespace, Name: key.Name, APIMode: w.mode()}
+		if s != nil {
+			status = Status(s, w.mode())
+		}
+		if w.Format.Output == OutputName {
+			err = w.Format.Printer.PrintObj(LeaseRef(&status), w.Out)
+		} else {
+			err = w.Format.Printer.PrintObj(&LeaseChange{
+				TypeMeta: typeMeta(KindLeaseChange), Time: metav1.NewMicroTime(now), Changes: changes, Lease: status,
+			}, w.Out)
 		}
 	}
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("write: %w", err)
+	}
+}
+
+func (w *Watcher) mode() access.Mode {
+	if w.Source.Access == nil {
+		return ""
+	}
+	return w.Source.Access.Mode()
 }
 
 func candidateEntry(lc *coordinationv1beta1.LeaseCandidate) string {

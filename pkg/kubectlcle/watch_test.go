@@ -1,10 +1,12 @@
 package kubectlcle
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -16,6 +18,12 @@ import (
 // chooses, as the two informers may deliver them.
 func startedWatcher(t *testing.T, clk *testingclock.FakeClock, out *strings.Builder) *Watcher {
 	t.Helper()
+	return startedWatcherWith(t, clk, out, func(*Watcher) {})
+}
+
+// startedWatcherWith is startedWatcher with more settings.
+func startedWatcherWith(t *testing.T, clk *testingclock.FakeClock, out *strings.Builder, set func(*Watcher)) *Watcher {
+	t.Helper()
 	w := &Watcher{
 		Judge:     Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: 30 * time.Minute, DefaultLeaseDuration: 15 * time.Second},
 		Clock:     clk,
@@ -23,6 +31,7 @@ func startedWatcher(t *testing.T, clk *testingclock.FakeClock, out *strings.Buil
 		Namespace: "ns",
 		Name:      "l",
 	}
+	set(w)
 	w.init()
 	w.onCandidate(cand(newer), false)
 	w.onLease(lease(leaseSpec{holder: "newer", term: 1}), false)
@@ -143,3 +152,71 @@ var errTimeout = errorString("timed out")
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// TestWatchPrintsObjects: with -o json, one LeaseChange per report, the
+// changes seen together in one object; with -o name, the Lease.
+func TestWatchPrintsObjects(t *testing.T) {
+	clk := testingclock.NewFakeClock(now)
+	var out strings.Builder
+	w := startedWatcherWith(t, clk, &out, func(w *Watcher) { w.Format = printerFor(t, "json") })
+	var first LeaseChange
+	if err := json.Unmarshal([]byte(out.String()), &first); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	if first.Kind != KindLeaseChange || first.APIVersion != "kubectl.cle.dev/v1alpha1" || first.Lease.Holder != "newer" || first.Lease.Kind != KindLeaseStatus ||
+		len(first.Changes) != 1 || !strings.HasPrefix(first.Changes[0], "holder newer (term 1)") {
+		t.Errorf("first report: %s", out.String())
+	}
+
+	out.Reset()
+	w.onLease(lease(leaseSpec{holder: "newer", preferred: "old", term: 1}), false)
+	w.onCandidate(cand(old), false)
+	var change LeaseChange
+	if err := json.Unmarshal([]byte(out.String()), &change); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
+	}
+	want := []string{"candidates +old(emulation 1.35.0, binary 1.36.0, OldestEmulationVersion)", "preferredHolder <none> -> old"}
+	if strings.Join(change.Changes, "\n") != strings.Join(want, "\n") || change.Lease.State != StatePreempting || change.Lease.PreferredHolder != "old" ||
+		!change.Time.Equal(&metav1.MicroTime{Time: now}) {
+		t.Errorf("change: %s", out.String())
+	}
+
+	out.Reset()
+	w.Format = printerFor(t, "yaml")
+	w.onLease(lease(leaseSpec{holder: "newer", term: 1}), false)
+	w.onLease(lease(leaseSpec{holder: "newer", preferred: "old", term: 1}), false)
+	if docs := strings.Split(out.String(), "---\n"); len(docs) != 2 || !strings.HasPrefix(docs[0], "apiVersion: kubectl.cle.dev/v1alpha1\n") || !strings.Contains(docs[1], "\nkind: LeaseChange\n") {
+		t.Errorf("-o yaml, two changes: %q", out.String())
+	}
+
+	out.Reset()
+	w.Format = printerFor(t, "name")
+	w.onLease(lease(leaseSpec{holder: "old", term: 2}), false)
+	if out.String() != "lease.coordination.k8s.io/l\n" {
+		t.Errorf("-o name: %q", out.String())
+	}
+}
+
+// TestWatchListedOnly: with a label selector, a Lease the Lease watch does
+// not see is not reported, and one it stops seeing is reported gone.
+func TestWatchListedOnly(t *testing.T) {
+	clk := testingclock.NewFakeClock(now)
+	var out strings.Builder
+	w := startedWatcherWith(t, clk, &out, func(w *Watcher) { w.ListedOnly = true; w.Name = "" })
+	if got := lines(out.String()); len(got) != 1 || !strings.HasPrefix(got[0], "holder newer (term 1)") {
+		t.Fatalf("first report: %q", got)
+	}
+
+	out.Reset()
+	other := cand(old)
+	other.Spec.LeaseName = "unselected"
+	w.onCandidate(other, false)
+	if out.Len() != 0 {
+		t.Errorf("a candidate of a Lease the selector leaves out printed: %q", out.String())
+	}
+
+	w.onLease(lease(leaseSpec{holder: "newer", term: 1}), true)
+	if got := lines(out.String()); len(got) != 1 || got[0] != "Lease no longer selected (deleted, or its labels changed)" {
+		t.Errorf("Lease gone: %q", got)
+	}
+}

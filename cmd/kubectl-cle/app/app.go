@@ -1,42 +1,56 @@
-// Package app wires the kubectl-cle plugin: kubectl's connection flags,
-// the subcommands and their flags. What it shows is computed in
-// pkg/kubectlcle.
+// Package app wires the kubectl-cle plugin: kubectl's connection, output
+// and logging flags, the subcommands and their flags. What it shows is
+// computed in pkg/kubectlcle.
 package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
 
+	"github.com/cle-dev/cle/internal/version"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/pkg/kubectlcle"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
-// Version is set at build time with -ldflags -X.
-var Version = "dev"
-
-// Options are the flags every subcommand shares.
+// Options are the flags the subcommands share.
 type Options struct {
 	ConfigFlags   *genericclioptions.ConfigFlags
 	AllNamespaces bool
-	Output        string
-	APIMode       string
-	CandidateTTL  time.Duration
-	LeaseDuration time.Duration
+	// Selector is a label selector on Leases (-l).
+	Selector string
+	// IncludeNodeLeases keeps kube-node-lease in -A.
+	IncludeNodeLeases bool
+	NoHeaders         bool
+	APIMode           string
+	CandidateTTL      time.Duration
+	LeaseDuration     time.Duration
 	// Clock stamps watch lines and measures ages and expiry.
 	Clock clock.WithDelayedExecution
 
 	streams genericiooptions.IOStreams
+	// printFlags are the output flags of each command, by its name.
+	printFlags map[string]*genericclioptions.PrintFlags
+	// warnings prints each distinct warning of the API server once.
+	warnings rest.WarningHandlerWithContext
 }
 
 // NewOptions returns the defaults.
@@ -48,7 +62,17 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		LeaseDuration: controller.DefaultLeaseDuration,
 		Clock:         clock.RealClock{},
 		streams:       streams,
+		printFlags:    map[string]*genericclioptions.PrintFlags{},
+		warnings:      warningPrinter{rest.NewWarningWriter(streams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})},
 	}
+}
+
+// warningPrinter prints the API server's warnings as kubectl does
+// ("Warning: <text>" on stderr), each distinct one once.
+type warningPrinter struct{ w rest.WarningHandler }
+
+func (p warningPrinter) HandleWarningHeaderWithContext(_ context.Context, code int, agent, text string) {
+	p.w.HandleWarningHeader(code, agent, text)
 }
 
 const statesHelp = `STATE is where the election of a Lease stands; the first that applies, in this order:
@@ -86,61 +110,120 @@ func (o *Options) command() *cobra.Command {
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl cle"},
 		Short:       "Show coordinated leader elections: who holds each Lease, who should, and why",
 		Long: `kubectl cle shows coordinated leader elections (KEP-4355) run by cle-controller, or by the
-controller built into kube-apiserver, in either API mode: native (coordination.k8s.io/v1beta1
+controller built into kube-apiserver, in either API mode: native (coordination.k8s.io
 LeaseCandidates) or portable (leasecandidates.cle.dev and Lease annotations), chosen as
-cle-controller chooses it (--api-mode).
+cle-controller chooses it (--api-mode), and without writing anything for a user who may
+only read.
 
 ` + statesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
 	}
 	root.SetOut(o.streams.Out)
 	root.SetErr(o.streams.ErrOut)
 	fs := root.PersistentFlags()
 	o.ConfigFlags.AddFlags(fs)
-	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (as cle-controller: native when the server serves coordination.k8s.io LeaseCandidates (v1beta1 or v1alpha2) and keeps Lease spec.strategy on a dry-run create in kube-system, else portable), native or portable.")
+	addKlogFlags(fs)
+	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (as cle-controller: native when the server serves coordination.k8s.io LeaseCandidates and keeps Lease spec.strategy on a dry-run create in kube-system, else portable; when that dry run is forbidden, from discovery and the election controllers' lock Leases), native or portable.")
 	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "Candidates not renewed for this long are expired and left out, as with cle-controller's --candidate-ttl.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "Lease duration of Leases without leaseDurationSeconds, as with cle-controller's --lease-duration.")
 
-	root.AddCommand(o.statusCommand(), o.describeCommand(), o.watchCommand())
+	root.AddCommand(o.statusCommand(), o.describeCommand(), o.watchCommand(), o.versionCommand())
 	return root
 }
 
-func (o *Options) addListFlags(cmd *cobra.Command, output bool) {
-	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Show the Leases of all namespaces.")
-	if output {
-		cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: wide, json or yaml.")
+// addKlogFlags adds klog's -v and --vmodule, as kubectl has them.
+func addKlogFlags(fs *pflag.FlagSet) {
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	for _, name := range []string{"v", "vmodule"} {
+		fs.AddGoFlag(klogFlags.Lookup(name))
 	}
+}
+
+func (o *Options) addListFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "Show the Leases of all namespaces (but kube-node-lease, see --include-node-leases).")
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Label selector on Leases (e.g. -l app=x,tier!=db): only the Leases it selects are shown.")
+	cmd.Flags().BoolVar(&o.IncludeNodeLeases, "include-node-leases", false, "With -A, also list namespace kube-node-lease, which holds one heartbeat Lease per node and is left out by default.")
+}
+
+// addPrintFlags adds -o and the template flags to cmd. The formats kubectl
+// cle prints itself come first in -o's help.
+func (o *Options) addPrintFlags(cmd *cobra.Command, own ...string) {
+	pf := genericclioptions.NewPrintFlags("").WithTypeSetter(kubectlcle.Scheme)
+	o.printFlags[cmd.Name()] = pf
+	pf.AddFlags(cmd)
+	// The objects printed have no managedFields.
+	_ = cmd.Flags().MarkHidden("show-managed-fields")
+	cmd.Flags().Lookup("output").Usage = fmt.Sprintf("Output format. One of: (%s).", strings.Join(append(own, pf.AllowedFormats()...), ", "))
+}
+
+// format turns the output flags of command into a Format; own are the
+// formats besides the default that kubectl cle prints itself (wide).
+func (o *Options) format(command string, own ...string) (kubectlcle.Format, error) {
+	pf := o.printFlags[command]
+	f := kubectlcle.Format{Output: *pf.OutputFormat, NoHeaders: o.NoHeaders}
+	template := pf.TemplatePrinterFlags.TemplateArgument != nil && *pf.TemplatePrinterFlags.TemplateArgument != ""
+	if (f.Output == kubectlcle.OutputTable && !template) || slices.Contains(own, f.Output) {
+		return f, nil
+	}
+	p, err := pf.ToPrinter()
+	if genericclioptions.IsNoCompatiblePrinterError(err) {
+		return f, fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: %s",
+			f.Output, strings.Join(append(own, pf.AllowedFormats()...), ","))
+	}
+	if err != nil {
+		return f, err
+	}
+	f.Printer = p
+	return f, nil
 }
 
 func (o *Options) statusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [LEASE]",
 		Short: "List Leases under coordinated election, or one Lease, with their state",
-		Long:  "List the Leases that LeaseCandidates name or that carry a strategy, in the namespace (or all of them with -A), or the one Lease named.\n\n" + statesHelp,
+		Long: `List the Leases that LeaseCandidates name or that carry a strategy, in the namespace (or all of
+them with -A), or the one Lease named. A line above the table says which election controller
+acts (from its lock Lease in kube-system) and since when.
+
+` + statesHelp,
 		Example: `  kubectl cle status -A
-  kubectl cle status -n kube-system kube-scheduler -o wide`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl cle status -n kube-system kube-scheduler -o wide
+  kubectl cle status -o name | xargs kubectl get -o yaml
+  kubectl cle status -o jsonpath='{.items[*].holder}'`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeLeases,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.status(cmd.Context(), args)
+			f, err := o.format(cmd.Name(), kubectlcle.OutputWide)
+			if err != nil {
+				return err
+			}
+			return o.status(cmd.Context(), args, f)
 		},
 	}
-	o.addListFlags(cmd, true)
+	o.addListFlags(cmd)
+	cmd.Flags().BoolVar(&o.NoHeaders, "no-headers", false, "When printing a table, leave out the headers and the election controller line.")
+	o.addPrintFlags(cmd, kubectlcle.OutputWide)
 	return cmd
 }
 
 func (o *Options) describeCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "describe LEASE",
-		Short:   "Show a Lease's candidates in rank order, its recent Events, and why the holder is who it is",
-		Example: `  kubectl cle describe -n kube-system kube-controller-manager`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "describe LEASE",
+		Short:             "Show a Lease's candidates in rank order, its recent Events, and why the holder is who it is",
+		Example:           `  kubectl cle describe -n kube-system kube-controller-manager`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeLeases,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.describe(cmd.Context(), args[0])
+			f, err := o.format(cmd.Name())
+			if err != nil {
+				return err
+			}
+			return o.describe(cmd.Context(), args[0], f)
 		},
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: json or yaml.")
+	o.addPrintFlags(cmd)
 	return cmd
 }
 
@@ -151,27 +234,75 @@ func (o *Options) watchCommand() *cobra.Command {
 		Long: `Print the current holder, preferred holder and candidates of each Lease under coordinated election,
 then one timestamped line per change: holder (with the new term), preferredHolder, and candidates
 joining (+) or leaving (-), a candidate that changes versions showing as both. Each line ends with
-the Lease's state and best candidate. Stop it with Ctrl-C.`,
-		Example: `  kubectl cle watch -n kube-system kube-scheduler`,
-		Args:    cobra.MaximumNArgs(1),
+the Lease's state and best candidate. Stop it with Ctrl-C.
+
+With -o json, yaml or a template it prints one LeaseChange object (kubectl.cle.dev/v1alpha1) each
+time it reports a Lease: the changes seen together and the Lease's status after them; with -o
+name, the Lease.`,
+		Example: `  kubectl cle watch -n kube-system kube-scheduler
+  kubectl cle watch -A -o jsonpath='{.lease.namespace}/{.lease.name} {.lease.holder}{"\n"}'`,
+		Args:              cobra.MaximumNArgs(1),
+		ValidArgsFunction: o.completeLeases,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.watch(cmd.Context(), args)
+			f, err := o.format(cmd.Name())
+			if err != nil {
+				return err
+			}
+			return o.watch(cmd.Context(), args, f)
 		},
 	}
-	o.addListFlags(cmd, false)
+	o.addListFlags(cmd)
+	o.addPrintFlags(cmd)
+	return cmd
+}
+
+func (o *Options) versionCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of kubectl cle",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info := version.Get()
+			switch output {
+			case "":
+				_, err := fmt.Fprintf(o.streams.Out, "kubectl-cle %s\n", info)
+				return err
+			case "json", "yaml":
+				data, err := json.MarshalIndent(info, "", "  ")
+				if err == nil && output == "yaml" {
+					data, err = yaml.JSONToYAML(data)
+				} else {
+					data = append(data, '\n')
+				}
+				if err != nil {
+					return fmt.Errorf("encode the version: %w", err)
+				}
+				_, err = o.streams.Out.Write(data)
+				return err
+			default:
+				return fmt.Errorf("unsupported output format %q: want json or yaml", output)
+			}
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json or yaml.")
 	return cmd
 }
 
 // setup connects and chooses the API mode.
 func (o *Options) setup(ctx context.Context) (kubectlcle.Source, kubectlcle.Judge, string, error) {
-	if err := kubectlcle.ValidateOutput(o.Output); err != nil {
-		return kubectlcle.Source{}, kubectlcle.Judge{}, "", err
+	logger := klog.FromContext(ctx)
+	if o.Selector != "" {
+		if _, err := labels.Parse(o.Selector); err != nil {
+			return kubectlcle.Source{}, kubectlcle.Judge{}, "", fmt.Errorf("invalid --selector: %w", err)
+		}
 	}
 	cfg, err := o.ConfigFlags.ToRESTConfig()
 	if err != nil {
 		return kubectlcle.Source{}, kubectlcle.Judge{}, "", err
 	}
-	cfg.UserAgent = "kubectl-cle/" + Version
+	cfg.UserAgent = "kubectl-cle/" + version.Get().Version
+	cfg.WarningHandlerWithContext = o.warnings
 	namespace, _, err := o.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return kubectlcle.Source{}, kubectlcle.Judge{}, "", err
@@ -180,31 +311,48 @@ func (o *Options) setup(ctx context.Context) (kubectlcle.Source, kubectlcle.Judg
 	if err != nil {
 		return kubectlcle.Source{}, kubectlcle.Judge{}, "", err
 	}
-	// Which mode was chosen and why is a controller's news; here it shows
+	// How the mode was chosen is a controller's news (Info); here it shows
 	// with -v=1 and above.
-	acc, err := access.Detect(klog.NewContext(ctx, klog.FromContext(ctx).V(1)), clients, o.APIMode)
+	acc, err := access.DetectReadOnly(klog.NewContext(ctx, logger.V(1)), clients, o.APIMode, o.Clock)
 	if err != nil {
 		hint := ""
 		if o.APIMode == access.ModeAuto && !errors.Is(err, access.ErrCRDMissing) {
-			hint = " (choosing needs a dry-run create of a Lease in " + access.ProbeNamespace + "; --api-mode=native or portable needs only discovery)"
+			hint = " (--api-mode=native or --api-mode=portable skips the choice)"
 		}
 		return kubectlcle.Source{}, kubectlcle.Judge{}, "", fmt.Errorf("choose the API mode%s: %w", hint, err)
 	}
+	logger.V(1).Info("Using API mode", "mode", acc.Mode(), "server", cfg.Host)
+	src := kubectlcle.Source{Access: acc, Kube: clients.Kube, LeaseSelector: o.Selector}
+	if !o.IncludeNodeLeases {
+		src.ExcludeNamespaces = []string{corev1.NamespaceNodeLease}
+	}
 	judge := kubectlcle.Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: o.CandidateTTL, DefaultLeaseDuration: o.LeaseDuration}
-	return kubectlcle.Source{Access: acc, Kube: clients.Kube}, judge, namespace, nil
+	return src, judge, namespace, nil
 }
 
-func (o *Options) status(ctx context.Context, args []string) error {
-	src, judge, namespace, err := o.setup(ctx)
+// leaseArg checks the LEASE argument against the flags and returns it ("" if
+// none).
+func (o *Options) leaseArg(args []string) (string, error) {
+	if len(args) == 0 {
+		return "", nil
+	}
+	switch {
+	case o.AllNamespaces:
+		return "", errors.New("a Lease name cannot be given with --all-namespaces")
+	case o.Selector != "":
+		return "", errors.New("a Lease name cannot be given with --selector")
+	}
+	return args[0], nil
+}
+
+func (o *Options) status(ctx context.Context, args []string, f kubectlcle.Format) error {
+	name, err := o.leaseArg(args)
 	if err != nil {
 		return err
 	}
-	name := ""
-	if len(args) == 1 {
-		name = args[0]
-		if o.AllNamespaces {
-			return errors.New("a Lease name cannot be given with --all-namespaces")
-		}
+	src, judge, namespace, err := o.setup(ctx)
+	if err != nil {
+		return err
 	}
 	listNS := namespace
 	if o.AllNamespaces {
@@ -214,7 +362,7 @@ func (o *Options) status(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	inputs, err := kubectlcle.Group(leases, cands, namespace, name)
+	inputs, err := kubectlcle.Group(leases, cands, kubectlcle.Selection{Namespace: namespace, Name: name, ListedOnly: o.Selector != ""})
 	if err != nil {
 		return err
 	}
@@ -224,18 +372,27 @@ func (o *Options) status(ctx context.Context, args []string) error {
 		s := judge.Summarize(in, now)
 		rows = append(rows, kubectlcle.Status(&s, src.Access.Mode()))
 	}
-	if len(rows) == 0 && (o.Output == kubectlcle.OutputTable || o.Output == kubectlcle.OutputWide) {
+	// Which election controller acts shows above a table with headers, and
+	// in the list object; -o name has no place for it.
+	var ctrl *kubectlcle.ElectionControllerStatus
+	table := f.Printer == nil
+	if (table && !f.NoHeaders) || (!table && f.Output != kubectlcle.OutputName) {
+		ctrl = src.ElectionController(ctx, now)
+	}
+	if err := kubectlcle.PrintStatus(o.streams.Out, kubectlcle.NewLeaseStatusList(rows, ctrl), f, o.AllNamespaces, now); err != nil {
+		return err
+	}
+	if len(rows) == 0 && table {
 		where := "namespace " + namespace
 		if o.AllNamespaces {
 			where = "any namespace"
 		}
 		fmt.Fprintf(o.streams.ErrOut, "No Leases under coordinated election found in %s.\n", where)
-		return nil
 	}
-	return kubectlcle.PrintStatus(o.streams.Out, rows, o.Output, o.AllNamespaces, now)
+	return nil
 }
 
-func (o *Options) describe(ctx context.Context, name string) error {
+func (o *Options) describe(ctx context.Context, name string, f kubectlcle.Format) error {
 	src, judge, namespace, err := o.setup(ctx)
 	if err != nil {
 		return err
@@ -244,7 +401,7 @@ func (o *Options) describe(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	inputs, err := kubectlcle.Group(leases, cands, namespace, name)
+	inputs, err := kubectlcle.Group(leases, cands, kubectlcle.Selection{Namespace: namespace, Name: name})
 	if err != nil {
 		return err
 	}
@@ -254,28 +411,70 @@ func (o *Options) describe(ctx context.Context, name string) error {
 	}
 	now := o.Clock.Now()
 	s := judge.Summarize(inputs[0], now)
-	return kubectlcle.PrintDescription(o.streams.Out, kubectlcle.Describe(&s, src.Access.Mode(), events), o.Output, now)
+	d := kubectlcle.Describe(&s, src.Access.Mode(), events)
+	if f.Output != kubectlcle.OutputName {
+		d.ElectionController = src.ElectionController(ctx, now)
+	}
+	return kubectlcle.PrintDescription(o.streams.Out, d, f, now)
 }
 
-func (o *Options) watch(ctx context.Context, args []string) error {
+func (o *Options) watch(ctx context.Context, args []string, f kubectlcle.Format) error {
+	name, err := o.leaseArg(args)
+	if err != nil {
+		return err
+	}
 	src, judge, namespace, err := o.setup(ctx)
 	if err != nil {
 		return err
 	}
-	w := &kubectlcle.Watcher{Source: src, Judge: judge, Clock: o.Clock, Out: o.streams.Out, Namespace: namespace}
-	if len(args) == 1 {
-		if o.AllNamespaces {
-			return errors.New("a Lease name cannot be given with --all-namespaces")
-		}
-		w.Name = args[0]
-	} else if o.AllNamespaces {
+	w := &kubectlcle.Watcher{
+		Source: src, Judge: judge, Clock: o.Clock, Out: o.streams.Out, Format: f,
+		Namespace: namespace, Name: name, ListedOnly: o.Selector != "",
+	}
+	if o.AllNamespaces {
 		w.Namespace = ""
 	}
 	return w.Run(ctx)
 }
 
+// completeLeases completes a LEASE argument with the Leases under
+// coordinated election in the namespace: those that candidates name and
+// those that carry a strategy.
+func (o *Options) completeLeases(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	src, _, namespace, err := o.setup(ctx)
+	if err != nil {
+		cobra.CompDebugln(err.Error(), true)
+		return nil, cobra.ShellCompDirectiveError
+	}
+	leases, cands, err := src.Snapshot(ctx, namespace)
+	if err != nil {
+		cobra.CompDebugln(err.Error(), true)
+		return nil, cobra.ShellCompDirectiveError
+	}
+	inputs, err := kubectlcle.Group(leases, cands, kubectlcle.Selection{})
+	if err != nil {
+		cobra.CompDebugln(err.Error(), true)
+		return nil, cobra.ShellCompDirectiveError
+	}
+	var names []string
+	for _, in := range inputs {
+		if strings.HasPrefix(in.Key.Name, toComplete) {
+			names = append(names, in.Key.Name)
+		}
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
 // Main runs the plugin with args and returns the exit code.
 func Main(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
+	defer klog.Flush()
 	cmd := NewCommand(streams)
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {

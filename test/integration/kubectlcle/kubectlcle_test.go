@@ -1,6 +1,8 @@
 // Package kubectlcle tests the kubectl-cle plugin against a real
 // kube-apiserver in both API modes: its commands run in this process, as
-// kubectl would run them, with a kubeconfig of the test server.
+// kubectl would run them, with a kubeconfig of the test server, as the
+// admin or as a user who may only read; and the built binary, on its own
+// and through kubectl.
 package kubectlcle
 
 import (
@@ -39,9 +41,10 @@ type apiMode struct {
 var modes []apiMode
 
 func TestMain(m *testing.M) {
+	users := []framework.User{{Name: viewerUser}, {Name: nsViewerUser}}
 	framework.MainServers(m, []framework.Options{
-		{CoordinatedLeaderElection: true, IdleBuiltinController: true},
-		{PortableCRD: true},
+		{CoordinatedLeaderElection: true, IdleBuiltinController: true, Users: users},
+		{PortableCRD: true, Users: users},
 	}, func(s []*framework.Server) {
 		modes = []apiMode{{string(access.ModeNative), s[0]}, {string(access.ModePortable), s[1]}}
 	})
@@ -56,11 +59,40 @@ func forEachMode(t *testing.T, f func(t *testing.T, m apiMode)) {
 // kubeconfig writes an admin kubeconfig of the mode's server.
 func kubeconfig(t *testing.T, m apiMode) string {
 	t.Helper()
+	return kubeconfigOf(t, m, framework.AdminUser)
+}
+
+// kubeconfigOf writes a kubeconfig of the mode's server for user.
+func kubeconfigOf(t *testing.T, m apiMode, user string) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := m.server.WriteKubeconfig(path); err != nil {
+	if err := m.server.WriteUserKubeconfig(path, user); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// controllerLine matches the line above status's table in each mode: the
+// framework idles the election controller built into kube-apiserver by
+// holding its lock, which reads as kube-apiserver acting; in portable mode
+// nothing holds cle-controller's lock (the controllers of these tests run
+// without leader election).
+func controllerLine(m apiMode) *regexp.Regexp {
+	if m.name == string(access.ModeNative) {
+		return regexp.MustCompile(`^Election controller: kube-apiserver \(holder ` + framework.IdlerIdentity + `\), acting for \S+ \(kube-system/leader-election-controller\)$`)
+	}
+	return regexp.MustCompile(`^Election controller: none acting \(no Lease kube-system/cle-controller\)$`)
+}
+
+// table checks the election controller line of a status table and returns
+// the table, its ages masked.
+func table(t *testing.T, m apiMode, out string) string {
+	t.Helper()
+	first, rest, _ := strings.Cut(out, "\n")
+	if !controllerLine(m).MatchString(first) {
+		t.Errorf("status: first line %q does not match %s", first, controllerLine(m))
+	}
+	return maskAges(rest)
 }
 
 // plugin runs kubectl-cle with args against the mode's server, in ns, the
@@ -159,11 +191,11 @@ func TestElection(t *testing.T) {
 		if r := rows[0]; string(r.APIMode) != m.name || r.Name != "example" || r.Strategy != string(coordinationv1.OldestEmulationVersion) || r.Best != "newer" || r.Candidates != 1 {
 			t.Errorf("status: %+v", r)
 		}
-		table := maskAges(run(t, kc, ns, "status"))
+		got := table(t, m, run(t, kc, ns, "status"))
 		want := "LEASE     STRATEGY                 HOLDER   PREFERRED   BEST    CANDIDATES   TERM   STATE     AGE\n" +
 			"example   OldestEmulationVersion   newer    <none>      newer   1            1      optimal   <age>\n"
-		if table != want {
-			t.Errorf("status:\n%s\nwant:\n%s", table, want)
+		if got != want {
+			t.Errorf("status:\n%s\nwant:\n%s", got, want)
 		}
 
 		startCandidate(t, m, ns, "example", "old", "1.36.0", "1.35.0")
@@ -270,7 +302,7 @@ func TestStates(t *testing.T) {
 		cand("c1", "split", coordinationv1.OldestEmulationVersion)
 		cand("c2", "split", strategy.PriorityName)
 
-		got := maskAges(run(t, kc, ns, "status"))
+		got := table(t, m, run(t, kc, ns, "status"))
 		want := "" +
 			"LEASE      STRATEGY                 HOLDER     PREFERRED   BEST      CANDIDATES   TERM   STATE       AGE\n" +
 			"expired    OldestEmulationVersion   gone       <none>      gone      1            4      expired     <age>\n" +
@@ -279,7 +311,7 @@ func TestStates(t *testing.T) {
 		if got != want {
 			t.Errorf("status:\n%s\nwant:\n%s", got, want)
 		}
-		got = maskAges(run(t, kc, ns, "status", "plain"))
+		got = table(t, m, run(t, kc, ns, "status", "plain"))
 		want = "" +
 			"LEASE   STRATEGY   HOLDER    PREFERRED   BEST     CANDIDATES   TERM   STATE       AGE\n" +
 			"plain   <none>     someone   <none>      <none>   0            0      unmanaged   <age>\n"
@@ -315,11 +347,7 @@ func TestKubectlPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (hack/kube-bin.sh kubectl builds it)", err)
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "kubectl-cle"), "github.com/cle-dev/cle/cmd/kubectl-cle")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build kubectl-cle: %v\n%s", err, out)
-	}
+	bin := filepath.Dir(pluginBinary(t))
 	ns := m.server.CreateNamespace(t)
 	kc := kubeconfig(t, m)
 	clients, err := access.NewClients(m.server.Config())
@@ -344,7 +372,7 @@ func TestKubectlPlugin(t *testing.T) {
 	want := "" +
 		"LEASE   STRATEGY                 HOLDER   PREFERRED   BEST   CANDIDATES   TERM   STATE    AGE\n" +
 		"app     OldestEmulationVersion   <none>   <none>      solo   1            0      vacant   <none>\n"
-	if stdout.String() != want {
+	if got := table(t, m, stdout.String()); got != want {
 		t.Errorf("kubectl cle status:\n%s\nwant:\n%s", stdout.String(), want)
 	}
 }

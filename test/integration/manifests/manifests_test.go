@@ -165,6 +165,57 @@ func TestApply(t *testing.T) {
 	})
 }
 
+// clusterRole returns the ClusterRole name of a rendered manifest.
+func clusterRole(t *testing.T, manifest []byte, name string) *rbacv1.ClusterRole {
+	t.Helper()
+	for _, doc := range strings.Split(string(manifest), "\n---\n") {
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			t.Fatal(err)
+		}
+		if role.Kind == "ClusterRole" && role.Name == name {
+			return &role
+		}
+	}
+	t.Fatalf("no ClusterRole %s in:\n%s", name, manifest)
+	return nil
+}
+
+// TestViewerRole: every base that installs cle's RBAC ships cle-viewer,
+// aggregated into the built-in view ClusterRole and granting nothing but
+// reads of Leases and LeaseCandidates of both modes.
+func TestViewerRole(t *testing.T) {
+	for _, dir := range []string{"controller/rbac", "controller", "portable", "static-pod/rbac"} {
+		role := clusterRole(t, render(t, dir), "cle-viewer")
+		if role.Labels["rbac.authorization.k8s.io/aggregate-to-view"] != "true" {
+			t.Errorf("manifests/%s: cle-viewer is not aggregated to view: labels %v", dir, role.Labels)
+		}
+		granted := map[string]bool{}
+		for _, r := range role.Rules {
+			if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+				t.Errorf("manifests/%s: cle-viewer rule %+v is narrower or other than expected", dir, r)
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						if v != "get" && v != "list" && v != "watch" {
+							t.Errorf("manifests/%s: cle-viewer grants %s on %s.%s", dir, v, res, g)
+						}
+						granted[v+" "+res+"."+g] = true
+					}
+				}
+			}
+		}
+		for _, res := range []string{"leases.coordination.k8s.io", "leasecandidates.coordination.k8s.io", "leasecandidates.cle.dev"} {
+			for _, v := range []string{"get", "list", "watch"} {
+				if !granted[v+" "+res] {
+					t.Errorf("manifests/%s: cle-viewer does not grant %s on %s", dir, v, res)
+				}
+			}
+		}
+	}
+}
+
 // deploymentArgs returns the container args of the rendered Deployment.
 func deploymentArgs(t *testing.T, manifest []byte) []string {
 	t.Helper()
@@ -343,11 +394,7 @@ func grep(s, substr string) string {
 func TestMissingRuleIsLoud(t *testing.T) {
 	bin := buildController(t)
 	m := modes[1]
-	manifest := render(t, "controller/rbac")
-	var role rbacv1.ClusterRole
-	if err := yaml.Unmarshal(manifest, &role); err != nil {
-		t.Fatal(err)
-	}
+	role := clusterRole(t, render(t, "controller/rbac"), "cle-controller")
 	var rules []rbacv1.PolicyRule
 	for _, r := range role.Rules {
 		if !slices.Contains(r.Resources, "leasecandidates") {

@@ -1,0 +1,177 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1alpha2 "k8s.io/api/coordination/v1alpha2"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// DetectReadOnly returns the access layer for mode, as Detect does, for a
+// client that may only read, such as kubectl cle run by a user bound to the
+// view ClusterRole. It writes nothing, and it chooses with ModeAuto where
+// Detect would fail because the dry-run create of a Lease that checks Lease
+// spec.strategy is forbidden:
+//
+//   - when the server serves a coordination.k8s.io LeaseCandidate API but
+//     not the portable CRD, only native mode is possible;
+//   - when it serves both, the election controllers' lock Leases in
+//     kube-system tell which mode elections run in: native when
+//     NativeControllerLock is held and renewed and PortableControllerLock
+//     is not, portable the other way round;
+//   - failing that, which kind of LeaseCandidates exists, when only one
+//     does;
+//   - failing that, native mode, which Detect would choose on such a server
+//     (serving LeaseCandidates means the CoordinatedLeaderElection gate is
+//     on).
+//
+// Reads that are themselves denied (the locks, a list of LeaseCandidates of
+// all namespaces) leave their clue out. The choice and why are logged at the
+// Info level of the context's logger, for the caller to give a verbosity.
+// Explicit modes, and a server where only one mode is possible, behave as
+// with Detect; so do errors other than a denied probe.
+func DetectReadOnly(ctx context.Context, clients Clients, mode string, clk clock.PassiveClock) (Interface, error) {
+	if mode != ModeAuto {
+		return Detect(ctx, clients, mode)
+	}
+	if clients.Kube == nil {
+		return nil, errors.New("access: Clients.Kube is required")
+	}
+	logger := klog.FromContext(ctx)
+	n, nativeErr := probeNative(ctx, clients.Kube)
+	switch {
+	case nativeErr == nil:
+		logNative(logger, n)
+		return n, nil
+	case errors.Is(nativeErr, ErrNativeUnavailable):
+		acc, err := detectPortable(ctx, clients)
+		if err != nil {
+			return nil, fmt.Errorf("%w; native mode is not possible either: %w", err, nativeErr)
+		}
+		logger.Info("Native coordinated leader election is not available on this server; using portable mode", "reason", nativeErr.Error())
+		return acc, nil
+	case !errors.Is(nativeErr, errStrategyProbeForbidden) || n == nil:
+		return nil, nativeErr
+	}
+
+	// The server serves native LeaseCandidates, but this client may not
+	// probe Lease spec.strategy.
+	p, err := detectPortable(ctx, clients)
+	if errors.Is(err, ErrCRDMissing) {
+		logger.Info("Using native mode: the server serves LeaseCandidates and not the portable CRD (a dry-run create of a Lease cannot check more: it is forbidden)",
+			"leaseCandidates", n.candidates.groupVersion)
+		return n, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the server serves native LeaseCandidates, the dry-run create of a Lease that checks Lease spec.strategy is forbidden, and discovery of the portable CRD failed: %w", err)
+	}
+	m, why := chooseByWhatExists(ctx, clients, n, clk.Now())
+	logger.Info("Both API modes are possible and a dry-run create of a Lease is forbidden; chose by what exists ("+
+		"--api-mode=native or portable chooses explicitly)", "mode", m, "reason", why)
+	if m == ModePortable {
+		return p, nil
+	}
+	return n, nil
+}
+
+// chooseByWhatExists picks a mode on a server that serves both kinds of
+// LeaseCandidates, and says why.
+func chooseByWhatExists(ctx context.Context, clients Clients, n *native, now time.Time) (Mode, string) {
+	leases := clients.Kube.CoordinationV1().Leases(ProbeNamespace)
+	acting := func(name string, mode Mode) (bool, string) {
+		lock, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Sprintf("Lease %s/%s: %v", ProbeNamespace, name, err)
+		}
+		a := JudgeActingController(lock, mode, lastRenewal(lock), now)
+		if a.Controller == "" {
+			return false, fmt.Sprintf("Lease %s/%s is not held and renewed", ProbeNamespace, name)
+		}
+		return true, fmt.Sprintf("Lease %s/%s is held and renewed by %s", ProbeNamespace, name, a.Holder)
+	}
+	nativeActing, nativeWhy := acting(NativeControllerLock, ModeNative)
+	portableActing, portableWhy := acting(PortableControllerLock, ModePortable)
+	switch {
+	case nativeActing && !portableActing:
+		return ModeNative, nativeWhy + "; " + portableWhy
+	case portableActing && !nativeActing:
+		return ModePortable, portableWhy + "; " + nativeWhy
+	}
+	locks := nativeWhy + "; " + portableWhy
+
+	nativeCands, nativeCandsWhy := n.anyCandidate(ctx)
+	portableCands, portableCandsWhy := anyPortableCandidate(ctx, clients)
+	switch {
+	case nativeCands && !portableCands:
+		return ModeNative, locks + "; " + nativeCandsWhy + "; " + portableCandsWhy
+	case portableCands && !nativeCands:
+		return ModePortable, locks + "; " + portableCandsWhy + "; " + nativeCandsWhy
+	}
+	return ModeNative, locks + "; " + nativeCandsWhy + "; " + portableCandsWhy +
+		"; nothing tells the modes apart, so native, as a dry-run create would show on a server that serves LeaseCandidates"
+}
+
+// lastRenewal is when a lock's holder last renewed it: its renewTime, else
+// its acquireTime, else never (the zero time).
+func lastRenewal(lock *coordinationv1.Lease) time.Time {
+	switch {
+	case lock.Spec.RenewTime != nil:
+		return lock.Spec.RenewTime.Time
+	case lock.Spec.AcquireTime != nil:
+		return lock.Spec.AcquireTime.Time
+	default:
+		return time.Time{}
+	}
+}
+
+// anyCandidate reports whether a LeaseCandidate of native mode exists in
+// any namespace, and says what it found.
+func (n *native) anyCandidate(ctx context.Context) (bool, string) {
+	opts := metav1.ListOptions{Limit: 1}
+	var count int
+	var err error
+	switch n.candidates.groupVersion {
+	case coordinationv1beta1.SchemeGroupVersion.String():
+		var list *coordinationv1beta1.LeaseCandidateList
+		if list, err = n.client.CoordinationV1beta1().LeaseCandidates("").List(ctx, opts); err == nil {
+			count = len(list.Items)
+		}
+	case coordinationv1alpha2.SchemeGroupVersion.String():
+		var list *coordinationv1alpha2.LeaseCandidateList
+		if list, err = n.client.CoordinationV1alpha2().LeaseCandidates("").List(ctx, opts); err == nil {
+			count = len(list.Items)
+		}
+	default:
+		return false, "no list of " + n.candidates.groupVersion + " LeaseCandidates"
+	}
+	return describeCandidateList(n.candidates.groupVersion+" LeaseCandidates", count, err)
+}
+
+// anyPortableCandidate reports whether a portable LeaseCandidate exists in
+// any namespace, and says what it found.
+func anyPortableCandidate(ctx context.Context, clients Clients) (bool, string) {
+	list, err := clients.Dynamic.Resource(CandidateResource).List(ctx, metav1.ListOptions{Limit: 1})
+	count := 0
+	if err == nil {
+		count = len(list.Items)
+	}
+	return describeCandidateList(CandidateResource.GroupVersion().String()+" LeaseCandidates", count, err)
+}
+
+func describeCandidateList(what string, count int, err error) (bool, string) {
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("cannot list %s: %v", what, err)
+	case count == 0:
+		return false, "no " + what + " exist"
+	default:
+		return true, what + " exist"
+	}
+}
