@@ -28,7 +28,7 @@ func TestImage(t *testing.T) {
 	bin := filepath.Join(dir, "bin")
 	const version = "v9.8.7-test"
 	cmd := exec.Command("go", "build", "-trimpath",
-		"-ldflags", "-s -w -X github.com/cle-dev/cle/cmd/cle-controller/app.Version="+version,
+		"-ldflags", "-s -w -X github.com/cle-dev/cle/internal/version.version="+version,
 		"-o", bin+"/", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
 	cmd.Dir = filepath.Join("..", "..", "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
