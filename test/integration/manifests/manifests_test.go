@@ -136,6 +136,15 @@ func TestApply(t *testing.T) {
 				t.Errorf("manifests/%s: %s", tc.dir, warnings)
 			}
 		}
+		// Nothing keeps a replica Pending or a rollout stuck on a cluster
+		// of one or two nodes: no required (anti-)affinity, spreads that
+		// yield.
+		controllerManifest := string(render(t, "controller"))
+		for _, trap := range []string{"requiredDuringSchedulingIgnoredDuringExecution", "whenUnsatisfiable: DoNotSchedule"} {
+			if strings.Contains(controllerManifest, trap) {
+				t.Errorf("manifests/controller has %s: a replica can stay Pending on a small cluster", trap)
+			}
+		}
 		// The portable overlay switches the API mode.
 		if !bytes.Contains(render(t, "portable"), []byte("- --api-mode=portable\n")) {
 			t.Error("manifests/portable does not set --api-mode=portable")
@@ -147,8 +156,8 @@ func TestApply(t *testing.T) {
 			if got := deploymentArgs(t, manifest); len(got) == 0 || got[0] != "--api-mode="+mode {
 				t.Errorf("manifests/migration/%s: cle-controller-next args %v, want --api-mode=%s first", mode, got, mode)
 			}
-			if n := strings.Count(string(manifest), "app.kubernetes.io/name: cle-controller-next\n"); n != 4 {
-				t.Errorf("manifests/migration/%s names cle-controller-next's Pods in %d places, want 4 (labels, selector, template, anti-affinity)", mode, n)
+			if n := strings.Count(string(manifest), "app.kubernetes.io/name: cle-controller-next\n"); n != 5 {
+				t.Errorf("manifests/migration/%s names cle-controller-next's Pods in %d places, want 5 (labels, selector, template, two topology spreads)", mode, n)
 			}
 		}
 		deployments, err := m.server.Client().AppsV1().Deployments("cle-system").List(t.Context(), metav1.ListOptions{})
