@@ -3,18 +3,21 @@
 # cle-controller and three example candidates at different emulation
 # versions, and prints the kubectl commands that show the election; Ctrl-C
 # stops everything. Arguments go to hack/local-up (e.g. --controller=builtin).
+# It never touches another cluster, whatever KUBECONFIG says.
 #
-# With KUBECONFIG set (and LOCAL unset), it runs the same demonstration on
-# that cluster instead, deployed from manifests/: it builds the image (make
-# image), loads it into a kind cluster when the context is one, applies
-# manifests/portable (unless cle-controller is installed) and
-# manifests/examples, and deletes what it created on exit. IMAGE names the
-# image the cluster pulls (default ghcr.io/cle-dev/cle:<git describe>).
+# hack/run.sh --cluster (make run-cluster) runs the same demonstration on the
+# cluster of the current kubeconfig context instead, deployed from
+# manifests/: it builds the image (make image), loads it into a kind cluster
+# when the context is one, applies manifests/portable (unless cle-controller
+# is installed) and manifests/examples, and deletes what it created on exit.
+# IMAGE names the image the cluster pulls (default
+# ghcr.io/cle-dev/cle:<git describe>).
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
-if [[ -n "${KUBECONFIG:-}" && -z "${LOCAL:-}" ]]; then
+if [[ "${1:-}" == --cluster ]]; then
+	shift
 	if command -v kubectl >/dev/null; then
 		kubectl=kubectl
 	else
@@ -23,7 +26,7 @@ if [[ -n "${KUBECONFIG:-}" && -z "${LOCAL:-}" ]]; then
 		kubectl="${CLE_KUBE_BIN_DIR}/kubectl"
 	fi
 	context=$("${kubectl}" config current-context)
-	echo "KUBECONFIG is set: deploying to the cluster of context ${context} (LOCAL=1 make run for a local control plane)." >&2
+	echo "Deploying to the cluster of context ${context} (make run starts a local control plane instead)." >&2
 	hack/build.sh >/dev/null
 	IMAGE="${IMAGE:-ghcr.io/cle-dev/cle:$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
 	export IMAGE
