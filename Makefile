@@ -57,6 +57,14 @@ image: ## Build the container image (cle-controller, kubectl-cle and the example
 kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version; CLE_KUBE_VERSION=1.35 picks a release).
 	hack/kube-bin.sh >/dev/null
 
+.PHONY: promtool
+promtool: ## Build promtool into the cache (once per version pinned in hack/tools/prometheus); it checks manifests/monitoring.
+	hack/promtool.sh >/dev/null
+
 .PHONY: run
-run: ## Start a local control plane, cle-controller and three example candidates; print the kubectl commands that show the election (Ctrl-C stops all).
+run: ## Start a local control plane, cle-controller and three example candidates; print the kubectl commands that show the election (Ctrl-C stops all). Never touches another cluster.
 	hack/run.sh
+
+.PHONY: run-cluster
+run-cluster: ## The same demonstration on the cluster of the current kubeconfig context, deployed from manifests/ (deleted on exit).
+	hack/run.sh --cluster

@@ -30,7 +30,7 @@ done
 # Of the Kubernetes tools modules, the newest is what make test builds;
 # hack/test-matrix.sh checks each of the others before building it.
 kube_tools="hack/tools/kube/$(hack/kube-bin.sh --list | tail -n 1)"
-for mod in . "${kube_tools}" hack/tools/image contrib/controller-runtime; do
+for mod in . "${kube_tools}" hack/tools/image hack/tools/prometheus contrib/controller-runtime; do
   if ! (cd "${mod}" && go mod tidy -diff); then
     echo "verify: ${mod}/go.mod or go.sum is not tidy; run: (cd ${mod} && go mod tidy)" >&2
     failed=1
