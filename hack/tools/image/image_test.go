@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"debug/elf"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -40,14 +41,8 @@ func TestImage(t *testing.T) {
 		ref: "example.com/cle:" + version, version: version, revision: "abc123", source: "https://example.com/cle",
 		arch: runtime.GOARCH,
 	}
-	img, err := build(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := write(img, o); err != nil {
-		t.Fatal(err)
-	}
-	want, err := img.Digest()
+	o.platforms = []platform{{arch: o.arch, binDir: o.binDir}}
+	want, err := run(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,4 +165,108 @@ func isDynamic(path string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// TestMultiPlatform builds the release's form: an index of one image per
+// platform in an OCI layout and archive, a docker-load tarball per
+// platform, and the SBOM, in the image and beside it. The binaries of the
+// native platform stand in for both (the builder does not look inside).
+func TestMultiPlatform(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin+"/", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
+	cmd.Dir = filepath.Join("..", "..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the binaries: %v\n%s", err, out)
+	}
+	o := options{
+		platforms: []platform{{"amd64", bin}, {"arm64", bin}},
+		tarPath:   filepath.Join(dir, "cle-linux-{arch}.tar"), layoutDir: filepath.Join(dir, "oci"),
+		archivePath: filepath.Join(dir, "cle.oci.tar"), sbomPath: filepath.Join(dir, "sbom.spdx.json"),
+		ref: "example.com/cle:v1.2.3", version: "v1.2.3", revision: "abc123", source: "https://example.com/cle",
+	}
+	pinned, err := run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := layout.ImageIndexFromPath(o.layoutDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Manifests) != 1 || top.Manifests[0].Digest != pinned || top.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != o.ref {
+		t.Fatalf("layout index %+v, want one index %s named %s", top.Manifests, pinned, o.ref)
+	}
+	multi, err := idx.ImageIndex(pinned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := multi.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var archs []string
+	for _, m := range im.Manifests {
+		archs = append(archs, m.Platform.OS+"/"+m.Platform.Architecture)
+		img, err := multi.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cf.Architecture != m.Platform.Architecture || cf.Config.Labels["org.opencontainers.image.version"] != "v1.2.3" {
+			t.Errorf("%s: config architecture %s, version label %q", m.Digest, cf.Architecture, cf.Config.Labels["org.opencontainers.image.version"])
+		}
+		files := extract(t, img, t.TempDir())
+		if files["sbom.spdx.json"].path == "" {
+			t.Errorf("linux/%s: no /sbom.spdx.json", m.Platform.Architecture)
+		}
+		tarImg, err := tarball.ImageFromPath(strings.ReplaceAll(o.tarPath, "{arch}", m.Platform.Architecture), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A docker-load tarball has a manifest of its own format: the
+		// same image is the same config.
+		got, _ := tarImg.ConfigName()
+		want, _ := img.ConfigName()
+		if got != want {
+			t.Errorf("linux/%s: tarball image config %s, want the index's %s", m.Platform.Architecture, got, want)
+		}
+	}
+	if strings.Join(archs, " ") != "linux/amd64 linux/arm64" {
+		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", archs)
+	}
+	if st, err := os.Stat(o.archivePath); err != nil || st.Size() == 0 {
+		t.Errorf("OCI archive: %v", err)
+	}
+
+	var doc spdxDocument
+	data, err := os.ReadFile(o.sbomPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	purls := map[string]bool{}
+	for _, p := range doc.Packages {
+		for _, r := range p.ExternalRefs {
+			purls[r.ReferenceLocator] = true
+		}
+	}
+	for _, want := range []string{"pkg:golang/github.com/cle-dev/cle/cmd/cle-controller@v1.2.3", "pkg:golang/k8s.io/client-go@"} {
+		found := false
+		for p := range purls {
+			found = found || strings.HasPrefix(p, want)
+		}
+		if !found {
+			t.Errorf("SBOM has no package %s…", want)
+		}
+	}
 }

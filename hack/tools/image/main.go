@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -43,14 +45,42 @@ type options struct {
 	version, revision, source       string
 	created                         time.Time
 	arch                            string
+	// platforms are the architectures of a multi-platform image, each with
+	// the directory of its binaries; empty: one image of arch from binDir.
+	platforms []platform
+	// archivePath is an OCI archive: the layout as one tar file, which
+	// `ctr images import` and `skopeo copy oci-archive:` take.
+	archivePath string
+	// sbomPath receives the image's SBOM, which is also written into the
+	// image as /sbom.spdx.json.
+	sbomPath string
+}
+
+type platform struct{ arch, binDir string }
+
+// platformsFlag parses repeated --platform linux/ARCH=DIR.
+type platformsFlag struct{ p *[]platform }
+
+func (f platformsFlag) String() string { return "" }
+func (f platformsFlag) Set(v string) error {
+	spec, dir, ok := strings.Cut(v, "=")
+	arch, found := strings.CutPrefix(spec, "linux/")
+	if !ok || !found || arch == "" || dir == "" {
+		return fmt.Errorf("want linux/ARCH=DIR, got %q", v)
+	}
+	*f.p = append(*f.p, platform{arch: arch, binDir: dir})
+	return nil
 }
 
 func main() {
 	var o options
 	var created string
 	flag.StringVar(&o.binDir, "bin-dir", "", "Directory holding the static linux binaries cle-controller, kubectl-cle and candidate.")
-	flag.StringVar(&o.tarPath, "tarball", "", "Write a docker-load tarball here (empty: none).")
+	flag.Var(platformsFlag{&o.platforms}, "platform", "linux/ARCH=DIR: build a multi-platform image, this platform's binaries in DIR (repeatable; replaces --bin-dir and --arch).")
+	flag.StringVar(&o.tarPath, "tarball", "", "Write a docker-load tarball here (empty: none); with several --platform, one per platform, {arch} in the path naming it.")
 	flag.StringVar(&o.layoutDir, "layout", "", "Write an OCI image layout here (empty: none).")
+	flag.StringVar(&o.archivePath, "oci-archive", "", "Write the OCI layout as one tar file here too (needs --layout).")
+	flag.StringVar(&o.sbomPath, "sbom", "", "Write an SPDX SBOM of the binaries and their Go modules here, and put it in the image as /sbom.spdx.json.")
 	flag.StringVar(&o.ref, "tag", "ghcr.io/cle-dev/cle:dev", "Image reference recorded in the tarball.")
 	flag.StringVar(&o.version, "version", "dev", "Version recorded in the image's labels (the binaries carry their own).")
 	flag.StringVar(&o.revision, "revision", "", "Source revision recorded in the image's labels.")
@@ -65,26 +95,105 @@ func main() {
 		}
 		o.created = t
 	}
-	if o.binDir == "" || (o.tarPath == "" && o.layoutDir == "") {
-		fail(errors.New("--bin-dir and one of --tarball or --layout are required"))
+	if len(o.platforms) == 0 {
+		if o.binDir == "" {
+			fail(errors.New("--bin-dir or --platform is required"))
+		}
+		o.platforms = []platform{{arch: o.arch, binDir: o.binDir}}
 	}
-	img, err := build(o)
-	if err != nil {
-		fail(err)
+	if o.tarPath == "" && o.layoutDir == "" {
+		fail(errors.New("one of --tarball or --layout is required"))
 	}
-	if err := write(img, o); err != nil {
-		fail(err)
+	if o.archivePath != "" && o.layoutDir == "" {
+		fail(errors.New("--oci-archive needs --layout"))
 	}
-	digest, err := img.Digest()
+	if len(o.platforms) > 1 && o.tarPath != "" && !strings.Contains(o.tarPath, "{arch}") {
+		fail(errors.New("--tarball needs {arch} in its path with several --platform"))
+	}
+	digest, err := run(o)
 	if err != nil {
 		fail(err)
 	}
 	fmt.Printf("image %s %s\n", o.ref, digest)
-	for _, p := range []string{o.tarPath, o.layoutDir} {
-		if p != "" {
-			fmt.Printf("  %s\n", p)
+}
+
+// run builds the image (an index of one image per platform when there are
+// several) and writes every output asked for; it returns the digest a
+// manifest pins: the index's or the single image's.
+func run(o options) (v1.Hash, error) {
+	var sbomData []byte
+	if o.sbomPath != "" {
+		var err error
+		if sbomData, err = sbom(o.platforms[0].binDir, o.version, o.revision, o.source, o.created); err != nil {
+			return v1.Hash{}, err
+		}
+		if err := writeFile(o.sbomPath, sbomData); err != nil {
+			return v1.Hash{}, err
 		}
 	}
+	var images []v1.Image
+	for _, p := range o.platforms {
+		po := o
+		po.binDir, po.arch = p.binDir, p.arch
+		img, err := build(po, sbomData)
+		if err != nil {
+			return v1.Hash{}, fmt.Errorf("linux/%s: %w", p.arch, err)
+		}
+		images = append(images, img)
+		if o.tarPath != "" {
+			if err := writeTarball(img, o.ref, strings.ReplaceAll(o.tarPath, "{arch}", p.arch)); err != nil {
+				return v1.Hash{}, err
+			}
+		}
+	}
+	var pinned v1.Hash
+	if len(images) == 1 {
+		d, err := images[0].Digest()
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		pinned = d
+		if o.layoutDir != "" {
+			if err := writeLayout(o.layoutDir, func(p layout.Path, opt layout.Option) error { return p.AppendImage(images[0], opt) }, o.ref); err != nil {
+				return v1.Hash{}, err
+			}
+		}
+	} else {
+		idx, err := index(images, o)
+		if err != nil {
+			return v1.Hash{}, err
+		}
+		if pinned, err = idx.Digest(); err != nil {
+			return v1.Hash{}, err
+		}
+		if o.layoutDir != "" {
+			if err := writeLayout(o.layoutDir, func(p layout.Path, opt layout.Option) error { return p.AppendIndex(idx, opt) }, o.ref); err != nil {
+				return v1.Hash{}, err
+			}
+		}
+	}
+	if o.archivePath != "" {
+		if err := tarDir(o.layoutDir, o.archivePath); err != nil {
+			return v1.Hash{}, fmt.Errorf("write the OCI archive: %w", err)
+		}
+	}
+	return pinned, nil
+}
+
+// index is the multi-platform image: one manifest per platform.
+func index(images []v1.Image, o options) (v1.ImageIndex, error) {
+	var adds []mutate.IndexAddendum
+	for i, img := range images {
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
+			Platform: &v1.Platform{OS: "linux", Architecture: o.platforms[i].arch},
+		}})
+	}
+	idx := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, adds...), types.OCIImageIndex)
+	return mutate.Annotations(idx, map[string]string{
+		"org.opencontainers.image.version":  o.version,
+		"org.opencontainers.image.revision": o.revision,
+		"org.opencontainers.image.source":   o.source,
+	}).(v1.ImageIndex), nil
 }
 
 func fail(err error) {
@@ -93,8 +202,8 @@ func fail(err error) {
 }
 
 // build assembles the image.
-func build(o options) (v1.Image, error) {
-	layer, err := filesLayer(o.binDir)
+func build(o options, sbomData []byte) (v1.Image, error) {
+	layer, err := filesLayer(o.binDir, sbomData)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +240,7 @@ func build(o options) (v1.Image, error) {
 
 // filesLayer is the image's only layer: /etc/passwd and /etc/group naming the
 // non-root user, /tmp, and the binaries, owned by root and executable by all.
-func filesLayer(binDir string) (v1.Layer, error) {
+func filesLayer(binDir string, sbomData []byte) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	epoch := time.Unix(0, 0)
@@ -172,6 +281,11 @@ func filesLayer(binDir string) (v1.Layer, error) {
 			return nil, fmt.Errorf("add %s: %w", b, err)
 		}
 	}
+	if sbomData != nil {
+		if err := add(&tar.Header{Name: "sbom.spdx.json", Typeflag: tar.TypeReg, Mode: 0o644}, sbomData); err != nil {
+			return nil, err
+		}
+	}
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
@@ -181,31 +295,96 @@ func filesLayer(binDir string) (v1.Layer, error) {
 	}, tarball.WithMediaType(types.OCILayer))
 }
 
-// write saves the image as a tarball, an OCI layout, or both.
-func write(img v1.Image, o options) error {
-	if o.tarPath != "" {
-		ref, err := name.ParseReference(o.ref)
-		if err != nil {
-			return fmt.Errorf("--tag: %w", err)
-		}
-		if err := os.MkdirAll(filepath.Dir(o.tarPath), 0o755); err != nil {
-			return err
-		}
-		if err := tarball.WriteToFile(o.tarPath, ref, img); err != nil {
-			return fmt.Errorf("write the tarball: %w", err)
-		}
+// writeTarball saves img as a docker-load tarball tagged ref.
+func writeTarball(img v1.Image, ref, path string) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("--tag: %w", err)
 	}
-	if o.layoutDir != "" {
-		if err := os.RemoveAll(o.layoutDir); err != nil {
-			return err
-		}
-		p, err := layout.Write(o.layoutDir, empty.Index)
-		if err != nil {
-			return fmt.Errorf("write the OCI layout: %w", err)
-		}
-		if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": o.ref})); err != nil {
-			return fmt.Errorf("write the OCI layout: %w", err)
-		}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := tarball.WriteToFile(path, r, img); err != nil {
+		return fmt.Errorf("write the tarball: %w", err)
 	}
 	return nil
+}
+
+// writeLayout writes a fresh OCI layout at dir holding what add appends,
+// named ref.
+func writeLayout(dir string, add func(layout.Path, layout.Option) error, ref string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return fmt.Errorf("write the OCI layout: %w", err)
+	}
+	if err := add(p, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
+		return fmt.Errorf("write the OCI layout: %w", err)
+	}
+	return nil
+}
+
+// tarDir writes the files under dir into a tar file at path, in name order
+// with fixed times, so that equal layouts give equal archives.
+func tarDir(dir, path string) error {
+	var names []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			names = append(names, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for _, p := range names {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		hdr := &tar.Header{Name: filepath.ToSlash(rel), ModTime: time.Unix(0, 0), Format: tar.FormatPAX, Mode: 0o644}
+		if st.IsDir() {
+			hdr.Typeflag, hdr.Name, hdr.Mode = tar.TypeDir, hdr.Name+"/", 0o755
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+			continue
+		}
+		hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size()
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		src, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(tw, src)
+		src.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
 }
