@@ -50,8 +50,12 @@ bench-scale: kube-bin ## Run the scale benchmark (1,000 and 10,000 Leases, ~20 m
 	hack/bench-scale.sh $(ARGS)
 
 .PHONY: image
-image: ## Build the container image (cle-controller, kubectl-cle and the example candidate) into _output/image without a container runtime: cle.tar and an OCI layout.
+image: ## Build the container image (cle-controller, kubectl-cle and the example candidate) into _output/image without a container runtime: cle.tar and an OCI layout, tagged with the version in VERSION, which the manifests name.
 	hack/image.sh
+
+.PHONY: release
+release: ## Build a release into _output/release: the multi-platform image (OCI archive and layout, docker-load tarballs, SBOM), install bundles pinned by digest, kubectl-cle archives, a krew manifest and checksums.txt. VERSION=vX.Y.Z is required.
+	VERSION="$(VERSION)" hack/release.sh
 
 .PHONY: kube-bin
 kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version; CLE_KUBE_VERSION=1.35 picks a release).

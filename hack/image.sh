@@ -3,13 +3,21 @@
 # cle-controller, kubectl-cle and examples/candidate in one layer, user 65532:65532, entrypoint
 # cle-controller. Writes _output/image/cle.tar (docker load, kind load
 # image-archive, ctr images import) and _output/image/oci (an OCI layout for
-# crane push or skopeo). VERSION, IMAGE and GOARCH override the defaults.
+# crane push or skopeo), tagged ghcr.io/cle-dev/cle:<VERSION>, the version in the
+# file VERSION that the manifests' image defaults name too, so that `kind load
+# image-archive` then `kubectl apply -k manifests/portable` runs this build.
+# The source revision goes into the binaries and the image's labels. VERSION,
+# IMAGE and GOARCH override the defaults; make release builds the released,
+# multi-platform image.
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
-version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+version=${VERSION:-$(cat VERSION)}
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+if [[ -n "$(git status --porcelain 2>/dev/null)" ]]; then
+	revision="${revision}-dirty"
+fi
 arch=${GOARCH:-amd64}
 image=${IMAGE:-ghcr.io/cle-dev/cle:${version}}
 out=_output/image

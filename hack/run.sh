@@ -11,7 +11,7 @@
 # when the context is one, applies manifests/portable (unless cle-controller
 # is installed) and manifests/examples, and deletes what it created on exit.
 # IMAGE names the image the cluster pulls (default
-# ghcr.io/cle-dev/cle:<git describe>).
+# ghcr.io/cle-dev/cle:<the version in VERSION>, what make image tags).
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,7 +28,7 @@ if [[ "${1:-}" == --cluster ]]; then
 	context=$("${kubectl}" config current-context)
 	echo "Deploying to the cluster of context ${context} (make run starts a local control plane instead)." >&2
 	hack/build.sh >/dev/null
-	IMAGE="${IMAGE:-ghcr.io/cle-dev/cle:$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
+	IMAGE="${IMAGE:-ghcr.io/cle-dev/cle:$(cat VERSION)}"
 	export IMAGE
 	hack/image.sh
 	if [[ "${context}" == kind-* ]] && command -v kind >/dev/null; then

@@ -18,6 +18,20 @@ go vet ./... || failed=1
 (cd contrib/controller-runtime && go vet ./...) || failed=1
 (cd hack/tools/image && go vet ./...) || failed=1
 
+# The manifests name the image make image tags: the version in VERSION, never
+# a mutable :latest.
+version=$(cat VERSION)
+for k in $(git ls-files 'manifests/*kustomization.yaml'); do
+  if grep -q 'newName: ghcr.io/cle-dev/cle$' "${k}" && ! grep -q "newTag: ${version}\$" "${k}"; then
+    echo "verify: ${k} does not name the image ghcr.io/cle-dev/cle:${version} (VERSION)" >&2
+    failed=1
+  fi
+done
+if git grep -nE '(cle-dev/cle:|newTag: )latest\b' -- manifests docs README.md hack Makefile Dockerfile; then
+  echo "verify: a mutable :latest image; name a version" >&2
+  failed=1
+fi
+
 # Each knockout (hack/sim-knockouts.sh) must still take its fix out of the
 # code as it is now.
 for patch in hack/knockouts/*.patch; do

@@ -65,7 +65,7 @@ func main() {
 	flag.BoolVar(&o.upgrade, "upgrade", true, "after the first election, upgrade the replicas from 1.35 to 1.36 one at a time, the leader first")
 	flag.DurationVar(&o.stepPause, "step-pause", 3*time.Second, "pause between the steps of the upgrade, to read what happened")
 	flag.BoolVar(&o.cluster, "cluster", false, "deploy to the cluster of $KUBECONFIG from the manifests (cle-controller in portable mode unless one is installed, then manifests/examples) instead of starting a local control plane; on exit, delete what was created")
-	flag.StringVar(&o.image, "image", "ghcr.io/cle-dev/cle:latest", "with --cluster: cle's image (make image), which the cluster must be able to pull")
+	flag.StringVar(&o.image, "image", "", "with --cluster: cle's image (make image), which the cluster must be able to pull (required)")
 	flag.StringVar(&o.manifests, "manifests", "manifests", "with --cluster: the directory of the kustomize bases")
 	flag.DurationVar(&o.rolloutTimeout, "rollout-timeout", 5*time.Minute, "with --cluster: how long a Deployment may take to have its replicas available")
 	flag.BoolVar(&o.exitAfter, "exit-after-demo", false, "stop everything and exit once the demonstration is done, instead of waiting for Ctrl-C (for tests)")
@@ -97,6 +97,9 @@ func run(o options) error {
 	}
 	if o.candidates < 0 || o.candidates > len(replicas) {
 		return fmt.Errorf("--candidates must be between 0 and %d", len(replicas))
+	}
+	if o.cluster && o.image == "" {
+		return errors.New("--cluster needs --image: the image the cluster pulls (hack/run.sh --cluster passes the one make image built)")
 	}
 	if o.cluster {
 		err := runCluster(ctx, o, logf)
