@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -61,21 +60,14 @@ func startReplica(t *testing.T, server *framework.Server, bin, kubeconfig, ns, i
 	return r
 }
 
-func httpGet(url string) (int, string, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
-}
+// httpGet GETs url without credentials.
+func httpGet(url string) (int, string, error) { return framework.Get(context.Background(), url, "") }
 
 // scrape reads the replica's /metrics over HTTPS (its certificate is
 // self-signed), authenticated by the admin token.
 func (r *replica) scrape(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
-	code, body, err := scrapeSecure("https://"+r.metrics+"/metrics", r.token)
+	code, body, err := framework.Get(context.Background(), "https://"+r.metrics+"/metrics", r.token)
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("scrape %s: status %d, %v", r.id, code, err)
 	}

@@ -24,12 +24,6 @@ const (
 
 var metricsUsers = []framework.User{{Name: metricsReader}, {Name: metricsNobody}}
 
-// scrapeSecure GETs url over TLS without verifying the (self-signed)
-// certificate, with token as bearer token when it is not empty.
-func scrapeSecure(url, token string) (int, string, error) {
-	return framework.Get(context.Background(), url, token)
-}
-
 func hasFamily(fams []*dto.MetricFamily, name string) bool {
 	for _, mf := range fams {
 		if mf.GetName() == name {
@@ -97,7 +91,7 @@ func testSecureMetrics(t *testing.T, m apiMode) {
 		{"the reader", "/metrics", token(metricsReader), http.StatusOK},
 		{"the reader, pprof not enabled", "/debug/pprof/", token(metricsReader), http.StatusNotFound},
 	} {
-		code, body, err := scrapeSecure(url+tc.path, tc.token)
+		code, body, err := framework.Get(ctx, url+tc.path, tc.token)
 		if err != nil {
 			t.Fatalf("%s: GET %s: %v", tc.who, tc.path, err)
 		}
@@ -119,7 +113,7 @@ func testSecureMetrics(t *testing.T, m apiMode) {
 		{"the reader", token(metricsReader), http.StatusForbidden},
 		{"the admin", m.server.Config().BearerToken, http.StatusOK},
 	} {
-		code, _, err := scrapeSecure("https://"+p.metrics+"/debug/pprof/", tc.token)
+		code, _, err := framework.Get(ctx, "https://"+p.metrics+"/debug/pprof/", tc.token)
 		if err != nil {
 			t.Fatal(err)
 		}
