@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 // The Lease on which kube-apiserver's built-in election controller is itself
@@ -107,6 +109,10 @@ func (i *idler) take(ctx context.Context) error {
 	}
 	lease.Spec.LeaseDurationSeconds = ptr.To[int32](idlerLeaseSeconds)
 	lease.Spec.RenewTime = &now
+	// The idler holds the lock for cle-controller, which then elects
+	// without contending for it: marked as cle's holder, so that kubectl cle
+	// and cle_election_controller_acting say that cle acts, as it does.
+	metav1.SetMetaDataLabel(&lease.ObjectMeta, access.ControllerHolderLabel, access.ControllerHolderHash(IdlerIdentity))
 	if lease.ResourceVersion == "" {
 		lease, err = leases.Create(ctx, lease, metav1.CreateOptions{})
 	} else {

@@ -74,12 +74,12 @@ func kubeconfigOf(t *testing.T, m apiMode, user string) string {
 
 // controllerLine matches the line above status's table in each mode: the
 // framework idles the election controller built into kube-apiserver by
-// holding its lock, which reads as kube-apiserver acting; in portable mode
-// nothing holds cle-controller's lock (the controllers of these tests run
-// without leader election).
+// holding its lock for cle (marked as cle's holder), which reads as cle
+// acting; in portable mode nothing holds cle-controller's lock (the
+// controllers of these tests run without leader election).
 func controllerLine(m apiMode) *regexp.Regexp {
 	if m.name == string(access.ModeNative) {
-		return regexp.MustCompile(`^Election controller: kube-apiserver \(holder ` + framework.IdlerIdentity + `\), acting for \S+ \(kube-system/leader-election-controller\)$`)
+		return regexp.MustCompile(`^Election controller: cle \(holder ` + framework.IdlerIdentity + `\), acting for \S+ \(kube-system/leader-election-controller\)$`)
 	}
 	return regexp.MustCompile(`^Election controller: none acting \(no Lease kube-system/cle-controller\)$`)
 }
