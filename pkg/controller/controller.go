@@ -548,8 +548,13 @@ type leaseOutcome struct {
 
 // noteOutcome records the state reconcile left the Lease of v in.
 func (c *Controller) noteOutcome(v *view, state string) {
-	o := leaseOutcome{state: state, leaseDuration: c.opts.LeaseDuration, holderNewer: c.holderNewer(v)}
-	if v.lease != nil && v.lease.Spec.LeaseDurationSeconds != nil {
+	// Only a preemption makes a newer holder the controller's concern: in
+	// other states the older candidate is not one it would elect (another
+	// strategy, not known to be alive yet).
+	o := leaseOutcome{state: state, leaseDuration: c.opts.LeaseDuration, holderNewer: state == leasePreempting && c.holderNewer(v)}
+	// A vacant Lease is measured against the duration the controller gives
+	// Leases it elects: a holder that released it may have left 1s there.
+	if state != leaseVacant && v.lease != nil && v.lease.Spec.LeaseDurationSeconds != nil {
 		o.leaseDuration = time.Duration(*v.lease.Spec.LeaseDurationSeconds) * time.Second
 	}
 	c.outcomeMu.Lock()

@@ -25,6 +25,10 @@ import (
 type actingWatch struct {
 	mode access.Mode
 	now  func() time.Time
+	// alwaysCle: this replica runs without leader election (--leader-elect
+	// =false) and elects whatever the lock says, so cle acts; in native mode
+	// kube-apiserver's controller may act as well.
+	alwaysCle bool
 
 	mu       sync.Mutex
 	lock     *coordinationv1.Lease
@@ -86,7 +90,7 @@ func (c *actingCollector) Collect(ch chan<- prometheus.Metric) {
 	acting := c.w.current().Controller
 	for _, who := range []string{access.ActingCle, access.ActingKubeAPIServer} {
 		v := 0.0
-		if acting == who {
+		if acting == who || (who == access.ActingCle && c.w.alwaysCle) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, who)

@@ -119,6 +119,10 @@ func Run(ctx context.Context, o *Options) error {
 	health := leaderelection.NewLeaderHealthzAdaptor(o.LeaderElectRenewDeadline)
 	var servers sync.WaitGroup
 	defer servers.Wait()
+	// Returning stops the servers and watches first: an error must end the
+	// process, not leave it serving probes that say it is fine.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if err := serve(ctx, &servers, o.HealthProbeBindAddress, map[string]http.Handler{
 		"/healthz": check(func(r *http.Request) error { return health.Check(r) }),
 		"/readyz":  check(func(*http.Request) error { return s.ready() }),
@@ -140,6 +144,9 @@ func Run(ctx context.Context, o *Options) error {
 	lag := &controller.WatchLag{}
 	lockName := o.lockName(acc)
 	acting := newActingWatch(client, acc.Mode(), o.LeaderElectResourceNS, lockName)
+	// Without its own leader election this replica elects whoever holds the
+	// lock.
+	acting.alwaysCle = !o.LeaderElect
 	cs := append(processCollectors(acc.Mode(), lag, acting),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	errs := []error{metrics.Register(registry)}

@@ -60,15 +60,18 @@ type certReloader struct {
 
 func (r *certReloader) load() (*tls.Certificate, error) {
 	stamp := ""
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, f := range []string{r.certFile, r.keyFile} {
 		st, err := os.Stat(f)
 		if err != nil {
+			if r.cert != nil {
+				return r.cert, nil // mid-rotation: keep serving the last good pair
+			}
 			return nil, fmt.Errorf("serving certificate: %w", err)
 		}
 		stamp += st.ModTime().String() + "/" + fmt.Sprint(st.Size()) + ";"
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.cert != nil && stamp == r.stamp {
 		return r.cert, nil
 	}
@@ -168,8 +171,10 @@ func (a *apiAuth) wrap(h http.Handler) http.Handler {
 		}
 		user, err := a.authenticate(r.Context(), token)
 		if err != nil {
+			// The controller's own failure (kube-apiserver unreachable, no
+			// right to create TokenReviews), not the client's.
 			klog.FromContext(r.Context()).Error(err, "Cannot authenticate a metrics request", "path", r.URL.Path)
-			http.Error(w, "Unauthorized: the token could not be reviewed", http.StatusUnauthorized)
+			http.Error(w, "Internal error: the token could not be reviewed", http.StatusInternalServerError)
 			return
 		}
 		if user == nil {
@@ -180,7 +185,7 @@ func (a *apiAuth) wrap(h http.Handler) http.Handler {
 		allowed, reason, err := a.authorize(r.Context(), user, verb, r.URL.Path)
 		if err != nil {
 			klog.FromContext(r.Context()).Error(err, "Cannot authorize a metrics request", "user", user.Username, "path", r.URL.Path)
-			http.Error(w, "Forbidden: the request could not be authorized", http.StatusForbidden)
+			http.Error(w, "Internal error: the request could not be authorized", http.StatusInternalServerError)
 			return
 		}
 		if !allowed {
@@ -190,6 +195,20 @@ func (a *apiAuth) wrap(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// evictExpired drops the expired answers of a full cache, and all of them
+// if none has expired (a flood of distinct tokens): the cache stays bounded,
+// and a flood costs the regular scrapers one review each.
+func evictExpired[K comparable, V any](m map[K]V, now time.Time, until func(V) time.Time) {
+	for k, v := range m {
+		if !now.Before(until(v)) {
+			delete(m, k)
+		}
+	}
+	if len(m) >= maxCached {
+		clear(m)
+	}
 }
 
 func bearerToken(r *http.Request) (string, bool) {
@@ -223,7 +242,7 @@ func (a *apiAuth) authenticate(ctx context.Context, token string) (*authenticati
 	}
 	a.mu.Lock()
 	if len(a.users) >= maxCached {
-		clear(a.users)
+		evictExpired(a.users, now, func(c cachedUser) time.Time { return c.until })
 	}
 	a.users[key] = cachedUser{user: user, until: now.Add(a.cacheTTL)}
 	a.mu.Unlock()
@@ -255,7 +274,7 @@ func (a *apiAuth) authorize(ctx context.Context, user *authenticationv1.UserInfo
 	d := cachedDecision{allowed: sar.Status.Allowed, reason: sar.Status.Reason, until: now.Add(a.cacheTTL)}
 	a.mu.Lock()
 	if len(a.sars) >= maxCached {
-		clear(a.sars)
+		evictExpired(a.sars, now, func(c cachedDecision) time.Time { return c.until })
 	}
 	a.sars[key] = d
 	a.mu.Unlock()

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -115,5 +116,23 @@ func TestProfilingNeedsSecureMetrics(t *testing.T) {
 	}
 	if err := parse(t, "--tls-cert-file=/c").Validate(); err == nil || !strings.Contains(err.Error(), "go together") {
 		t.Errorf("a certificate without its key: %v", err)
+	}
+}
+
+// TestAPIAuthReviewFailure: when the controller cannot have a token
+// reviewed (no right to, kube-apiserver unreachable), the failure is its
+// own: 500, not a 401 that blames the client's credentials.
+func TestAPIAuthReviewFailure(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "tokenreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("tokenreviews.authentication.k8s.io is forbidden")
+	})
+	h := newAPIAuth(client).wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Authorization", "Bearer good")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusInternalServerError {
+		t.Errorf("TokenReview failed: %d, want 500", rec.Code)
 	}
 }

@@ -118,3 +118,41 @@ func testBinaryElectsAndStopsOnSIGTERM(t *testing.T, m apiMode) {
 		t.Errorf("own Lease still held by %q after SIGTERM (was %q); want released", h, ptr.Deref(lock.Spec.HolderIdentity, ""))
 	}
 }
+
+// TestBinaryExitsOnAStartupError: an error after the probes started (here a
+// serving certificate that cannot be read) ends the process with exit code
+// 1 and says why, rather than leaving a replica whose probes answer ok and
+// that never elects.
+func TestBinaryExitsOnAStartupError(t *testing.T) {
+	bin := buildController(t)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := modes[0].server.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "--kubeconfig="+kubeconfig, "--leader-elect-resource-namespace=default",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
+		"--tls-cert-file="+missing+".crt", "--tls-private-key-file="+missing+".key")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("exit: %v, want exit code 1\n%s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "serving certificate") {
+			t.Errorf("the output does not say what failed:\n%s", out.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("still running 30s after a startup error:\n%s", out.String())
+	}
+}
