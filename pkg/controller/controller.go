@@ -538,7 +538,10 @@ const (
 type leaseOutcome struct {
 	state string
 	// leaderlessSince is when the Lease was first judged vacant or expired
-	// since it last had a live holder; zero while it has one.
+	// since it last had a holder that renewed it; zero while it has one. A
+	// holder the controller names counts once it renews the Lease itself:
+	// one that never does (wedged, or not allowed to write the Lease) keeps
+	// the Lease leaderless through every expiry and election.
 	leaderlessSince time.Time
 	leaseDuration   time.Duration
 	// holderNewer: the holder emulates a newer version than a live
@@ -546,8 +549,9 @@ type leaseOutcome struct {
 	holderNewer bool
 }
 
-// noteOutcome records the state reconcile left the Lease of v in.
-func (c *Controller) noteOutcome(v *view, state string) {
+// noteOutcome records the state reconcile left the Lease of v in; written
+// is the Lease the step wrote, if it wrote one.
+func (c *Controller) noteOutcome(v *view, state string, written *coordinationv1.Lease) {
 	// Only a preemption makes a newer holder the controller's concern: in
 	// other states the older candidate is not one it would elect (another
 	// strategy, not known to be alive yet).
@@ -557,15 +561,36 @@ func (c *Controller) noteOutcome(v *view, state string) {
 	if state != leaseVacant && v.lease != nil && v.lease.Spec.LeaseDurationSeconds != nil {
 		o.leaseDuration = time.Duration(*v.lease.Spec.LeaseDurationSeconds) * time.Second
 	}
+	lease := v.lease
+	if written != nil {
+		lease = written
+	}
 	c.outcomeMu.Lock()
 	defer c.outcomeMu.Unlock()
-	if state == leaseVacant || state == leaseExpired {
+	prev, ok := c.outcomes[v.key]
+	wasLeaderless := ok && !prev.leaderlessSince.IsZero()
+	switch {
+	case state == leaseVacant || state == leaseExpired:
 		o.leaderlessSince = v.now
-		if prev, ok := c.outcomes[v.key]; ok && !prev.leaderlessSince.IsZero() {
+		if wasLeaderless {
 			o.leaderlessSince = prev.leaderlessSince
 		}
+	case wasLeaderless && !renewedByHolder(lease):
+		o.leaderlessSince = prev.leaderlessSince
+	case written != nil && !renewedByHolder(written):
+		o.leaderlessSince = v.now // a holder just named, in this step
 	}
 	c.outcomes[v.key] = o
+}
+
+// renewedByHolder tells whether the Lease's holder renewed it in its term:
+// a holder named by the controller has acquireTime and renewTime equal
+// until it renews.
+func renewedByHolder(l *coordinationv1.Lease) bool {
+	if l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil || l.Spec.AcquireTime == nil {
+		return false
+	}
+	return l.Spec.RenewTime.After(l.Spec.AcquireTime.Time)
 }
 
 // forgetOutcome drops a Lease that has no candidates left.
@@ -609,6 +634,12 @@ func (c *Controller) leaseReports() []leaseReport {
 	defer c.outcomeMu.Unlock()
 	out := make([]leaseReport, 0, len(c.outcomes))
 	for key, o := range c.outcomes {
+		if !o.leaderlessSince.IsZero() && o.state != leaseVacant && o.state != leaseExpired && renewedByHolder(c.leaseOf(key)) {
+			// The named holder renewed; a renewal of a settled Lease needs
+			// no step, so it is seen here.
+			o.leaderlessSince = time.Time{}
+			c.outcomes[key] = o
+		}
 		r := leaseReport{key: key, state: o.state, leaseDuration: o.leaseDuration, holderNewer: o.holderNewer}
 		if !o.leaderlessSince.IsZero() {
 			r.leaderless = true

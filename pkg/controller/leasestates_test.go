@@ -117,11 +117,18 @@ func TestPerLeaseMetrics(t *testing.T) {
 	h.step(time.Second)
 	h.reconcile()
 	h.expectOneLeaseWrite("create")
-	if got := h.leaseSeries("cle_lease_leaderless_seconds"); len(got) != 0 {
-		t.Errorf("elected: cle_lease_leaderless_seconds = %v, want no series", got)
-	}
 	if got := h.leaseSeries("cle_lease_state"); len(got) != 1 || got[leaseOptimal] != 1 {
 		t.Errorf("elected: cle_lease_state = %v, want only optimal 1", got)
+	}
+	// Named, b leads once it renews the Lease itself.
+	if got := h.leaseSeries("cle_lease_leaderless_seconds"); got[""] != 1 {
+		t.Errorf("elected, b not renewing yet: cle_lease_leaderless_seconds = %v, want 1 (since the gathering began)", got)
+	}
+	h.step(time.Second)
+	h.renewLease(h.clock.Now())
+	h.sync()
+	if got := h.leaseSeries("cle_lease_leaderless_seconds"); len(got) != 0 {
+		t.Errorf("b renewed: cle_lease_leaderless_seconds = %v, want no series", got)
 	}
 	h.clearWrites()
 
@@ -162,6 +169,35 @@ func TestPerLeaseMetrics(t *testing.T) {
 		if got := h.leaseSeries(name); len(got) != 0 {
 			t.Errorf("no candidates left: %s = %v, want no series", name, got)
 		}
+	}
+}
+
+// TestNamedHolderThatNeverRenewsStaysLeaderless: a holder the controller
+// names but that never renews the Lease (its elector wedged, or not allowed
+// to write the Lease) is no leader: the Lease stays leaderless, counted from
+// its first vacancy, through the election, the expiry and the next
+// election, so that the alert on it fires.
+func TestNamedHolderThatNeverRenewsStaysLeaderless(t *testing.T) {
+	h := newHarness(t)
+	h.list(lease(heldBy("gone")))
+	h.create(candidate("a", "1.36.0", "1.36.0"))
+	h.step(DefaultLeaseDuration + time.Second) // gone stopped renewing
+	h.renew("a", h.clock.Now())
+	h.sync()
+	h.reconcile()
+	h.expectOneLeaseWrite("update")
+	h.clearWrites()
+	begin := 0.0
+	if got := h.leaseSeries("cle_lease_leaderless_seconds"); len(got) != 1 {
+		t.Fatalf("a named, not renewing: cle_lease_leaderless_seconds = %v, want a series", got)
+	}
+	h.step(DefaultLeaseDuration + time.Second) // a never renews the Lease
+	h.renew("a", h.clock.Now())
+	h.sync()
+	h.reconcile()
+	got := h.leaseSeries("cle_lease_leaderless_seconds")
+	if len(got) != 1 || got[""] < begin+DefaultLeaseDuration.Seconds() {
+		t.Errorf("a's term ran out unrenewed: cle_lease_leaderless_seconds = %v, want more than the lease duration", got)
 	}
 }
 

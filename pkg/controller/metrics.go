@@ -208,7 +208,7 @@ func newLeaseCollector() *leaseCollector {
 		state: prometheus.NewDesc("cle_lease_state", "1 for each Lease with candidates, labelled with the state of its election as last judged: "+leaseStatesHelp,
 			append(perLease, "state"), nil),
 		leaderless: prometheus.NewDesc("cle_lease_leaderless_seconds",
-			"How long a Lease with candidates has been vacant or expired; only Leases without a live holder have this series.",
+			"How long a Lease with candidates has had no holder that renews it: vacant, expired, or held by a holder the controller named that has not renewed it yet; only such Leases have this series.",
 			perLease, nil),
 		duration: prometheus.NewDesc("cle_lease_duration_seconds",
 			"The lease duration of a Lease that has this series in cle_lease_leaderless_seconds: an election taking longer than it has failed.",

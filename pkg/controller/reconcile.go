@@ -134,10 +134,13 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 	if wrote {
 		outcome = d.outcome
 	}
-	if outcome == "" {
+	switch {
+	case outcome == "":
 		c.forgetOutcome(v.key)
-	} else {
-		c.noteOutcome(v, outcome)
+	case wrote && d.write != nil:
+		c.noteOutcome(v, outcome, d.write.lease)
+	default:
+		c.noteOutcome(v, outcome, nil)
 	}
 	if err != nil {
 		return untilDeadline(v.now, next), errors.Join(err, pingErr)
