@@ -558,8 +558,8 @@ func (c *Controller) noteOutcome(v *view, state string, written *coordinationv1.
 	o := leaseOutcome{state: state, leaseDuration: c.opts.LeaseDuration, holderNewer: state == leasePreempting && c.holderNewer(v)}
 	// A vacant Lease is measured against the duration the controller gives
 	// Leases it elects: a holder that released it may have left 1s there.
-	if state != leaseVacant && v.lease != nil && v.lease.Spec.LeaseDurationSeconds != nil {
-		o.leaseDuration = time.Duration(*v.lease.Spec.LeaseDurationSeconds) * time.Second
+	if state != leaseVacant {
+		o.leaseDuration = leaseDurationOf(v.lease, c.opts.LeaseDuration)
 	}
 	lease := v.lease
 	if written != nil {

@@ -577,10 +577,18 @@ func (e *election) peek(lc *coordinationv1beta1.LeaseCandidate) (liveness, time.
 }
 
 func (e *election) leaseDuration() time.Duration {
-	if s := ptr.Deref(e.v.lease.Spec.LeaseDurationSeconds, 0); s > 0 {
-		return time.Duration(s) * time.Second
+	return leaseDurationOf(e.v.lease, e.o.LeaseDuration)
+}
+
+// leaseDurationOf is the Lease's leaseDurationSeconds, or def when it has
+// none (or no Lease).
+func leaseDurationOf(l *coordinationv1.Lease, def time.Duration) time.Duration {
+	if l != nil {
+		if s := ptr.Deref(l.Spec.LeaseDurationSeconds, 0); s > 0 {
+			return time.Duration(s) * time.Second
+		}
 	}
-	return e.o.LeaseDuration
+	return def
 }
 
 // decideWrite turns the judgement into the Lease write, if any.
