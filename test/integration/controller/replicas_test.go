@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,8 +30,6 @@ type replica struct {
 	token string
 }
 
-var servingRE = regexp.MustCompile(`"Serving" address="([^"]+)" paths=\[([^\]]*)\]`)
-
 // startReplica runs a cle-controller process in namespace ns; extra flags
 // come after (and so override) the ones given here.
 func startReplica(t *testing.T, server *framework.Server, bin, kubeconfig, ns, id string, extra ...string) *replica {
@@ -44,19 +41,8 @@ func startReplica(t *testing.T, server *framework.Server, bin, kubeconfig, ns, i
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=250ms",
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2"}, extra...)
 	r.child = framework.StartChild(t, id, bin, args...)
-	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		for _, m := range servingRE.FindAllStringSubmatch(r.child.Logs(), -1) {
-			switch {
-			case strings.Contains(m[2], `"/metrics"`):
-				r.metrics = m[1]
-			case m[2] == `"/healthz","/readyz"`:
-				r.health = m[1]
-			}
-		}
-		return r.metrics != "" && r.health != "", nil
-	}); err != nil {
-		t.Fatalf("%s never served metrics and probes: %v", id, err)
-	}
+	r.metrics = framework.ServingAddress(t, r.child, "/metrics")
+	r.health = framework.ServingAddress(t, r.child, "/healthz")
 	return r
 }
 

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/cle-dev/cle/internal/promtest"
 )
@@ -63,4 +65,26 @@ func Scrape(ctx context.Context, url, token string) ([]*dto.MetricFamily, error)
 		return nil, fmt.Errorf("GET %s: %d: %s", url, code, strings.TrimSpace(body))
 	}
 	return promtest.Parse(strings.NewReader(body))
+}
+
+// servingRE is cle-controller's log line naming an address and its paths.
+var servingRE = regexp.MustCompile(`"Serving" address="([^"]+)" paths=\[([^\]]*)\]`)
+
+// ServingAddress waits (30s at most) until the log of c, a cle-controller,
+// says which address serves path, and returns it: the port is the kernel's
+// choice when the flag asked for port 0.
+func ServingAddress(t testing.TB, c *Child, path string) string {
+	t.Helper()
+	var addr string
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, m := range servingRE.FindAllStringSubmatch(c.Logs(), -1) {
+			if strings.Contains(m[2], `"`+path+`"`) {
+				addr = m[1]
+			}
+		}
+		return addr != "", nil
+	}); err != nil {
+		t.Fatalf("%s never served %s: %v", c.p.name, path, err)
+	}
+	return addr
 }

@@ -2,12 +2,7 @@ package monitoring
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net/http"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,23 +25,11 @@ import (
 // query may use them and the controller must not export them.
 var removedMetrics = []string{"cle_api_requests_total", "cle_controller_leading"}
 
-var servingRE = regexp.MustCompile(`"Serving" address="([^"]+)" paths=\[([^\]]*)\]`)
-
-func buildController(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "cle-controller")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cle-dev/cle/cmd/cle-controller").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build cle-controller: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // startController runs the cle-controller binary on namespace ns with its
 // metrics over plain HTTP on loopback, and returns the metrics address.
 func startController(t *testing.T, ns string) (*framework.Child, string) {
 	t.Helper()
-	bin := buildController(t)
+	bin := framework.BuildCommand(t, "github.com/cle-dev/cle/cmd/cle-controller")
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := server.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
@@ -58,34 +41,12 @@ func startController(t *testing.T, ns string) (*framework.Child, string) {
 		// and a holder that does not renew loses the Lease after four.
 		"--ping-timeout=1s", "--lease-duration=4s",
 		"--metrics-secure=false", "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
-	var addr string
-	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		for _, m := range servingRE.FindAllStringSubmatch(child.Logs(), -1) {
-			if m[2] == `"/metrics"` {
-				addr = m[1]
-			}
-		}
-		return addr != "", nil
-	}); err != nil {
-		t.Fatalf("cle-controller never served /metrics: %v", err)
-	}
+	addr := framework.ServingAddress(t, child, "/metrics")
 	return child, addr
 }
 
 func scrape(addr string) ([]*dto.MetricFamily, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s: %s", resp.Status, body)
-	}
-	return promtest.Parse(strings.NewReader(string(body)))
+	return framework.Scrape(context.Background(), "http://"+addr+"/metrics", "")
 }
 
 // candidates writes the LeaseCandidates of one namespace as their processes

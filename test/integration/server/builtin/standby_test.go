@@ -3,7 +3,6 @@ package builtin
 import (
 	"context"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
@@ -16,8 +15,6 @@ import (
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
-
-var metricsAddrRE = regexp.MustCompile(`"Serving" address="([^"]+)" paths=\["/metrics"\]`)
 
 // TestCleStandsByForTheBuiltinController runs cle-controller in native mode
 // on a server whose built-in election controller runs: both contend for
@@ -47,15 +44,7 @@ func TestCleStandsByForTheBuiltinController(t *testing.T) {
 	}
 	c := framework.StartChild(t, "cle-controller", bin, "--kubeconfig="+kubeconfig, "--api-mode=native",
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
-	var addr string
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		if m := metricsAddrRE.FindStringSubmatch(c.Logs()); m != nil {
-			addr = m[1]
-		}
-		return addr != "", nil
-	}); err != nil {
-		t.Fatalf("cle-controller never served metrics: %v", err)
-	}
+	addr := framework.ServingAddress(t, c, "/metrics")
 
 	token := server.Config().BearerToken
 	var fams []*dto.MetricFamily
