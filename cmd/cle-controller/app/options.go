@@ -169,7 +169,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--leader-elect-resource-namespace must not be empty"))
 		}
 	}
-	if o.Profiling && (o.MetricsBindAddress == "" || o.MetricsBindAddress == "0" || !o.MetricsSecure) {
+	if o.Profiling && (!serving(o.MetricsBindAddress) || !o.MetricsSecure) {
 		errs = append(errs, errors.New("--profiling needs a secure --metrics-bind-address (--metrics-secure): the profiles are served there, to authorized clients only"))
 	}
 	if (o.TLSCertFile == "") != (o.TLSPrivateKeyFile == "") {

@@ -180,7 +180,7 @@ func Run(ctx context.Context, o *Options) error {
 		maps.Copy(metricsHandlers, profilingHandlers())
 	}
 	var metricsTLS *tls.Config
-	if o.MetricsSecure && o.MetricsBindAddress != "" && o.MetricsBindAddress != "0" {
+	if o.MetricsSecure && serving(o.MetricsBindAddress) {
 		if metricsTLS, err = serverTLS(ctx, o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
 			return err
 		}
@@ -376,14 +376,18 @@ func processCollectors(mode access.Mode, lag *controller.WatchLag, acting *actin
 // leader_election_master_status.
 const leaderElectionName = "cle-controller"
 
-// serve serves handlers on addr until ctx is done ("0" or "" disables it).
+// serving tells whether a bind-address flag asks for a server: "0" or ""
+// disables it.
+func serving(addr string) bool { return addr != "" && addr != "0" }
+
+// serve serves handlers on addr until ctx is done (unless !serving(addr)).
 func serve(ctx context.Context, wg *sync.WaitGroup, addr string, handlers map[string]http.Handler) error {
 	return serveTLS(ctx, wg, addr, nil, handlers)
 }
 
 // serveTLS is serve over TLS when tlsConfig is not nil.
 func serveTLS(ctx context.Context, wg *sync.WaitGroup, addr string, tlsConfig *tls.Config, handlers map[string]http.Handler) error {
-	if addr == "" || addr == "0" {
+	if !serving(addr) {
 		return nil
 	}
 	mux := http.NewServeMux()
