@@ -104,12 +104,23 @@ func Detect(ctx context.Context, clients Clients, mode string) (Interface, error
 		logNative(logger, n)
 		return n, nil
 	}
+	return detectAuto(ctx, clients, nil)
+}
+
+// detectAuto chooses the mode for ModeAuto: native when the probe shows the
+// server can do it, portable when it cannot. A probe that fails otherwise
+// is returned rather than guessed around, except that a forbidden dry run
+// on a server serving LeaseCandidates goes to whenForbidden when it is set.
+func detectAuto(ctx context.Context, clients Clients, whenForbidden func(*native) (Interface, error)) (Interface, error) {
+	logger := klog.FromContext(ctx)
 	n, nativeErr := probeNative(ctx, clients.Kube)
-	if nativeErr == nil {
+	switch {
+	case nativeErr == nil:
 		logNative(logger, n)
 		return n, nil
-	}
-	if !errors.Is(nativeErr, ErrNativeUnavailable) {
+	case whenForbidden != nil && n != nil && errors.Is(nativeErr, errStrategyProbeForbidden):
+		return whenForbidden(n)
+	case !errors.Is(nativeErr, ErrNativeUnavailable):
 		return nil, nativeErr
 	}
 	acc, err := detectPortable(ctx, clients)

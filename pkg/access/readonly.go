@@ -44,25 +44,16 @@ func DetectReadOnly(ctx context.Context, clients Clients, mode string, clk clock
 	if clients.Kube == nil {
 		return nil, errors.New("access: Clients.Kube is required")
 	}
-	logger := klog.FromContext(ctx)
-	n, nativeErr := probeNative(ctx, clients.Kube)
-	switch {
-	case nativeErr == nil:
-		logNative(logger, n)
-		return n, nil
-	case errors.Is(nativeErr, ErrNativeUnavailable):
-		acc, err := detectPortable(ctx, clients)
-		if err != nil {
-			return nil, fmt.Errorf("%w; native mode is not possible either: %w", err, nativeErr)
-		}
-		logger.Info("Native coordinated leader election is not available on this server; using portable mode", "reason", nativeErr.Error())
-		return acc, nil
-	case !errors.Is(nativeErr, errStrategyProbeForbidden) || n == nil:
-		return nil, nativeErr
-	}
+	return detectAuto(ctx, clients, func(n *native) (Interface, error) {
+		return chooseReadOnly(ctx, clients, n, clk.Now())
+	})
+}
 
-	// The server serves native LeaseCandidates, but this client may not
-	// probe Lease spec.strategy.
+// chooseReadOnly chooses between the modes without writing, on a server that
+// serves native LeaseCandidates when this client may not probe Lease
+// spec.strategy.
+func chooseReadOnly(ctx context.Context, clients Clients, n *native, now time.Time) (Interface, error) {
+	logger := klog.FromContext(ctx)
 	p, err := detectPortable(ctx, clients)
 	if errors.Is(err, ErrCRDMissing) {
 		logger.Info("Using native mode: the server serves LeaseCandidates and not the portable CRD (a dry-run create of a Lease cannot check more: it is forbidden)",
@@ -72,7 +63,7 @@ func DetectReadOnly(ctx context.Context, clients Clients, mode string, clk clock
 	if err != nil {
 		return nil, fmt.Errorf("the server serves native LeaseCandidates, the dry-run create of a Lease that checks Lease spec.strategy is forbidden, and discovery of the portable CRD failed: %w", err)
 	}
-	m, why := chooseByWhatExists(ctx, clients, n, clk.Now())
+	m, why := chooseByWhatExists(ctx, clients, n, now)
 	logger.Info("Both API modes are possible and a dry-run create of a Lease is forbidden; chose by what exists ("+
 		"--api-mode=native or portable chooses explicitly)", "mode", m, "reason", why)
 	if m == ModePortable {
@@ -90,7 +81,7 @@ func chooseByWhatExists(ctx context.Context, clients Clients, n *native, now tim
 		if err != nil {
 			return false, fmt.Sprintf("Lease %s/%s: %v", ProbeNamespace, name, err)
 		}
-		a := JudgeActingController(lock, mode, lastRenewal(lock), now)
+		a := JudgeActingController(lock, mode, LastRenewal(lock), now)
 		if a.Controller == "" {
 			return false, fmt.Sprintf("Lease %s/%s is not held and renewed", ProbeNamespace, name)
 		}
@@ -118,9 +109,9 @@ func chooseByWhatExists(ctx context.Context, clients Clients, n *native, now tim
 		"; nothing tells the modes apart, so native, as a dry-run create would show on a server that serves LeaseCandidates"
 }
 
-// lastRenewal is when a lock's holder last renewed it: its renewTime, else
-// its acquireTime, else never (the zero time).
-func lastRenewal(lock *coordinationv1.Lease) time.Time {
+// LastRenewal is when a Lease's holder last renewed it by its own account:
+// its renewTime, else its acquireTime, else never (the zero time).
+func LastRenewal(lock *coordinationv1.Lease) time.Time {
 	switch {
 	case lock.Spec.RenewTime != nil:
 		return lock.Spec.RenewTime.Time

@@ -42,13 +42,7 @@ func ElectionController(key types.NamespacedName, lock *coordinationv1.Lease, re
 		e.State, e.Reason = ControllerNone, "no Lease "+key.String()
 		return e
 	}
-	var renewed time.Time
-	switch {
-	case lock.Spec.RenewTime != nil:
-		renewed = lock.Spec.RenewTime.Time
-	case lock.Spec.AcquireTime != nil:
-		renewed = lock.Spec.AcquireTime.Time
-	}
+	renewed := access.LastRenewal(lock)
 	a := access.JudgeActingController(lock, mode, renewed, now)
 	e.Holder = a.Holder
 	e.RenewTime = lock.Spec.RenewTime
