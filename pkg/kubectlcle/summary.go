@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -191,11 +192,8 @@ func (j Judge) Summarize(in Input, now time.Time) Summary {
 		}
 		return s
 	}
-	switch l := in.Lease; {
-	case l.Spec.RenewTime != nil:
-		s.LeaseExpiresAt = l.Spec.RenewTime.Add(j.leaseDuration(l))
-	case l.Spec.AcquireTime != nil:
-		s.LeaseExpiresAt = l.Spec.AcquireTime.Add(j.leaseDuration(l))
+	if renewed := access.LastRenewal(in.Lease); !renewed.IsZero() {
+		s.LeaseExpiresAt = renewed.Add(j.leaseDuration(in.Lease))
 	}
 	if s.LeaseExpiresAt.IsZero() || !now.Before(s.LeaseExpiresAt) {
 		s.State = StateExpired
