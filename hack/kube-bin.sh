@@ -5,7 +5,9 @@
 # Kubernetes minor release (e.g. 1.35); by default the newest one there is.
 # Arguments name the binaries to ensure (default: kube-apiserver
 # kube-scheduler etcd kubectl; kubectl runs the kubectl-cle plugin and renders
-# the kustomize manifests in tests). A warm run only checks that they exist.
+# the kustomize manifests in tests; the node test also needs kubelet,
+# kube-controller-manager and kube-proxy, whose tools are pinned from 1.37 on).
+# A warm run only checks that they exist.
 #
 #   hack/kube-bin.sh --list   prints the minor releases there are tools for
 set -o errexit -o nounset -o pipefail
@@ -53,19 +55,32 @@ kube_ldflags="-s -w -X ${pkg}.gitVersion=${kube_version} -X ${pkg}.gitMajor=${ma
 mkdir -p "${dir}"
 cd "${tools}"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
+kube_pkgs=()
 for bin in "${missing[@]}"; do
   case "${bin}" in
-    kube-apiserver | kube-scheduler | kubectl) pkgpath="k8s.io/kubernetes/cmd/${bin}"; ldflags="${kube_ldflags}" ;;
-    etcd) pkgpath="go.etcd.io/etcd/server/v3"; ldflags="-s -w" ;;
+    kube-apiserver | kube-scheduler | kubectl | kubelet | kube-controller-manager | kube-proxy) kube_pkgs+=("k8s.io/kubernetes/cmd/${bin}") ;;
+    etcd) ;;
     *) echo "kube-bin: unknown binary ${bin}" >&2; exit 2 ;;
   esac
-  echo "kube-bin: building ${bin} (kube ${kube_version}, etcd ${etcd_version}) into ${dir}; a cold build takes minutes" >&2
-  # Build next to the target and rename, so that an interrupted build never
-  # looks warm.
-  tmp=$(mktemp "${dir}/.${bin}.XXXXXX")
-  trap 'rm -f "${tmp}"' EXIT
-  go build -trimpath -ldflags "${ldflags}" -o "${tmp}" "${pkgpath}"
-  mv -f "${tmp}" "${dir}/${bin}"
-  trap - EXIT
+done
+# Build into a directory next to the target and rename, so that an
+# interrupted build never looks warm. One go build for all the Kubernetes
+# commands, so that their packages compile in parallel on every core.
+tmp=$(mktemp -d "${dir}/.build.XXXXXX")
+trap 'rm -rf "${tmp}"' EXIT
+echo "kube-bin: building ${missing[*]} (kube ${kube_version}, etcd ${etcd_version}) into ${dir}; a cold build takes minutes" >&2
+# etcd builds beside them: its own packages keep the cores busy while the
+# Kubernetes commands link, which is serial.
+etcd_pid=
+if [[ " ${missing[*]} " == *" etcd "* ]]; then
+  go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3 &
+  etcd_pid=$!
+fi
+if [[ ${#kube_pkgs[@]} -gt 0 ]]; then
+  go build -trimpath -ldflags "${kube_ldflags}" -o "${tmp}/" "${kube_pkgs[@]}"
+fi
+[[ -z "${etcd_pid}" ]] || wait "${etcd_pid}"
+for bin in "${missing[@]}"; do
+  mv -f "${tmp}/${bin}" "${dir}/${bin}"
 done
 echo "${dir}"

@@ -26,8 +26,8 @@ staging=$(awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print $1 }' "${gomod}" | so
 rm -rf "${dir}"
 mkdir -p "${dir}"
 {
-  echo "// Builds the kube-apiserver, kube-scheduler, kubectl and etcd of Kubernetes ${minor}"
-  echo "// for the integration tests (hack/kube-bin.sh); made by hack/kube-tools-add.sh."
+  echo "// Builds the Kubernetes ${minor} binaries and etcd for the integration and"
+  echo "// node tests (hack/kube-bin.sh); made by hack/kube-tools-add.sh."
   echo "module github.com/cle-dev/cle/hack/tools/kube/${minor}"
   echo
   echo "go $(go env GOVERSION | sed 's/^go//; s/^\([0-9]*\.[0-9]*\).*/\1/').0"
@@ -50,8 +50,11 @@ package tools
 import (
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
 (cd "${dir}" && GOFLAGS=-mod=mod go mod tidy)
