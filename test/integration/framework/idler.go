@@ -192,6 +192,42 @@ func (s *Server) IdleBuiltinController(ctx context.Context) error {
 	return nil
 }
 
+// HandBuiltinControllerLease stops idling the built-in controller by giving
+// its Lease to identity, a cle-controller elected with that
+// --leader-elect-identity: the Lease names it as freshly renewed, so that
+// its elector, seeing itself as the holder, renews it, while kube-apiserver's
+// sees a valid Lease held by another and stands by. Nobody races for a
+// vacant Lease. It returns once identity has renewed the Lease itself.
+func (s *Server) HandBuiltinControllerLease(ctx context.Context, identity string) error {
+	if s.idler == nil {
+		return errors.New("HandBuiltinControllerLease needs an idled built-in controller")
+	}
+	i := s.idler
+	s.idler = nil
+	i.stop()
+	lease := i.lease.DeepCopy()
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.HolderIdentity = ptr.To(identity)
+	lease.Spec.AcquireTime = &now
+	lease.Spec.RenewTime = &now
+	lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+	metav1.SetMetaDataLabel(&lease.ObjectMeta, access.ControllerHolderLabel, access.ControllerHolderHash(identity))
+	handed, err := i.client.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("hand the built-in election controller's Lease to %s: %w", identity, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := i.client.CoordinationV1().Leases(BuiltinControllerLeaseNamespace).Get(ctx, BuiltinControllerLeaseName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		if holder := ptr.Deref(l.Spec.HolderIdentity, ""); holder != identity {
+			return false, fmt.Errorf("the built-in election controller's Lease went to %q, not %s", holder, identity)
+		}
+		return l.ResourceVersion != handed.ResourceVersion, nil
+	})
+}
+
 // WakeBuiltinController undoes IdleBuiltinController: it releases the
 // built-in controller's Lease and returns once kube-apiserver holds it, so
 // that its election controller acts again.

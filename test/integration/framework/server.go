@@ -56,6 +56,15 @@ type Options struct {
 	Users []User
 	// ExtraAPIServerFlags are appended to kube-apiserver's command line.
 	ExtraAPIServerFlags []string
+	// AdvertiseAddress, when set, is a non-loopback address of this host
+	// that kube-apiserver serves on and publishes as the endpoint of the
+	// kubernetes Service, for clients in Pods (the node test). By default it
+	// serves on 127.0.0.1 and the Service has no endpoints.
+	AdvertiseAddress string
+	// ServiceAccountAdmission keeps the ServiceAccount admission plugin on,
+	// so that Pods are given their ServiceAccount's token (the node test,
+	// whose kube-controller-manager creates the ServiceAccounts).
+	ServiceAccountAdmission bool
 	// ReadyzExclude are /readyz checks not waited for: e.g. "informer-sync"
 	// on a server whose built-in controllers wait for an API it was told not
 	// to serve, which is then never ready but serves requests.
@@ -72,6 +81,10 @@ const (
 	BuiltinRenewDeadline = 3 * time.Second
 	BuiltinRetryPeriod   = 500 * time.Millisecond
 )
+
+// ServiceClusterIPRange is the Services' address range; the kubernetes
+// Service is its first address, 10.0.0.1.
+const ServiceClusterIPRange = "10.0.0.0/24"
 
 // Server is a running etcd and kube-apiserver.
 type Server struct {
@@ -268,29 +281,36 @@ func (s *Server) startAPIServer(ctx context.Context, bin string) error {
 			return err
 		}
 		certDir := filepath.Join(s.dir, "certs")
-		args := []string{
-			"--etcd-servers=" + s.etcdURL,
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
-			// No endpoints for the kubernetes Service: nothing here needs
-			// them, and from 1.37 the reconciler refuses a loopback address.
-			"--endpoint-reconciler-type=none",
-			"--secure-port=" + strconv.Itoa(port),
-			"--cert-dir=" + certDir,
-			"--token-auth-file=" + filepath.Join(s.dir, "tokens.csv"),
+		address := "127.0.0.1"
+		args := []string{"--etcd-servers=" + s.etcdURL}
+		if s.opts.AdvertiseAddress != "" {
+			address = s.opts.AdvertiseAddress
+			args = append(args, "--bind-address="+address, "--advertise-address="+address)
+		} else {
+			args = append(args, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+				// No endpoints for the kubernetes Service: nothing here needs
+				// them, and from 1.37 the reconciler refuses a loopback address.
+				"--endpoint-reconciler-type=none")
+		}
+		if !s.opts.ServiceAccountAdmission {
+			args = append(args, "--disable-admission-plugins=ServiceAccount")
+		}
+		args = append(args,
+			"--secure-port="+strconv.Itoa(port),
+			"--cert-dir="+certDir,
+			"--token-auth-file="+filepath.Join(s.dir, "tokens.csv"),
 			"--authorization-mode=RBAC",
 			"--service-account-issuer=https://kubernetes.default.svc",
-			"--service-account-key-file=" + filepath.Join(s.dir, "sa.key"),
-			"--service-account-signing-key-file=" + filepath.Join(s.dir, "sa.key"),
-			"--service-cluster-ip-range=10.0.0.0/24",
-			"--disable-admission-plugins=ServiceAccount",
+			"--service-account-key-file="+filepath.Join(s.dir, "sa.key"),
+			"--service-account-signing-key-file="+filepath.Join(s.dir, "sa.key"),
+			"--service-cluster-ip-range="+ServiceClusterIPRange,
 			"--profiling=false",
 			// On SIGTERM, end open watches within a second: otherwise the
 			// server waits out its whole shutdown timeout (a minute) for
 			// clients' watches to end by themselves.
 			"--shutdown-watch-termination-grace-period=1s",
 			"--v=1",
-		}
+		)
 		if s.opts.CoordinatedLeaderElection {
 			args = append(args,
 				"--feature-gates=CoordinatedLeaderElection=true",
@@ -304,7 +324,8 @@ func (s *Server) startAPIServer(ctx context.Context, bin string) error {
 		}
 		args = append(args, s.opts.ExtraAPIServerFlags...)
 		s.apiserver = newProcess("kube-apiserver", bin, filepath.Join(s.dir, "kube-apiserver.log"), args)
-		s.url = fmt.Sprintf("https://127.0.0.1:%d", port)
+		// The self-signed certificate names the advertised address.
+		s.url = fmt.Sprintf("https://%s:%d", address, port)
 		// The self-signed serving certificate file holds the certificate and
 		// the CA that signed it.
 		s.caFile = filepath.Join(certDir, "apiserver.crt")
@@ -384,6 +405,14 @@ func (s *Server) URL() string { return s.url }
 
 // Dir is the server's temporary directory (logs, kubeconfig, etcd data).
 func (s *Server) Dir() string { return s.dir }
+
+// CAFile is the file of the CA that signed kube-apiserver's serving
+// certificate (the certificate itself: it is self-signed).
+func (s *Server) CAFile() string { return s.caFile }
+
+// ServiceAccountKeyFile is the key that signs and verifies ServiceAccount
+// tokens (kube-controller-manager's --service-account-private-key-file).
+func (s *Server) ServiceAccountKeyFile() string { return filepath.Join(s.dir, "sa.key") }
 
 // EtcdURL is etcd's client address.
 func (s *Server) EtcdURL() string { return s.etcdURL }
