@@ -15,17 +15,19 @@ import (
 )
 
 // DetectReadOnly returns the access layer for mode, as Detect does, for a
-// client that may only read, such as kubectl cle run by a user bound to the
-// view ClusterRole. It writes nothing, and it chooses with ModeAuto where
-// Detect would fail because the dry-run create of a Lease that checks Lease
-// spec.strategy is forbidden:
+// client that only shows elections, such as kubectl cle, possibly run by a
+// user bound to the view ClusterRole. It writes nothing. With ModeAuto it
+// answers which mode elections run in, where Detect answers which mode the
+// server can do, and it chooses where Detect would fail because the dry-run
+// create of a Lease that checks Lease spec.strategy is forbidden:
 //
 //   - when the server serves a coordination.k8s.io LeaseCandidate API but
 //     not the portable CRD, only native mode is possible;
-//   - when it serves both, the election controllers' lock Leases in
-//     kube-system tell which mode elections run in: native when
-//     NativeControllerLock is held and renewed and PortableControllerLock
-//     is not, portable the other way round;
+//   - when it serves both (the portable bundle installed on a server with
+//     the CoordinatedLeaderElection gate on, say), the election
+//     controllers' lock Leases in kube-system tell which mode elections run
+//     in: native when NativeControllerLock is held and renewed and
+//     PortableControllerLock is not, portable the other way round;
 //   - failing that, which kind of LeaseCandidates exists, when only one
 //     does;
 //   - failing that, native mode, which Detect would choose on such a server
@@ -44,17 +46,33 @@ func DetectReadOnly(ctx context.Context, clients Clients, mode string, clk clock
 	if clients.Kube == nil {
 		return nil, errors.New("access: Clients.Kube is required")
 	}
-	return detectAuto(ctx, clients, func(n *native) (Interface, error) {
-		return chooseReadOnly(ctx, clients, n, clk.Now())
+	chosen := false
+	acc, err := detectAuto(ctx, clients, func(n *native) (Interface, error) {
+		chosen = true
+		return chooseReadOnly(ctx, clients, n, clk.Now(), true)
 	})
+	if err != nil {
+		return nil, err
+	}
+	if n, ok := acc.(*native); ok && !chosen {
+		return chooseReadOnly(ctx, clients, n, clk.Now(), false)
+	}
+	return acc, nil
 }
 
 // chooseReadOnly chooses between the modes without writing, on a server that
-// serves native LeaseCandidates when this client may not probe Lease
-// spec.strategy.
-func chooseReadOnly(ctx context.Context, clients Clients, n *native, now time.Time) (Interface, error) {
+// serves native LeaseCandidates; probeDenied says the dry-run create that
+// checks Lease spec.strategy was forbidden, so that native mode is not
+// proven possible.
+func chooseReadOnly(ctx context.Context, clients Clients, n *native, now time.Time, probeDenied bool) (Interface, error) {
 	logger := klog.FromContext(ctx)
 	p, err := detectPortable(ctx, clients)
+	if err != nil && !probeDenied {
+		// Native mode is possible and portable mode apparently not: as
+		// Detect.
+		logger.V(2).Info("Using native mode: the portable CRD is not usable", "reason", err.Error())
+		return n, nil
+	}
 	if errors.Is(err, ErrCRDMissing) {
 		logger.Info("Using native mode: the server serves LeaseCandidates and not the portable CRD (a dry-run create of a Lease cannot check more: it is forbidden)",
 			"leaseCandidates", n.candidates.groupVersion)
@@ -64,8 +82,11 @@ func chooseReadOnly(ctx context.Context, clients Clients, n *native, now time.Ti
 		return nil, fmt.Errorf("the server serves native LeaseCandidates, the dry-run create of a Lease that checks Lease spec.strategy is forbidden, and discovery of the portable CRD failed: %w", err)
 	}
 	m, why := chooseByWhatExists(ctx, clients, n, now)
-	logger.Info("Both API modes are possible and a dry-run create of a Lease is forbidden; chose by what exists ("+
-		"--api-mode=native or portable chooses explicitly)", "mode", m, "reason", why)
+	msg := "Both API modes are possible on this server; chose the one elections run in by what exists"
+	if probeDenied {
+		msg = "Both API modes are possible and a dry-run create of a Lease is forbidden; chose by what exists"
+	}
+	logger.Info(msg+" (--api-mode=native or portable chooses explicitly)", "mode", m, "reason", why)
 	if m == ModePortable {
 		return p, nil
 	}

@@ -62,7 +62,16 @@ func TestDetectReadOnly(t *testing.T) {
 		wantText       string // in the error, or else in the log
 		wantNoDecision bool   // the log says nothing told the modes apart
 	}{
-		{name: "the probe is allowed: as Detect", server: fakeServer{candidateVersions: beta, keepsStrategy: true, crd: true}, mode: ModeAuto, want: ModeNative},
+		{name: "the probe is allowed, no CRD: native", server: fakeServer{candidateVersions: beta, keepsStrategy: true}, mode: ModeAuto, want: ModeNative},
+		{
+			name: "the probe is allowed, both, nothing exists: native", server: fakeServer{candidateVersions: beta, keepsStrategy: true, crd: true}, mode: ModeAuto,
+			want: ModeNative, wantNoDecision: true,
+		},
+		{
+			name: "the probe is allowed, both locks renewed, only portable candidates: portable", server: fakeServer{candidateVersions: beta, keepsStrategy: true, crd: true},
+			mode: ModeAuto, kubeObjects: []runtime.Object{nativeLock, portableLock}, portableCands: true,
+			want: ModePortable, wantText: "Both API modes are possible on this server",
+		},
 		{name: "no LeaseCandidate API: portable, no probe", server: fakeServer{crd: true}, mode: ModeAuto, want: ModePortable},
 		{
 			name: "nothing served: the error says both", server: fakeServer{probeErr: forbidden("leases")}, mode: ModeAuto,
