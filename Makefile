@@ -57,6 +57,10 @@ image: ## Build the container image (cle-controller, kubectl-cle and the example
 release: ## Build a release into _output/release: the multi-platform image (OCI archive and layout, docker-load tarballs, SBOM), install bundles pinned by digest, kubectl-cle archives, a krew manifest and checksums.txt. VERSION=vX.Y.Z is required.
 	VERSION="$(VERSION)" hack/release.sh
 
+.PHONY: e2e
+e2e: ## Run the node test as root: install the release in _output/release (make release) on a real node (kubelet, containerd, runc, CNI, kube-proxy) in namespaces it creates, and test it there.
+	hack/e2e.sh
+
 .PHONY: kube-bin
 kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version; CLE_KUBE_VERSION=1.35 picks a release).
 	hack/kube-bin.sh >/dev/null

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs the unit tests with the race detector, then a short run of every fuzz
 # target. The integration tests and the fault-injection suite, which need
-# kube-apiserver and etcd, run in hack/test-integration.sh.
+# kube-apiserver and etcd, run in hack/test-integration.sh; the node test,
+# which needs root and a release, in hack/e2e.sh.
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
-mapfile -t pkgs < <(go list ./... | grep -v -e '/test/integration/' -e '/test/chaos')
+mapfile -t pkgs < <(go list ./... | grep -v -e '/test/integration/' -e '/test/chaos' -e '/test/e2e')
 go test -race -count=1 "${pkgs[@]}"
 # The simulation of elections, without the race detector, for a budget of
 # wall-clock time (the race run above covers it briefly); make sim runs more.

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs the node test (test/e2e): a release installed on a real node, a
+# kubelet with containerd, runc and CNI, inside namespaces the test makes.
+# It needs root. What it needs from the distribution (runc, the CNI plugins,
+# iptables, conntrack, iproute2, util-linux) is installed with apt-get when
+# missing; containerd and the Kubernetes binaries are built into the cache
+# (hack/containerd.sh, hack/kube-bin.sh). It tests the release in
+# RELEASE_DIR (default _output/release), made by make release.
+#
+#   make release VERSION=v0.1.0 && make e2e
+set -o errexit -o nounset -o pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${root}"
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "e2e: the node test runs a kubelet and containerd and needs root" >&2
+  exit 2
+fi
+release=${RELEASE_DIR:-${root}/_output/release}
+if [[ ! -f "${release}/checksums.txt" ]]; then
+  echo "e2e: no release in ${release}: run make release VERSION=$(cat VERSION) first (or set RELEASE_DIR)" >&2
+  exit 2
+fi
+
+# Tools from the distribution, by the command each package provides.
+declare -A packages=(
+  [runc]=runc [iptables]=iptables [conntrack]=conntrack [ip]=iproute2 [unshare]=util-linux [nsenter]=util-linux
+)
+missing=()
+for cmd in "${!packages[@]}"; do
+  command -v "${cmd}" >/dev/null || missing+=("${packages[${cmd}]}")
+done
+cni_dir=${CNI_PLUGIN_DIR:-}
+if [[ -z "${cni_dir}" ]]; then
+  for d in /usr/lib/cni /opt/cni/bin; do
+    [[ -x "${d}/bridge" && -x "${d}/host-local" ]] && cni_dir=${d} && break
+  done
+  [[ -n "${cni_dir}" ]] || missing+=(containernetworking-plugins)
+fi
+if [[ ${#missing[@]} -gt 0 ]]; then
+  if ! command -v apt-get >/dev/null; then
+    echo "e2e: install these packages (or their equivalents) first: ${missing[*]}" >&2
+    exit 2
+  fi
+  echo "e2e: installing ${missing[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh kube-apiserver kube-scheduler etcd kubectl kubelet kube-controller-manager kube-proxy)
+CLE_CONTAINERD_DIR=$(hack/containerd.sh)
+CLE_RELEASE_DIR=${release}
+export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_RELEASE_DIR
+go test -count=1 -v -timeout="${E2E_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/e2e/

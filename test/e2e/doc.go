@@ -1,0 +1,31 @@
+// Package e2e installs a cle release on a real node and tests it there.
+//
+// The node is this machine, inside namespaces the test creates: TestMain
+// runs the test binary again as PID 1 of new PID, mount and network
+// namespaces (util-linux's unshare). In them it mounts tmpfs over the host
+// paths a kubelet and containerd write regardless of their flags (/var/lib,
+// /var/log, /run), gives the loopback interface the node's address, and
+// starts a whole single-node cluster: etcd and kube-apiserver (the
+// CoordinatedLeaderElection gate on, the built-in election controller idled),
+// kube-controller-manager, kube-scheduler, containerd with runc and the CNI
+// bridge and host-local plugins, a kubelet and kube-proxy in iptables mode.
+// The release's OCI archive is imported into containerd (there is no
+// registry), so every Pod runs the image by the digest the bundles pin.
+//
+// The tests then install the release as a user would (kubectl apply -f of
+// its bundles, kubectl cle from its archive) and check what only a node
+// shows: Pod Security admission, probes, the ServiceAccount token and
+// in-cluster configuration, a rolling upgrade of real candidate Pods, and
+// cle-controller as a static Pod electing real kube-scheduler candidates.
+//
+// When the tests end everything is stopped in order, and the namespaces die
+// with the inner process. The outer TestMain then removes the empty cgroups
+// containerd made (cgroups are not namespaced here), and fails the run if any
+// process, mount, network namespace, link or iptables rule is left on the
+// host that was not there before.
+//
+// It needs root, util-linux, iproute2, iptables, conntrack, runc and the
+// CNI plugins (hack/e2e.sh installs them from Debian), the binaries of
+// hack/kube-bin.sh and hack/containerd.sh, and a release in
+// _output/release (make release). Run it with make e2e.
+package e2e

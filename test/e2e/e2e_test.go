@@ -1,0 +1,682 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+// The portable bundle's controller, and the examples' election.
+const (
+	cleNamespace     = "cle-system"
+	cleDeployment    = "cle-controller"
+	exampleNamespace = "cle-example"
+	exampleLease     = "example"
+	exampleName      = "example-candidate"
+)
+
+// TestPortableRelease installs the portable bundle and the example
+// candidates as a user would, upgrades the candidates, deletes the leader
+// and uninstalls it all again.
+func TestPortableRelease(t *testing.T) {
+	n := cluster
+	ctx := context.Background()
+
+	begin := time.Now()
+	n.kubectl(t, "", "apply", "-f", n.release.bundle("cle-portable.yaml"))
+	t.Cleanup(func() {
+		n.kubectl(t, "", "delete", "-f", n.release.bundle("cle-portable.yaml"), "--ignore-not-found", "--wait=true", "--timeout=3m")
+		n.waitNamespaceGone(t, cleNamespace)
+	})
+	pods := n.waitDeploymentReady(t, cleNamespace, cleDeployment)
+	t.Logf("portable bundle applied; cle-controller's %d Pods Ready in %s", len(pods), time.Since(begin).Round(100*time.Millisecond))
+
+	// The namespace enforces the restricted profile, so that the Pods
+	// running in it passed it.
+	ns, err := n.client.CoreV1().Namespaces().Get(ctx, cleNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
+		t.Fatalf("namespace %s enforces Pod Security %q, want restricted", cleNamespace, got)
+	}
+	// A Pod with no security context at all is not restricted.
+	plain := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "plain"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: n.release.tagRef()}}},
+	}
+	_, err = n.client.CoreV1().Pods(cleNamespace).Create(ctx, plain, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
+		t.Fatalf("a Pod without a security context in %s: got %v, want Pod Security admission to forbid it", cleNamespace, err)
+	}
+
+	for _, p := range pods {
+		c := p.Spec.Containers[0]
+		if c.Image != n.release.tagRef()+"@"+n.release.digest {
+			t.Errorf("Pod %s runs image %s, want the release's %s@%s", p.Name, c.Image, n.release.tagRef(), n.release.digest)
+		}
+		if st := p.Status.ContainerStatuses; len(st) == 0 || !strings.HasSuffix(st[0].ImageID, n.release.digest) {
+			t.Errorf("Pod %s: container status %+v, want the image ID to be the release's digest", p.Name, st)
+		}
+		if c.ReadinessProbe == nil || c.LivenessProbe == nil {
+			t.Errorf("Pod %s: Ready without readiness and liveness probes", p.Name)
+		}
+		for _, a := range append(c.Command, c.Args...) {
+			if strings.HasPrefix(a, "--kubeconfig") {
+				t.Errorf("Pod %s runs with %s, want the in-cluster configuration", p.Name, a)
+			}
+		}
+		if p.Spec.ServiceAccountName != cleDeployment || !hasTokenVolume(p) {
+			t.Errorf("Pod %s: ServiceAccount %q, token volume %v; want cle-controller's token mounted", p.Name, p.Spec.ServiceAccountName, hasTokenVolume(p))
+		}
+	}
+	// One replica acts, through its token and the shipped RBAC: it holds
+	// its lock in kube-system (identity: its host name, the Pod's name, and
+	// a suffix).
+	lock := n.waitLease(t, metav1.NamespaceSystem, access.PortableControllerLock, func(holder string) bool {
+		for _, p := range pods {
+			if strings.HasPrefix(holder, p.Name+"_") {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("cle-controller replica %s acts", lock)
+
+	// The candidates, first at 1.35.
+	examples, err := os.ReadFile(n.release.bundle("cle-examples.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.NewReplacer("--binary-version=1.36.0", "--binary-version=1.35.0", "--emulation-version=1.36.0", "--emulation-version=1.35.0").Replace(string(examples))
+	if strings.Count(old, "=1.35.0") != 2 {
+		t.Fatalf("cle-examples.yaml no longer runs its candidates at --binary-version=1.36.0 --emulation-version=1.36.0")
+	}
+	begin = time.Now()
+	n.kubectl(t, old, "apply", "-f", "-")
+	t.Cleanup(func() {
+		n.kubectl(t, "", "delete", "-f", n.release.bundle("cle-examples.yaml"), "--ignore-not-found", "--wait=true", "--timeout=3m")
+		n.waitNamespaceGone(t, exampleNamespace)
+	})
+	n.waitDeploymentReady(t, exampleNamespace, exampleName)
+	live := func(holder string) bool {
+		p, err := n.client.CoreV1().Pods(exampleNamespace).Get(ctx, holder, metav1.GetOptions{})
+		return err == nil && p.DeletionTimestamp == nil
+	}
+	first := n.waitLease(t, exampleNamespace, exampleLease, live)
+	t.Logf("3 candidates at 1.35 Ready, %s elected, in %s", first, time.Since(begin).Round(100*time.Millisecond))
+
+	// The upgrade: the release's bundle, at 1.36, rolls one Pod at a time.
+	rec := n.record(t, exampleNamespace, exampleLease)
+	begin = time.Now()
+	n.kubectl(t, string(examples), "apply", "-f", "-")
+	n.kubectl(t, "", "rollout", "status", "-n", exampleNamespace, "deployment/"+exampleName, "--timeout=5m")
+	upgraded := n.waitLease(t, exampleNamespace, exampleLease, func(holder string) bool {
+		return live(holder) && rec.version(holder) == "1.36.0"
+	})
+	t.Logf("rolled to 1.36 in %s; %s leads", time.Since(begin).Round(100*time.Millisecond), upgraded)
+	if err := rec.check(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader's Pod deleted: its candidate hands over on SIGTERM.
+	begin = time.Now()
+	n.kubectl(t, "", "delete", "pod", "-n", exampleNamespace, upgraded, "--wait=false")
+	next := n.waitLease(t, exampleNamespace, exampleLease, func(holder string) bool { return holder != upgraded && live(holder) })
+	t.Logf("leader Pod %s deleted: %s leads after %s", upgraded, next, time.Since(begin).Round(100*time.Millisecond))
+	n.waitDeploymentReady(t, exampleNamespace, exampleName)
+
+	t.Logf("kubectl cle status -n %s:\n%s", exampleNamespace, n.kubectl(t, "", "cle", "status", "-n", exampleNamespace))
+	// On this gate-on server kubectl cle tells from the controllers' locks
+	// and the candidates that these elections run in portable mode.
+	if out := n.kubectl(t, "", "cle", "status", "-n", exampleNamespace, exampleLease, "-o", "jsonpath={.items[0].apiMode} {.items[0].holder} {.items[0].state}"); out != "portable "+next+" optimal" {
+		t.Errorf("kubectl cle status says %q, want portable mode, holder %s, optimal", out, next)
+	}
+}
+
+// TestStaticPodNative runs cle-controller as a static Pod from the release's
+// static-Pod bundle, in native mode on this gate-on server, and has it
+// elect among real kube-scheduler candidates.
+func TestStaticPodNative(t *testing.T) {
+	n := cluster
+	ctx := context.Background()
+
+	n.kubectl(t, "", "apply", "-f", n.release.bundle("cle-static-pod-rbac.yaml"))
+	t.Cleanup(func() {
+		n.kubectl(t, "", "delete", "-f", n.release.bundle("cle-static-pod-rbac.yaml"), "--ignore-not-found")
+	})
+	// The kubeconfig the bundle names, for the user its RBAC binds, readable
+	// by the Pod's user only.
+	conf := filepath.Join(etcKubernetes, "cle-controller.conf")
+	if err := n.writeStaticPodKubeconfig(conf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(conf) })
+
+	// The Pod as shipped, with a known leader-election identity: the
+	// built-in controller's Lease is handed to it below.
+	const identity = "cle-controller-" + nodeName
+	data, err := os.ReadFile(n.release.bundle("cle-static-pod.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
+		t.Fatalf("cle-static-pod.yaml: %v", err)
+	}
+	pod.Spec.Containers[0].Args = append(pod.Spec.Containers[0].Args, "--leader-elect-identity="+identity)
+	out, err := yaml.Marshal(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(n.staticPods, "cle-controller.yaml")
+	begin := time.Now()
+	if err := writeFile(manifest, string(out)); err != nil {
+		t.Fatal(err)
+	}
+	mirror := pod.Name + "-" + nodeName
+	t.Cleanup(func() {
+		os.Remove(manifest)
+		n.waitPodGone(t, pod.Namespace, mirror)
+	})
+	// The built-in controller stood by from the start (idled, as make run
+	// does); its Lease now goes to cle-controller, which renews it.
+	if err := n.server.HandBuiltinControllerLease(ctx, identity); err != nil {
+		t.Fatal(err)
+	}
+	n.waitPodReady(t, pod.Namespace, mirror)
+	t.Logf("static Pod %s/%s Ready and holding %s/%s in %s", pod.Namespace, mirror,
+		framework.BuiltinControllerLeaseNamespace, framework.BuiltinControllerLeaseName, time.Since(begin).Round(100*time.Millisecond))
+
+	// Three kube-schedulers of this release emulating 1.35, 1.36 and 1.36,
+	// the gate on: each registers a LeaseCandidate and waits to be named.
+	sched, err := framework.Binary("kube-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedulers := map[string]*framework.Child{}
+	begin = time.Now()
+	for i, v := range []string{"1.35", "1.36", "1.36"} {
+		name := fmt.Sprintf("kube-scheduler-%s-%d", v, i)
+		schedulers[name] = framework.StartChild(t, name, sched,
+			"--kubeconfig="+n.kubeconfig, "--authentication-kubeconfig="+n.kubeconfig, "--authorization-kubeconfig="+n.kubeconfig,
+			"--feature-gates=CoordinatedLeaderElection=true", "--emulated-version="+v,
+			"--leader-elect=true", "--secure-port=0", "--v=2")
+	}
+	t.Cleanup(func() {
+		_ = n.client.CoordinationV1().Leases(metav1.NamespaceSystem).Delete(context.Background(), "kube-scheduler", metav1.DeleteOptions{})
+		_ = n.client.CoordinationV1beta1().LeaseCandidates(metav1.NamespaceSystem).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	byVersion := func(prefix string) map[string]bool {
+		names := map[string]bool{}
+		list, err := n.client.CoordinationV1beta1().LeaseCandidates(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return names
+		}
+		for _, c := range list.Items {
+			if c.Spec.LeaseName == "kube-scheduler" && strings.HasPrefix(c.Spec.EmulationVersion, prefix) {
+				names[c.Name] = true
+			}
+		}
+		return names
+	}
+	oldest := n.waitLease(t, metav1.NamespaceSystem, "kube-scheduler", func(holder string) bool { return byVersion("1.35")[holder] })
+	t.Logf("kube-scheduler candidates started; the 1.35 one, %s, elected in %s", oldest, time.Since(begin).Round(100*time.Millisecond))
+	t.Logf("kubectl cle status -n kube-system:\n%s", n.kubectl(t, "", "cle", "status", "-n", metav1.NamespaceSystem))
+	if out := n.kubectl(t, "", "cle", "status", "-n", metav1.NamespaceSystem, "kube-scheduler", "-o", "jsonpath={.items[0].apiMode} {.items[0].holder} {.items[0].state}"); out != "native "+oldest+" optimal" {
+		t.Errorf("kubectl cle status says %q, want native mode, holder %s, optimal", out, oldest)
+	}
+
+	lease, err := n.client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "kube-scheduler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := ptr.Deref(lease.Spec.Strategy, ""); s != "OldestEmulationVersion" {
+		t.Errorf("Lease kube-system/kube-scheduler has strategy %q, want OldestEmulationVersion", s)
+	}
+	// cle elected it, not the built-in controller: cle-controller's Event,
+	// and the built-in controller's Lease still held by cle.
+	n.waitElectedEvent(t, metav1.NamespaceSystem, "kube-scheduler", oldest)
+	builtin, err := n.client.CoordinationV1().Leases(framework.BuiltinControllerLeaseNamespace).Get(ctx, framework.BuiltinControllerLeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ptr.Deref(builtin.Spec.HolderIdentity, ""); h != identity {
+		t.Fatalf("the built-in election controller's Lease is held by %q, want cle-controller (%s)", h, identity)
+	}
+
+	// The leader stops; the controller elects a 1.36 one.
+	var leaderProc string
+	for name, c := range schedulers {
+		if strings.HasPrefix(name, "kube-scheduler-1.35") {
+			leaderProc = name
+			begin = time.Now()
+			if err := c.Stop(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	next := n.waitLease(t, metav1.NamespaceSystem, "kube-scheduler", func(holder string) bool { return byVersion("1.36")[holder] })
+	// kube-scheduler leaves its LeaseCandidate behind: the controller pings
+	// it, and elects another once the ping times out.
+	t.Logf("%s stopped: %s (1.36) elected after %s", leaderProc, next, time.Since(begin).Round(100*time.Millisecond))
+	t.Logf("kubectl cle status -n kube-system kube-scheduler -o wide:\n%s", n.kubectl(t, "", "cle", "status", "-n", metav1.NamespaceSystem, "kube-scheduler", "-o", "wide"))
+}
+
+// kubectl runs kubectl, with the release's kubectl-cle on PATH, as the
+// admin, and returns its standard output; stdin, when not empty, is its
+// input. It fails the test on error.
+func (n *node) kubectl(t *testing.T, stdin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(n.binDir, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+n.kubeconfig, "PATH="+n.pluginDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// waitDeploymentReady waits until every replica of the Deployment is
+// updated and Ready, and returns its Pods.
+func (n *node) waitDeploymentReady(t *testing.T, ns, name string) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := n.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		last = fmt.Sprintf("%d replicas, %d updated, %d ready, %d in all", want, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.Replicas)
+		if d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas != want || d.Status.ReadyReplicas != want || d.Status.Replicas != want {
+			return false, nil
+		}
+		sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			return false, err
+		}
+		list, err := n.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			return false, nil
+		}
+		pods = pods[:0]
+		for _, p := range list.Items {
+			if p.DeletionTimestamp == nil && podReady(&p) {
+				pods = append(pods, p)
+			}
+		}
+		return int32(len(pods)) == want && len(list.Items) == len(pods), nil
+	})
+	if err != nil {
+		n.describe(t, ns)
+		t.Fatalf("Deployment %s/%s not Ready: %s", ns, name, last)
+	}
+	return pods
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func hasTokenVolume(p corev1.Pod) bool {
+	for _, v := range p.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.ServiceAccountToken != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (n *node) waitPodReady(t *testing.T, ns, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := n.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && podReady(p), nil
+	})
+	if err != nil {
+		n.describe(t, ns)
+		t.Fatalf("Pod %s/%s not Ready: %v", ns, name, err)
+	}
+}
+
+func (n *node) waitPodGone(t *testing.T, ns, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := n.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("Pod %s/%s still there: %v", ns, name, err)
+	}
+}
+
+func (n *node) waitNamespaceGone(t *testing.T, ns string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("namespace %s still there after the uninstall: %v", ns, err)
+	}
+}
+
+// waitLease waits until the Lease names a holder ok accepts, and returns it.
+func (n *node) waitLease(t *testing.T, ns, name string, ok func(holder string) bool) string {
+	t.Helper()
+	var holder string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := n.client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		holder = ptr.Deref(l.Spec.HolderIdentity, "")
+		return holder != "" && ok(holder), nil
+	})
+	if err != nil {
+		n.describe(t, ns)
+		t.Fatalf("Lease %s/%s: holder %q, never the one expected: %v", ns, name, holder, err)
+	}
+	return holder
+}
+
+// waitElectedEvent waits for cle-controller's LeaderElected Event on the
+// Lease naming holder.
+func (n *node) waitElectedEvent(t *testing.T, ns, lease, holder string) {
+	t.Helper()
+	var seen []string
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := n.client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, e := range list.Items {
+			if e.Regarding.Kind != "Lease" || e.Regarding.Name != lease {
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("%s %s: %s", e.ReportingController, e.Reason, e.Note))
+			if e.ReportingController == "cle-controller" && e.Reason == "LeaderElected" && strings.Contains(e.Note, "Elected "+holder+" ") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no LeaderElected Event from cle-controller for %s on Lease %s/%s; Events on it: %q", holder, ns, lease, seen)
+	}
+}
+
+// writeStaticPodKubeconfig writes the static Pod's kubeconfig for the user
+// the static-Pod RBAC binds, the CA embedded (the Pod mounts only this
+// file), mode 0600 and owned by the Pod's user, as docs/install.md says.
+func (n *node) writeStaticPodKubeconfig(path string) error {
+	cfg, err := n.server.UserConfig(staticPodUser)
+	if err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(n.server.CAFile())
+	if err != nil {
+		return err
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: ca}
+	kc.AuthInfos[staticPodUser] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: staticPodUser}
+	kc.CurrentContext = "e2e"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	return os.Chown(path, 65532, 65532)
+}
+
+// staticPodUser is the user manifests/static-pod/rbac binds.
+const staticPodUser = "cle-controller"
+
+// describe logs the namespace's Pods and Events, for a failure.
+func (n *node) describe(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	if pods, err := n.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("Pod %s: phase %s, conditions %+v, containers %+v", p.Name, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+		}
+	}
+	if events, err := n.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range events.Items {
+			t.Logf("Event %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
+
+// recorder keeps every change of the examples' Pods and Lease from a point
+// on, to check after the upgrade, in etcd's order, that the leader was never
+// newer than a live replica.
+type recorder struct {
+	cancel  context.CancelFunc
+	done    chan struct{}
+	events  []change
+	initial []change
+	err     error
+
+	mu       sync.Mutex
+	versions map[string]string // Pod -> its --emulation-version
+}
+
+// change is one Pod or Lease write, at its resourceVersion (etcd's revision,
+// a total order across both resources on one etcd).
+type change struct {
+	rv      uint64
+	pod     string // or the Lease when empty
+	live    bool   // the Pod exists and is not being deleted
+	version string
+	holder  string
+}
+
+func (n *node) record(t *testing.T, ns, lease string) *recorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &recorder{cancel: cancel, done: make(chan struct{}), versions: map[string]string{}}
+	pods, err := n.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		r.initial = append(r.initial, r.podChange(&pods.Items[i], false))
+	}
+	leases, err := n.client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		r.initial = append(r.initial, change{holder: ptr.Deref(l.Spec.HolderIdentity, "")})
+	}
+	pw, err := n.client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: pods.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw, err := n.client.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: leases.ResourceVersion, FieldSelector: "metadata.name=" + lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(r.done)
+		defer pw.Stop()
+		defer lw.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-pw.ResultChan():
+				if !ok {
+					r.err = fmt.Errorf("the Pod watch ended early")
+					return
+				}
+				if p, ok := ev.Object.(*corev1.Pod); ok {
+					r.events = append(r.events, r.podChange(p, ev.Type == watch.Deleted))
+				}
+			case ev, ok := <-lw.ResultChan():
+				if !ok {
+					r.err = fmt.Errorf("the Lease watch ended early")
+					return
+				}
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+					rv, _ := strconv.ParseUint(l.ResourceVersion, 10, 64)
+					holder := ""
+					if ev.Type != watch.Deleted {
+						holder = ptr.Deref(l.Spec.HolderIdentity, "")
+					}
+					r.events = append(r.events, change{rv: rv, holder: holder})
+				}
+			}
+		}
+	}()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *recorder) podChange(p *corev1.Pod, deleted bool) change {
+	v := ""
+	for _, a := range p.Spec.Containers[0].Args {
+		if s, ok := strings.CutPrefix(a, "--emulation-version="); ok {
+			v = s
+		}
+	}
+	r.mu.Lock()
+	r.versions[p.Name] = v
+	r.mu.Unlock()
+	rv, _ := strconv.ParseUint(p.ResourceVersion, 10, 64)
+	return change{rv: rv, pod: p.Name, live: !deleted && p.DeletionTimestamp == nil, version: v}
+}
+
+func (r *recorder) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// version is a Pod's emulation version, once recorded.
+func (r *recorder) version(pod string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.versions[pod]
+}
+
+// check replays the changes in etcd's order and fails if at any point the
+// holder's emulation version was newer than a live replica's.
+func (r *recorder) check(t *testing.T) error {
+	r.stop()
+	if r.err != nil {
+		return r.err
+	}
+	events := append([]change(nil), r.events...)
+	sort.SliceStable(events, func(i, j int) bool { return events[i].rv < events[j].rv })
+	live := map[string]string{}
+	holder := ""
+	apply := func(c change) {
+		switch {
+		case c.pod == "":
+			holder = c.holder
+		case c.live:
+			live[c.pod] = c.version
+		default:
+			delete(live, c.pod)
+		}
+	}
+	for _, c := range r.initial {
+		apply(c)
+	}
+	history := []string{fmt.Sprintf("%s (%s)", holder, r.version(holder))}
+	violations := 0
+	for _, c := range events {
+		before := holder
+		apply(c)
+		if c.pod == "" && holder != before {
+			if holder == "" {
+				history = append(history, "none")
+			} else {
+				history = append(history, fmt.Sprintf("%s (%s)", holder, r.version(holder)))
+			}
+		}
+		if holder == "" {
+			continue
+		}
+		hv := r.version(holder)
+		for pod, v := range live {
+			if compareVersions(hv, v) > 0 {
+				violations++
+				t.Errorf("at resourceVersion %d the leader %s runs %s while replica %s runs %s", c.rv, holder, hv, pod, v)
+			}
+		}
+	}
+	t.Logf("upgrade: %d Pod and Lease changes replayed in etcd's order; leaders in turn: %s", len(events), strings.Join(history, " → "))
+	if violations > 0 {
+		return fmt.Errorf("the leader was newer than a live replica %d times", violations)
+	}
+	return nil
+}
+
+// compareVersions compares dotted numeric versions.
+func compareVersions(a, b string) int {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(as) || i < len(bs); i++ {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
