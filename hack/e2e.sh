@@ -25,7 +25,7 @@ fi
 
 # Tools from the distribution, by the command each package provides.
 declare -A packages=(
-  [runc]=runc [iptables]=iptables [conntrack]=conntrack [ip]=iproute2 [unshare]=util-linux [nsenter]=util-linux
+  [runc]=runc [iptables]=iptables [conntrack]=conntrack [ip]=iproute2 [unshare]=util-linux
 )
 missing=()
 for cmd in "${!packages[@]}"; do

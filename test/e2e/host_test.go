@@ -187,34 +187,21 @@ func (before *hostState) leaks(after *hostState) []string {
 			out = append(out, "process "+desc)
 		}
 	}
-	for m := range after.mounts {
-		if !before.mounts[m] {
-			out = append(out, "mount "+m)
-		}
-	}
-	for l := range after.links {
-		if !before.links[l] {
-			out = append(out, "link "+l)
-		}
-	}
-	for n := range after.netns {
-		if !before.netns[n] {
-			out = append(out, "network namespace "+n)
-		}
-	}
-	for r := range after.iptables {
-		if !before.iptables[r] {
-			out = append(out, r)
-		}
-	}
-	for p := range after.paths {
-		if !before.paths[p] {
-			out = append(out, "path "+p)
-		}
-	}
-	for c := range after.cgroups {
-		if !before.cgroups[c] {
-			out = append(out, "cgroup "+c)
+	for _, set := range []struct {
+		what          string
+		before, after map[string]bool
+	}{
+		{"mount ", before.mounts, after.mounts},
+		{"link ", before.links, after.links},
+		{"network namespace ", before.netns, after.netns},
+		{"", before.iptables, after.iptables},
+		{"path ", before.paths, after.paths},
+		{"cgroup ", before.cgroups, after.cgroups},
+	} {
+		for item := range set.after {
+			if !set.before[item] {
+				out = append(out, set.what+item)
+			}
 		}
 	}
 	sort.Strings(out)

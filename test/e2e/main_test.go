@@ -128,7 +128,7 @@ func hostPrerequisites() error {
 		return errors.New("the node test runs a kubelet and containerd and needs root (make e2e)")
 	}
 	var missing []string
-	for _, tool := range []string{"unshare", "ip", "iptables", "iptables-save", "conntrack", "runc", "mount"} {
+	for _, tool := range []string{"unshare", "ip", "iptables", "iptables-save", "conntrack", "runc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, tool)
 		}
