@@ -5,9 +5,10 @@
 // The ranking and the strategy of a Lease come from pkg/strategy, the same
 // functions the election controller uses, so the plugin never disagrees with
 // the controller about who is best. What the plugin cannot see is the
-// controller's own observations (when it last saw each candidate write, which
-// pings went unanswered): it judges the expiry of Leases and candidates from
-// their renewTime on the clock of the machine it runs on, and says so.
+// controller's own observations (when it last saw each candidate write, when
+// it sent each ping): it judges the expiry of Leases and candidates, and
+// pings left unanswered, from their renewTime and pingTime on the clock of
+// the machine it runs on, and says so.
 package kubectlcle
 
 import (
@@ -78,6 +79,10 @@ type Judge struct {
 	// CandidateTTL: a candidate whose renewTime is older than this is
 	// expired, as the controller's --candidate-ttl: left out of the election.
 	CandidateTTL time.Duration
+	// PingTimeout: a candidate pinged this long ago that has not renewed
+	// since did not answer, and the controller passes it over until it
+	// renews, as with its --ping-timeout. Zero judges nobody unresponsive.
+	PingTimeout time.Duration
 	// DefaultLeaseDuration is the lease duration of a Lease that does not
 	// set leaseDurationSeconds, as the controller's --lease-duration.
 	DefaultLeaseDuration time.Duration
@@ -122,6 +127,10 @@ type Summary struct {
 	// Expired are the candidates not renewed within the candidate TTL,
 	// sorted by name.
 	Expired []*coordinationv1beta1.LeaseCandidate
+	// Unresponsive are the unexpired candidates that have not answered a
+	// ping within the ping timeout, sorted by name: not ranked, as the
+	// controller passes them over until they renew.
+	Unresponsive []*coordinationv1beta1.LeaseCandidate
 	// Conflicting lists, on conflict, the strategy each candidate at the
 	// highest binary version asks for.
 	Conflicting []strategy.CandidateStrategy
@@ -130,8 +139,9 @@ type Summary struct {
 	LeaseExpiresAt time.Time
 }
 
-// Candidates is the number of unexpired candidates, valid or not.
-func (s *Summary) Candidates() int { return len(s.Ranked) + len(s.Invalid) }
+// Candidates is the number of unexpired candidates, valid or not, answering
+// pings or not.
+func (s *Summary) Candidates() int { return len(s.Ranked) + len(s.Invalid) + len(s.Unresponsive) }
 
 // Summarize judges the election of one Lease at now.
 func (j Judge) Summarize(in Input, now time.Time) Summary {
@@ -173,7 +183,7 @@ func (j Judge) Summarize(in Input, now time.Time) Summary {
 				res.Strategy, joinStrategies(j.Registry.Names()))
 			return s
 		}
-		s.Ranked, s.Invalid = strat.Rank(live)
+		s.Ranked, s.Invalid = strat.Rank(j.splitUnresponsive(&s, live, now))
 	} else {
 		s.Invalid = invalidAll(live, "binaryVersion is not a strict semantic version")
 	}
@@ -255,11 +265,38 @@ func (j Judge) whyOptimal(s *Summary, holder, best *coordinationv1beta1.LeaseCan
 
 // whoNext says whom the controller elects into a vacant or expired Lease.
 func (j Judge) whoNext(s *Summary, best *coordinationv1beta1.LeaseCandidate) string {
+	if best == nil && len(s.Unresponsive) > 0 && len(s.Invalid) == 0 {
+		return fmt.Sprintf("none of its %d candidates answered the controller's ping (%s), so nobody is elected until one renews.",
+			s.Candidates(), joinNames(s.Unresponsive))
+	}
 	if best == nil {
 		return fmt.Sprintf("none of its %d candidates can lead (%s), so nobody is elected.", s.Candidates(), describeInvalid(s.Invalid))
 	}
 	return fmt.Sprintf("the controller names %s (%s), the best of %d candidates under %s, holder once it knows it is alive (or the next best that is).",
 		best.Name, describeCandidate(best), s.Candidates(), s.Strategy)
+}
+
+// splitUnresponsive moves the candidates that have not answered a ping
+// within the ping timeout to s.Unresponsive and returns the others.
+func (j Judge) splitUnresponsive(s *Summary, cands []*coordinationv1beta1.LeaseCandidate, now time.Time) []*coordinationv1beta1.LeaseCandidate {
+	var answering []*coordinationv1beta1.LeaseCandidate
+	for _, lc := range cands {
+		if j.PingTimeout > 0 && PingState(lc) == "pending" && !now.Before(lc.Spec.PingTime.Add(j.PingTimeout)) {
+			s.Unresponsive = append(s.Unresponsive, lc)
+			continue
+		}
+		answering = append(answering, lc)
+	}
+	slices.SortFunc(s.Unresponsive, byName)
+	return answering
+}
+
+func joinNames(cands []*coordinationv1beta1.LeaseCandidate) string {
+	names := make([]string, 0, len(cands))
+	for _, lc := range cands {
+		names = append(names, lc.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // splitExpired moves the candidates not renewed within the TTL to s.Expired

@@ -1,6 +1,7 @@
 package kubectlcle
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -22,6 +24,7 @@ type candSpec struct {
 	renewedAgo              time.Duration
 	created                 time.Duration // before now
 	priority                string
+	pingedAgo               time.Duration // pinged when not zero
 }
 
 func cand(c candSpec) *coordinationv1beta1.LeaseCandidate {
@@ -40,6 +43,9 @@ func cand(c candSpec) *coordinationv1beta1.LeaseCandidate {
 	}
 	if c.priority != "" {
 		lc.Annotations = map[string]string{strategy.PriorityAnnotation: c.priority}
+	}
+	if c.pingedAgo != 0 {
+		lc.Spec.PingTime = ptr.To(metav1.NewMicroTime(now.Add(-c.pingedAgo)))
 	}
 	return lc
 }
@@ -83,7 +89,12 @@ var (
 )
 
 func TestSummarizeState(t *testing.T) {
-	judge := Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: 30 * time.Minute, DefaultLeaseDuration: 15 * time.Second}
+	judge := Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: 30 * time.Minute, PingTimeout: 5 * time.Second, DefaultLeaseDuration: 15 * time.Second}
+	// old, pinged after its last renewal: answering for now, then past the
+	// ping timeout.
+	pinged := candSpec{name: "old", binary: "1.36.0", emulation: "1.35.0", renewedAgo: 20 * time.Second, pingedAgo: 4 * time.Second}
+	unanswered := pinged
+	unanswered.pingedAgo = 6 * time.Second
 	for _, tc := range []struct {
 		name      string
 		lease     *coordinationv1.Lease
@@ -131,6 +142,15 @@ func TestSummarizeState(t *testing.T) {
 		{name: "expired candidate is left out of the ranking", lease: lease(leaseSpec{holder: "newer"}),
 			cands: []candSpec{newer, {name: "old", binary: "1.36.0", emulation: "1.35.0", renewedAgo: 31 * time.Minute}},
 			state: StateOptimal, best: "newer", candCount: 1},
+		{name: "better candidate pinged, the ping not timed out yet", lease: lease(leaseSpec{holder: "newer"}), cands: []candSpec{newer, pinged},
+			state: StatePreempting, best: "old", candCount: 2, why: "is better than holder newer"},
+		{name: "better candidate that did not answer its ping is passed over", lease: lease(leaseSpec{holder: "newer"}), cands: []candSpec{newer, unanswered},
+			state: StateOptimal, best: "newer", candCount: 2, why: "newer (emulation 1.36.0, binary 1.36.0) holds the Lease"},
+		{name: "a ping answered counts for nothing", lease: lease(leaseSpec{holder: "newer"}),
+			cands: []candSpec{newer, {name: "old", binary: "1.36.0", emulation: "1.35.0", renewedAgo: 5 * time.Second, pingedAgo: 6 * time.Second}},
+			state: StatePreempting, best: "old", candCount: 2},
+		{name: "vacant, every candidate unresponsive", lease: lease(leaseSpec{}), cands: []candSpec{unanswered},
+			state: StateVacant, candCount: 1, why: "none of its 1 candidates answered the controller's ping (old)"},
 		{name: "priority outranks versions", lease: lease(leaseSpec{holder: "low"}),
 			cands: []candSpec{
 				{name: "low", binary: "1.36.0", emulation: "1.35.0", strategy: strategy.PriorityName},
@@ -198,5 +218,36 @@ func TestPingState(t *testing.T) {
 		if got := PingState(lc); got != tc.want {
 			t.Errorf("renew %v ping %v: %q, want %q", tc.renew, tc.ping, got, tc.want)
 		}
+	}
+}
+
+func TestDescribeSaysWhyCandidatesAreLeftOut(t *testing.T) {
+	judge := Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: 30 * time.Minute, PingTimeout: 5 * time.Second, DefaultLeaseDuration: 15 * time.Second}
+	in := Input{Key: types.NamespacedName{Namespace: "ns", Name: "l"}, Lease: lease(leaseSpec{holder: "newer"})}
+	for _, c := range []candSpec{
+		newer, broken,
+		{name: "old", binary: "1.36.0", emulation: "1.35.0", renewedAgo: 20 * time.Second, pingedAgo: 10 * time.Second},
+		{name: "gone", binary: "1.36.0", emulation: "1.34.0", renewedAgo: time.Hour},
+	} {
+		in.Candidates = append(in.Candidates, cand(c))
+	}
+	s := judge.Summarize(in, now)
+	got := map[string]string{}
+	for _, c := range Describe(&s, access.ModeNative, nil).Candidates {
+		got[c.Name] = fmt.Sprintf("%d %s", c.Rank, c.Excluded)
+	}
+	want := map[string]string{
+		"newer":  "1 ",
+		"broken": "0 invalid: ",
+		"old":    "0 unresponsive: no renewal since its ping",
+		"gone":   "0 expired",
+	}
+	for name, w := range want {
+		if !strings.HasPrefix(got[name], w) {
+			t.Errorf("%s: %q, want %q...", name, got[name], w)
+		}
+	}
+	if s.State != StateOptimal || s.Candidates() != 3 {
+		t.Errorf("state %s with %d candidates, want optimal with 3 (why: %s)", s.State, s.Candidates(), s.Why)
 	}
 }

@@ -125,8 +125,8 @@ type CandidateStatus struct {
 	Ping string `json:"ping,omitempty"`
 	// Roles: holder, preferred, best.
 	Roles []string `json:"roles,omitempty"`
-	// Excluded says why the candidate takes no part: expired, or invalid
-	// with the reason.
+	// Excluded says why the candidate takes no part: expired,
+	// unresponsive (a ping unanswered), or invalid with the reason.
 	Excluded string `json:"excluded,omitempty"`
 }
 
@@ -229,6 +229,9 @@ func Describe(s *Summary, mode access.Mode, events []corev1.Event) *LeaseDescrip
 	}
 	for _, inv := range s.Invalid {
 		add(0, inv.Candidate, "invalid: "+inv.Reason.Error())
+	}
+	for _, lc := range s.Unresponsive {
+		add(0, lc, "unresponsive: no renewal since its ping")
 	}
 	for _, lc := range s.Expired {
 		add(0, lc, "expired")

@@ -42,6 +42,7 @@ type Options struct {
 	NoHeaders         bool
 	APIMode           string
 	CandidateTTL      time.Duration
+	PingTimeout       time.Duration
 	LeaseDuration     time.Duration
 	// Clock stamps watch lines and measures ages and expiry.
 	Clock clock.WithDelayedExecution
@@ -59,6 +60,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		ConfigFlags:   genericclioptions.NewConfigFlags(true),
 		APIMode:       access.ModeAuto,
 		CandidateTTL:  controller.DefaultCandidateTTL,
+		PingTimeout:   controller.DefaultPingTimeout,
 		LeaseDuration: controller.DefaultLeaseDuration,
 		Clock:         clock.RealClock{},
 		streams:       streams,
@@ -96,7 +98,8 @@ const statesHelp = `STATE is where the election of a Lease stands; the first tha
 BEST is who the controller elects or keeps: the holder when no candidate outranks it on merit,
 else the first candidate in the strategy's order (cle's pkg/strategy, as the controller ranks).
 TERM is leaseTransitions, the fencing token. Candidates not renewed within --candidate-ttl are
-expired and left out, as the controller does.`
+expired and left out, and those that have not renewed since a ping older than --ping-timeout are
+passed over until they do, as the controller does.`
 
 // NewCommand returns the kubectl-cle command.
 func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
@@ -124,8 +127,9 @@ only read.
 	fs := root.PersistentFlags()
 	o.ConfigFlags.AddFlags(fs)
 	addKlogFlags(fs)
-	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (as cle-controller: native when the server serves coordination.k8s.io LeaseCandidates and keeps Lease spec.strategy on a dry-run create in kube-system, else portable; when that dry run is forbidden, from discovery and the election controllers' lock Leases), native or portable.")
+	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (the mode elections run in: native when the server serves coordination.k8s.io LeaseCandidates and keeps Lease spec.strategy on a dry-run create in kube-system, else portable; when the server could run both, or that dry run is forbidden, from the election controllers' lock Leases and the candidates that exist), native or portable.")
 	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "Candidates not renewed for this long are expired and left out, as with cle-controller's --candidate-ttl.")
+	fs.DurationVar(&o.PingTimeout, "ping-timeout", o.PingTimeout, "Candidates pinged this long ago that have not renewed since are passed over, as with cle-controller's --ping-timeout.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "Lease duration of Leases without leaseDurationSeconds, as with cle-controller's --lease-duration.")
 
 	root.AddCommand(o.statusCommand(), o.describeCommand(), o.watchCommand(), o.versionCommand())
@@ -326,7 +330,7 @@ func (o *Options) setup(ctx context.Context) (kubectlcle.Source, kubectlcle.Judg
 	if !o.IncludeNodeLeases {
 		src.ExcludeNamespaces = []string{corev1.NamespaceNodeLease}
 	}
-	judge := kubectlcle.Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: o.CandidateTTL, DefaultLeaseDuration: o.LeaseDuration}
+	judge := kubectlcle.Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: o.CandidateTTL, PingTimeout: o.PingTimeout, DefaultLeaseDuration: o.LeaseDuration}
 	return src, judge, namespace, nil
 }
 
