@@ -280,8 +280,12 @@ func TestStaticPodNative(t *testing.T) {
 	}
 	next := n.waitLease(t, metav1.NamespaceSystem, "kube-scheduler", func(holder string) bool { return byVersion("1.36")[holder] })
 	// kube-scheduler leaves its LeaseCandidate behind: the controller pings
-	// it, and elects another once the ping times out.
+	// it, and elects another once the ping times out; kubectl cle passes it
+	// over too.
 	t.Logf("%s stopped: %s (1.36) elected after %s", leaderProc, next, time.Since(begin).Round(100*time.Millisecond))
+	if out := n.kubectl(t, "", "cle", "status", "-n", metav1.NamespaceSystem, "kube-scheduler", "-o", "jsonpath={.items[0].holder} {.items[0].best} {.items[0].state}"); out != next+" "+next+" optimal" {
+		t.Errorf("kubectl cle status says %q, want %s holding and best, optimal", out, next)
+	}
 	t.Logf("kubectl cle status -n kube-system kube-scheduler -o wide:\n%s", n.kubectl(t, "", "cle", "status", "-n", metav1.NamespaceSystem, "kube-scheduler", "-o", "wide"))
 }
 
