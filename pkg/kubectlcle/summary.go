@@ -243,6 +243,9 @@ func (j Judge) Summarize(in Input, now time.Time) Summary {
 	default:
 		s.State = StateOptimal
 		s.Why = j.whyOptimal(&s, holder, best)
+		if len(s.Unresponsive) > 0 {
+			s.Why += " Passed over until they renew, for not answering the controller's ping: " + joinNames(s.Unresponsive) + "."
+		}
 	}
 	return s
 }

@@ -145,7 +145,7 @@ func TestSummarizeState(t *testing.T) {
 		{name: "better candidate pinged, the ping not timed out yet", lease: lease(leaseSpec{holder: "newer"}), cands: []candSpec{newer, pinged},
 			state: StatePreempting, best: "old", candCount: 2, why: "is better than holder newer"},
 		{name: "better candidate that did not answer its ping is passed over", lease: lease(leaseSpec{holder: "newer"}), cands: []candSpec{newer, unanswered},
-			state: StateOptimal, best: "newer", candCount: 2, why: "newer (emulation 1.36.0, binary 1.36.0) holds the Lease"},
+			state: StateOptimal, best: "newer", candCount: 2, why: "is the only valid candidate. Passed over until they renew, for not answering the controller's ping: old."},
 		{name: "a ping answered counts for nothing", lease: lease(leaseSpec{holder: "newer"}),
 			cands: []candSpec{newer, {name: "old", binary: "1.36.0", emulation: "1.35.0", renewedAgo: 5 * time.Second, pingedAgo: 6 * time.Second}},
 			state: StatePreempting, best: "old", candCount: 2},
