@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/strategy"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
@@ -651,7 +652,11 @@ func (r *recorder) check(t *testing.T) error {
 		}
 		hv := r.version(holder)
 		for pod, v := range live {
-			if compareVersions(hv, v) > 0 {
+			newer, err := strategy.CompareVersions(hv, v)
+			if err != nil {
+				return fmt.Errorf("at resourceVersion %d, leader %s and replica %s: %w", c.rv, holder, pod, err)
+			}
+			if newer > 0 {
 				violations++
 				t.Errorf("at resourceVersion %d the leader %s runs %s while replica %s runs %s", c.rv, holder, hv, pod, v)
 			}
@@ -662,25 +667,4 @@ func (r *recorder) check(t *testing.T) error {
 		return fmt.Errorf("the leader was newer than a live replica %d times", violations)
 	}
 	return nil
-}
-
-// compareVersions compares dotted numeric versions.
-func compareVersions(a, b string) int {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) || i < len(bs); i++ {
-		var x, y int
-		if i < len(as) {
-			x, _ = strconv.Atoi(as[i])
-		}
-		if i < len(bs) {
-			y, _ = strconv.Atoi(bs[i])
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
 }
