@@ -90,7 +90,11 @@ func startIdler(ctx context.Context, cfg *rest.Config, logf func(string, ...any)
 }
 
 // take makes the Lease name the idler, creating it if needed.
-func (i *idler) take(ctx context.Context) error {
+func (i *idler) take(ctx context.Context) error { return i.write(ctx, IdlerIdentity) }
+
+// write makes the Lease name holder as freshly renewed, marked as cle's
+// holder, creating it if needed.
+func (i *idler) write(ctx context.Context, holder string) error {
 	leases := i.client.CoordinationV1().Leases(BuiltinControllerLeaseNamespace)
 	now := metav1.NewMicroTime(time.Now())
 	lease, err := leases.Get(ctx, BuiltinControllerLeaseName, metav1.GetOptions{})
@@ -102,8 +106,8 @@ func (i *idler) take(ctx context.Context) error {
 		return err
 	}
 	lease = lease.DeepCopy()
-	if ptr.Deref(lease.Spec.HolderIdentity, "") != IdlerIdentity {
-		lease.Spec.HolderIdentity = ptr.To(IdlerIdentity)
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != holder {
+		lease.Spec.HolderIdentity = ptr.To(holder)
 		lease.Spec.AcquireTime = &now
 		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 	}
@@ -112,7 +116,7 @@ func (i *idler) take(ctx context.Context) error {
 	// The idler holds the lock for cle-controller, which then elects
 	// without contending for it: marked as cle's holder, so that kubectl cle
 	// and cle_election_controller_acting say that cle acts, as it does.
-	metav1.SetMetaDataLabel(&lease.ObjectMeta, access.ControllerHolderLabel, access.ControllerHolderHash(IdlerIdentity))
+	metav1.SetMetaDataLabel(&lease.ObjectMeta, access.ControllerHolderLabel, access.ControllerHolderHash(holder))
 	if lease.ResourceVersion == "" {
 		lease, err = leases.Create(ctx, lease, metav1.CreateOptions{})
 	} else {
@@ -205,17 +209,10 @@ func (s *Server) HandBuiltinControllerLease(ctx context.Context, identity string
 	i := s.idler
 	s.idler = nil
 	i.stop()
-	lease := i.lease.DeepCopy()
-	now := metav1.NewMicroTime(time.Now())
-	lease.Spec.HolderIdentity = ptr.To(identity)
-	lease.Spec.AcquireTime = &now
-	lease.Spec.RenewTime = &now
-	lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
-	metav1.SetMetaDataLabel(&lease.ObjectMeta, access.ControllerHolderLabel, access.ControllerHolderHash(identity))
-	handed, err := i.client.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
-	if err != nil {
+	if err := i.write(ctx, identity); err != nil {
 		return fmt.Errorf("hand the built-in election controller's Lease to %s: %w", identity, err)
 	}
+	handed := i.lease
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := i.client.CoordinationV1().Leases(BuiltinControllerLeaseNamespace).Get(ctx, BuiltinControllerLeaseName, metav1.GetOptions{})
 		if err != nil {

@@ -251,7 +251,7 @@ func (s *Server) writeAPIServerFiles() error {
 		return fmt.Errorf("generate service account key: %w", err)
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	if err := os.WriteFile(filepath.Join(s.dir, "sa.key"), keyPEM, 0o600); err != nil {
+	if err := os.WriteFile(s.ServiceAccountKeyFile(), keyPEM, 0o600); err != nil {
 		return fmt.Errorf("write service account key: %w", err)
 	}
 	var lines []string
@@ -281,16 +281,15 @@ func (s *Server) startAPIServer(ctx context.Context, bin string) error {
 			return err
 		}
 		certDir := filepath.Join(s.dir, "certs")
-		address := "127.0.0.1"
-		args := []string{"--etcd-servers=" + s.etcdURL}
-		if s.opts.AdvertiseAddress != "" {
-			address = s.opts.AdvertiseAddress
-			args = append(args, "--bind-address="+address, "--advertise-address="+address)
-		} else {
-			args = append(args, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-				// No endpoints for the kubernetes Service: nothing here needs
-				// them, and from 1.37 the reconciler refuses a loopback address.
-				"--endpoint-reconciler-type=none")
+		address := s.opts.AdvertiseAddress
+		if address == "" {
+			address = "127.0.0.1"
+		}
+		args := []string{"--etcd-servers=" + s.etcdURL, "--bind-address=" + address, "--advertise-address=" + address}
+		if s.opts.AdvertiseAddress == "" {
+			// No endpoints for the kubernetes Service: nothing here needs
+			// them, and from 1.37 the reconciler refuses a loopback address.
+			args = append(args, "--endpoint-reconciler-type=none")
 		}
 		if !s.opts.ServiceAccountAdmission {
 			args = append(args, "--disable-admission-plugins=ServiceAccount")
@@ -301,8 +300,8 @@ func (s *Server) startAPIServer(ctx context.Context, bin string) error {
 			"--token-auth-file="+filepath.Join(s.dir, "tokens.csv"),
 			"--authorization-mode=RBAC",
 			"--service-account-issuer=https://kubernetes.default.svc",
-			"--service-account-key-file="+filepath.Join(s.dir, "sa.key"),
-			"--service-account-signing-key-file="+filepath.Join(s.dir, "sa.key"),
+			"--service-account-key-file="+s.ServiceAccountKeyFile(),
+			"--service-account-signing-key-file="+s.ServiceAccountKeyFile(),
 			"--service-cluster-ip-range="+ServiceClusterIPRange,
 			"--profiling=false",
 			// On SIGTERM, end open watches within a second: otherwise the
