@@ -109,17 +109,21 @@ func Detect(ctx context.Context, clients Clients, mode string) (Interface, error
 
 // detectAuto chooses the mode for ModeAuto: native when the probe shows the
 // server can do it, portable when it cannot. A probe that fails otherwise
-// is returned rather than guessed around, except that a forbidden dry run
-// on a server serving LeaseCandidates goes to whenForbidden when it is set.
-func detectAuto(ctx context.Context, clients Clients, whenForbidden func(*native) (Interface, error)) (Interface, error) {
+// is returned rather than guessed around. When chooseNative is set, a
+// server serving LeaseCandidates goes to it instead of to native mode, with
+// probeDenied telling whether the dry run was forbidden.
+func detectAuto(ctx context.Context, clients Clients, chooseNative func(n *native, probeDenied bool) (Interface, error)) (Interface, error) {
 	logger := klog.FromContext(ctx)
 	n, nativeErr := probeNative(ctx, clients.Kube)
 	switch {
 	case nativeErr == nil:
 		logNative(logger, n)
+		if chooseNative != nil {
+			return chooseNative(n, false)
+		}
 		return n, nil
-	case whenForbidden != nil && n != nil && errors.Is(nativeErr, errStrategyProbeForbidden):
-		return whenForbidden(n)
+	case chooseNative != nil && n != nil && errors.Is(nativeErr, errStrategyProbeForbidden):
+		return chooseNative(n, true)
 	case !errors.Is(nativeErr, ErrNativeUnavailable):
 		return nil, nativeErr
 	}

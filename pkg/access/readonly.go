@@ -46,18 +46,9 @@ func DetectReadOnly(ctx context.Context, clients Clients, mode string, clk clock
 	if clients.Kube == nil {
 		return nil, errors.New("access: Clients.Kube is required")
 	}
-	chosen := false
-	acc, err := detectAuto(ctx, clients, func(n *native) (Interface, error) {
-		chosen = true
-		return chooseReadOnly(ctx, clients, n, clk.Now(), true)
+	return detectAuto(ctx, clients, func(n *native, probeDenied bool) (Interface, error) {
+		return chooseReadOnly(ctx, clients, n, clk.Now(), probeDenied)
 	})
-	if err != nil {
-		return nil, err
-	}
-	if n, ok := acc.(*native); ok && !chosen {
-		return chooseReadOnly(ctx, clients, n, clk.Now(), false)
-	}
-	return acc, nil
 }
 
 // chooseReadOnly chooses between the modes without writing, on a server that
