@@ -282,16 +282,34 @@ func (j Judge) whoNext(s *Summary, best *coordinationv1beta1.LeaseCandidate) str
 // splitUnresponsive moves the candidates that have not answered a ping
 // within the ping timeout to s.Unresponsive and returns the others.
 func (j Judge) splitUnresponsive(s *Summary, cands []*coordinationv1beta1.LeaseCandidate, now time.Time) []*coordinationv1beta1.LeaseCandidate {
-	var answering []*coordinationv1beta1.LeaseCandidate
+	return moveOut(cands, &s.Unresponsive, func(lc *coordinationv1beta1.LeaseCandidate) bool {
+		return j.PingTimeout > 0 && PingState(lc) == "pending" && !now.Before(lc.Spec.PingTime.Add(j.PingTimeout))
+	})
+}
+
+// splitExpired moves the candidates not renewed within the TTL to s.Expired
+// and returns the others.
+func (j Judge) splitExpired(s *Summary, cands []*coordinationv1beta1.LeaseCandidate, now time.Time) []*coordinationv1beta1.LeaseCandidate {
+	return moveOut(cands, &s.Expired, func(lc *coordinationv1beta1.LeaseCandidate) bool {
+		return j.CandidateTTL > 0 && !now.Before(LastRenewal(lc).Add(j.CandidateTTL))
+	})
+}
+
+// moveOut appends the candidates out selects to *to, sorted by name, and
+// returns the others; nil entries are dropped.
+func moveOut(cands []*coordinationv1beta1.LeaseCandidate, to *[]*coordinationv1beta1.LeaseCandidate, out func(*coordinationv1beta1.LeaseCandidate) bool) []*coordinationv1beta1.LeaseCandidate {
+	var kept []*coordinationv1beta1.LeaseCandidate
 	for _, lc := range cands {
-		if j.PingTimeout > 0 && PingState(lc) == "pending" && !now.Before(lc.Spec.PingTime.Add(j.PingTimeout)) {
-			s.Unresponsive = append(s.Unresponsive, lc)
-			continue
+		switch {
+		case lc == nil:
+		case out(lc):
+			*to = append(*to, lc)
+		default:
+			kept = append(kept, lc)
 		}
-		answering = append(answering, lc)
 	}
-	slices.SortFunc(s.Unresponsive, byName)
-	return answering
+	slices.SortFunc(*to, byName)
+	return kept
 }
 
 func joinNames(cands []*coordinationv1beta1.LeaseCandidate) string {
@@ -300,24 +318,6 @@ func joinNames(cands []*coordinationv1beta1.LeaseCandidate) string {
 		names = append(names, lc.Name)
 	}
 	return strings.Join(names, ", ")
-}
-
-// splitExpired moves the candidates not renewed within the TTL to s.Expired
-// and returns the others.
-func (j Judge) splitExpired(s *Summary, cands []*coordinationv1beta1.LeaseCandidate, now time.Time) []*coordinationv1beta1.LeaseCandidate {
-	var live []*coordinationv1beta1.LeaseCandidate
-	for _, lc := range cands {
-		if lc == nil {
-			continue
-		}
-		if j.CandidateTTL > 0 && !now.Before(LastRenewal(lc).Add(j.CandidateTTL)) {
-			s.Expired = append(s.Expired, lc)
-			continue
-		}
-		live = append(live, lc)
-	}
-	slices.SortFunc(s.Expired, byName)
-	return live
 }
 
 func (j Judge) leaseDuration(l *coordinationv1.Lease) time.Duration {
