@@ -238,10 +238,18 @@ func (c *TimingCheck) Check(leaseDurationSeconds int, deadline time.Time, hasDea
 }
 
 // Renewed records that a renewal returned, successfully or not, and reports
-// whether it is the first success.
-func (c *TimingCheck) Renewed(ok bool) (first bool) {
+// whether it is the first success. A failed renewal is abandoned when the
+// elector's context was cancelled while it was under way: the elector is
+// shutting down (client-go cancels the context it renews with only when its
+// Run's context is cancelled), and the call tells nothing of the term, so the
+// outcome of the renewal before it stands. A renewal whose deadline passed
+// did fail: that is how a renewal that hangs ends.
+func (c *TimingCheck) Renewed(ok, abandoned bool) (first bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !ok && abandoned {
+		return false
+	}
 	first = ok && !c.succeeded
 	c.succeeded = c.succeeded || ok
 	c.lastOK = ok

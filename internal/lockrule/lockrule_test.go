@@ -125,7 +125,7 @@ func TestTimingCheck(t *testing.T) {
 	if err, _ := c.Check(15, time.Time{}, false, t0); err != nil {
 		t.Fatalf("proved: %v", err)
 	}
-	c.Renewed(false) // the renewal failed after 9s
+	c.Renewed(false, false) // the renewal failed after 9s
 	c.minGap, c.maxGap = 0, 0
 	if err := check(c, 9*time.Second+2*time.Second); !errors.Is(err, ErrRetryPeriodUnconfirmed) {
 		t.Errorf("a gap spanning a renewal: %v, want it uncounted (unconfirmed)", err)
@@ -141,11 +141,17 @@ func TestTimingCheck(t *testing.T) {
 	}
 
 	c = newCheck()
-	if first := c.Renewed(true); !first || !c.LastRenewalSucceeded() {
+	if first := c.Renewed(true, false); !first || !c.LastRenewalSucceeded() {
 		t.Errorf("first success: first %v, last ok %v", first, c.LastRenewalSucceeded())
 	}
-	if first := c.Renewed(false); first || c.LastRenewalSucceeded() {
+	if first := c.Renewed(false, true); first || !c.LastRenewalSucceeded() {
+		t.Errorf("a renewal abandoned on shutdown: first %v, last ok %v; want the success before it to stand", first, c.LastRenewalSucceeded())
+	}
+	if first := c.Renewed(false, false); first || c.LastRenewalSucceeded() {
 		t.Errorf("a failure: first %v, last ok %v", first, c.LastRenewalSucceeded())
+	}
+	if first := c.Renewed(false, true); first || c.LastRenewalSucceeded() {
+		t.Errorf("a renewal abandoned after a failure: first %v, last ok %v; want the failure to stand", first, c.LastRenewalSucceeded())
 	}
 	if err := check(c, 0, 30*time.Second); err != nil {
 		t.Errorf("after the acquisition, gaps do not count: %v", err)

@@ -124,6 +124,9 @@ type simElector struct {
 	// on its own after a lost term).
 	onExit     func()
 	terminated bool
+	// renewedOK: the last renewal that returned before Run's context was
+	// cancelled succeeded (and counted).
+	renewedOK bool
 }
 
 func newSimElector(p *simProcess, kind simAdopter) *simElector {
@@ -537,7 +540,10 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 				e.tracef("renewal not counted: %v", err)
 			}
 		}
-		if first := e.timing.Renewed(err == nil); first {
+		if !e.ctxDone {
+			e.renewedOK = err == nil
+		}
+		if first := e.timing.Renewed(err == nil, e.ctxDone); first {
 			var token int32
 			if p.isLeader() {
 				token = p.token
@@ -558,7 +564,14 @@ func (e *simElector) release(then func()) {
 		return
 	}
 	e.released = true
-	switch r := lockrule.ReleaseFor(e.kind == simManager, sound, e.kind == simClientGo); r {
+	r := lockrule.ReleaseFor(e.kind == simManager, sound, e.kind == simClientGo)
+	if e.kind == simManager && e.terminated && e.renewedOK && p.isLeader() && r != lockrule.HandOverNow {
+		// A manager releases after its leader runnables have stopped: a
+		// graceful shutdown in a term it still holds hands over at once,
+		// whatever became of a renewal the shutdown cut short.
+		e.w().fail("%s/%d: a graceful shutdown of the leader in a sound term left the Lease to expire", p.c.name, p.id)
+	}
+	switch r {
 	case lockrule.HandOverNow:
 		e.count("release-now")
 		e.tracef("lock hands the Lease over now")

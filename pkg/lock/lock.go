@@ -259,7 +259,7 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 			err = l.c.Renew(ctx)
 		}
 		err = l.callError(err)
-		l.renewed(err == nil)
+		l.renewed(err == nil, errors.Is(ctx.Err(), context.Canceled))
 		return err
 	case "":
 		return l.release(ctx)

@@ -776,3 +776,50 @@ func TestReleaseWaitsForLeaderWork(t *testing.T) {
 		})
 	}
 }
+
+// A shutdown that cancels the elector's context while a renewal is under
+// way (client-go renews right after it acquires, and every RetryPeriod)
+// ends a sound term: with ReleaseAfterLeaderWork the Lease moves at once.
+// A renewal whose deadline passed did fail, and the Lease is left to expire.
+func TestReleaseAfterAnAbandonedRenewal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// renewCtx is the context of the renewal sent just before the
+		// shutdown.
+		renewCtx   func() context.Context
+		handedOver bool
+	}{
+		{"renewal cancelled by the shutdown", func() context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, true},
+		{"renewal past its deadline", func() context.Context {
+			ctx, cancel := context.WithDeadline(context.Background(), time.Now())
+			cancel()
+			return ctx
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inWorld(t, func(t *testing.T, w *world) {
+				le, lk, stop := w.runElector(elector{release: true, untracked: true, releaseAfterWork: true})
+				w.leadNow(le)
+				// client-go's tryAcquireOrRenew renews with that
+				// context; its request fails with the context's error.
+				ctx := tc.renewCtx()
+				w.faults(func(*coordinationv1.Lease) (time.Duration, error) {
+					return 0, fmt.Errorf("Put leases/%s: %w", leaseName, ctx.Err())
+				}, 0)
+				err := lk.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: me, LeaseDurationSeconds: int(leaseDuration / time.Second)})
+				if err == nil {
+					t.Fatal("a renewal whose request failed succeeded")
+				}
+				w.faults(nil, 0)
+				stop()
+				if got, want := w.holder(), map[bool]string{true: "", false: me}[tc.handedOver]; got != want {
+					t.Errorf("after the renewal (%v) and the elector's release the Lease names %q, want %q", err, got, want)
+				}
+			})
+		})
+	}
+}
