@@ -6,10 +6,12 @@ package integration
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
@@ -44,11 +46,18 @@ func TestMain(m *testing.M) {
 }
 
 // setup creates a namespace for one test and, with cle-controller, runs it
-// for that namespace until the test ends.
+// for that namespace until the test ends. Its gathering window is wider
+// than the default (1s, closing 200ms after the last join): a test starts
+// its managers one after another, and on a loaded machine their candidates
+// may join further apart than that.
 func (e *env) setup(t *testing.T) string {
 	ns := e.s.CreateNamespace(t)
 	if e.cleController {
-		e.s.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: e.apiMode})
+		e.s.StartController(t, framework.ControllerOptions{
+			Namespaces: []string{ns},
+			APIMode:    e.apiMode,
+			Controller: controller.Options{ElectionGather: 5 * time.Second},
+		})
 	}
 	return ns
 }
