@@ -13,17 +13,15 @@ set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
+source hack/lib/build-info.sh
 version=${VERSION:-$(cat VERSION)}
-revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-if [[ -n "$(git status --porcelain 2>/dev/null)" ]]; then
-	revision="${revision}-dirty"
-fi
+revision=$(cle::revision)
 arch=${GOARCH:-amd64}
 image=${IMAGE:-ghcr.io/cle-dev/cle:${version}}
 out=_output/image
 mkdir -p "${out}/bin"
 CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
-	-ldflags "-s -w -X github.com/cle-dev/cle/internal/version.version=${version} -X github.com/cle-dev/cle/internal/version.revision=${revision}" \
+	-ldflags "$(cle::ldflags "${version}" "${revision}")" \
 	-o "${out}/bin/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 # The commit time, not the build time: the same commit gives the same image.
 created=$(git log -1 --format=%cI 2>/dev/null || true)

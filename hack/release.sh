@@ -31,17 +31,23 @@ if [[ ! "${version}" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]]; then
 	exit 2
 fi
 repo=${IMAGE_REPO:-ghcr.io/cle-dev/cle}
-revision=$(git rev-parse HEAD)
-if [[ -n "$(git status --porcelain)" ]]; then
-	revision="${revision}-dirty"
+source hack/lib/build-info.sh
+revision=$(cle::revision)
+case "${revision}" in
+unknown)
+	echo "release: not a git checkout; a release records the commit it was built from" >&2
+	exit 2
+	;;
+*-dirty)
 	echo "release: the tree has uncommitted changes; the release records revision ${revision}" >&2
-fi
+	;;
+esac
 created=$(git log -1 --format=%cI)
 out=_output/release
 rm -rf "${out}"
 mkdir -p "${out}"
 build="${out}/.build"
-ldflags="-s -w -X github.com/cle-dev/cle/internal/version.version=${version} -X github.com/cle-dev/cle/internal/version.revision=${revision}"
+ldflags=$(cle::ldflags "${version}" "${revision}")
 
 # The image's binaries, one directory per platform.
 platforms=()
