@@ -145,7 +145,7 @@ func (p *proc) pause() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.paused = true
-	return p.child.Signal(syscall.SIGSTOP)
+	return p.child.Pause()
 }
 
 func (p *proc) resume() error {

@@ -49,6 +49,10 @@ func StartProcess(name, path, logPath string, args ...string) (*Child, error) {
 // Signal sends sig to the child.
 func (c *Child) Signal(sig syscall.Signal) error { return c.p.signal(sig) }
 
+// Pause stops the child with SIGSTOP and returns once every thread of it
+// has stopped (a SIGSTOP stops them one by one, as each is next scheduled).
+func (c *Child) Pause() error { return c.p.pause() }
+
 // Stop sends SIGTERM (after SIGCONT, in case it is stopped), waits up to
 // grace and then kills it. It returns once the child has exited.
 func (c *Child) Stop(grace time.Duration) error { return c.p.stop(grace) }

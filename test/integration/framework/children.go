@@ -33,11 +33,11 @@ func LiveChildren() ([]string, error) {
 	return children, nil
 }
 
-// WaitStopped waits, up to timeout, until every thread of process pid is
+// waitStopped waits, up to timeout, until every thread of process pid is
 // stopped (state T, or t under a tracer). A SIGSTOP stops the threads of a
 // process one by one, as each is next scheduled: until then the others still
 // run, and may answer a request sent after kill returned.
-func WaitStopped(ctx context.Context, pid int, timeout time.Duration) error {
+func waitStopped(ctx context.Context, pid int, timeout time.Duration) error {
 	tasks := fmt.Sprintf("/proc/%d/task/*/stat", pid)
 	var running []string
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Millisecond, timeout, true, func(context.Context) (bool, error) {

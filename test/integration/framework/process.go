@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -98,6 +99,18 @@ func (p *process) signal(sig syscall.Signal) error {
 	}
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		return fmt.Errorf("signal %s to %s: %w", sig, p.name, err)
+	}
+	return nil
+}
+
+// pause stops the process with SIGSTOP and returns once every thread of it
+// has stopped.
+func (p *process) pause() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	if err := waitStopped(context.Background(), p.pid(), 10*time.Second); err != nil {
+		return fmt.Errorf("pause %s: %w", p.name, err)
 	}
 	return nil
 }

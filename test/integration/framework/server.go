@@ -503,15 +503,7 @@ func (s *Server) RestartEtcd(ctx context.Context) error {
 // PauseAPIServer freezes kube-apiserver with SIGSTOP: connections stay open
 // but nothing is answered, as with a hung server. It returns once every
 // thread of kube-apiserver has stopped.
-func (s *Server) PauseAPIServer() error {
-	if err := s.apiserver.signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	if err := WaitStopped(context.Background(), s.apiserver.pid(), 10*time.Second); err != nil {
-		return fmt.Errorf("pause kube-apiserver: %w", err)
-	}
-	return nil
-}
+func (s *Server) PauseAPIServer() error { return s.apiserver.pause() }
 
 // ResumeAPIServer undoes PauseAPIServer with SIGCONT.
 func (s *Server) ResumeAPIServer() error { return s.apiserver.signal(syscall.SIGCONT) }
