@@ -21,5 +21,6 @@ LABEL org.opencontainers.image.title="cle" \
       org.opencontainers.image.source="https://github.com/cle-dev/cle" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/cle-controller /out/kubectl-cle /out/candidate /
+COPY LICENSE /LICENSE
 USER 65532:65532
 ENTRYPOINT ["/cle-controller"]

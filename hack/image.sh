@@ -26,5 +26,5 @@ CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
 # The commit time, not the build time: the same commit gives the same image.
 created=$(git log -1 --format=%cI 2>/dev/null || true)
 (cd hack/tools/image && go run . --bin-dir="${root}/${out}/bin" --tarball="${root}/${out}/cle.tar" \
-	--layout="${root}/${out}/oci" --tag="${image}" --version="${version}" --revision="${revision}" \
+	--layout="${root}/${out}/oci" --license="${root}/LICENSE" --tag="${image}" --version="${version}" --revision="${revision}" \
 	--arch="${arch}" ${created:+--created="${created}"})

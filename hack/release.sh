@@ -15,7 +15,8 @@
 #                                  the install bundles, one kubectl apply -f each,
 #                                  the image pinned by digest;
 #   kubectl-cle_<v>_<os>_<arch>.tar.gz and cle.krew.yaml: the plugin for linux,
-#                                  darwin and windows, and its krew manifest;
+#                                  darwin and windows (each archive with
+#                                  LICENSE), and its krew manifest;
 #   checksums.txt                  sha256 of every file above.
 #
 # IMAGE_REPO is the repository the bundles name (default ghcr.io/cle-dev/cle);
@@ -56,7 +57,7 @@ for arch in amd64 arm64; do
 		-o "${build}/linux-${arch}/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 	platforms+=(--platform="linux/${arch}=${root}/${build}/linux-${arch}")
 done
-line=$(cd hack/tools/image && go run . "${platforms[@]}" --tag="${repo}:${version}" \
+line=$(cd hack/tools/image && go run . "${platforms[@]}" --license="${root}/LICENSE" --tag="${repo}:${version}" \
 	--layout="${root}/${out}/image/oci" --oci-archive="${root}/${out}/cle-${version}-image.oci.tar" \
 	--tarball="${root}/${out}/cle-${version}-image-linux-{arch}.tar" --sbom="${root}/${out}/cle-${version}.spdx.json" \
 	--version="${version}" --revision="${revision}" --created="${created}")
@@ -124,9 +125,10 @@ for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64; d
 	dir="${build}/kubectl-cle_${os}_${arch}"
 	mkdir -p "${dir}"
 	CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch}" go build -trimpath -ldflags "${ldflags}" -o "${dir}/${exe}" ./cmd/kubectl-cle
+	cp LICENSE "${dir}/LICENSE"
 	archive="kubectl-cle_${version}_${os}_${arch}.tar.gz"
 	# The same files give the same archive: names sorted, times and owners fixed.
-	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "${dir}" -cf - "${exe}" | gzip -n >"${out}/${archive}"
+	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "${dir}" -cf - "${exe}" LICENSE | gzip -n >"${out}/${archive}"
 	sha=$(sha256sum "${out}/${archive}" | cut -d' ' -f1)
 	cat >>"${krew}" <<YAML
     - selector:

@@ -32,6 +32,14 @@ if git grep -nE '(cle-dev/cle:|newTag: )latest\b' -- manifests docs README.md ha
   failed=1
 fi
 
+# Every module a user can fetch carries the license at its root, the same text.
+for mod in . contrib/controller-runtime; do
+  if ! cmp -s LICENSE "${mod}/LICENSE"; then
+    echo "verify: ${mod}/LICENSE is missing or differs from LICENSE (Apache-2.0)" >&2
+    failed=1
+  fi
+done
+
 # Each knockout (hack/sim-knockouts.sh) must still take its fix out of the
 # code as it is now.
 for patch in hack/knockouts/*.patch; do

@@ -106,7 +106,8 @@ func (r *release) verifyChecksums() error {
 	return sc.Err()
 }
 
-// extractPlugin unpacks kubectl-cle from its release archive into dir.
+// extractPlugin unpacks kubectl-cle from its release archive into dir,
+// and checks that the archive carries cle's license beside it.
 func (r *release) extractPlugin(dir string) error {
 	f, err := os.Open(r.plugin)
 	if err != nil {
@@ -118,28 +119,48 @@ func (r *release) extractPlugin(dir string) error {
 		return fmt.Errorf("%s: %w", r.plugin, err)
 	}
 	tr := tar.NewReader(gz)
+	var plugin, license bool
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return fmt.Errorf("%s holds no kubectl-cle", r.plugin)
+			break
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", r.plugin, err)
 		}
-		if filepath.Base(h.Name) != "kubectl-cle" || h.Typeflag != tar.TypeReg {
+		if h.Typeflag != tar.TypeReg {
 			continue
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
+		switch h.Name {
+		case "LICENSE":
+			text, err := io.ReadAll(tr)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.plugin, err)
+			}
+			license = strings.Contains(string(text), "Apache License")
+		case "kubectl-cle":
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			out, err := os.OpenFile(filepath.Join(dir, "kubectl-cle"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(out, tr); err != nil {
+				out.Close()
+				return err
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+			plugin = true
 		}
-		out, err := os.OpenFile(filepath.Join(dir, "kubectl-cle"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, tr); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
 	}
+	switch {
+	case !plugin:
+		return fmt.Errorf("%s holds no kubectl-cle", r.plugin)
+	case !license:
+		return fmt.Errorf("%s holds no LICENSE with cle's license", r.plugin)
+	}
+	return nil
 }

@@ -39,7 +39,7 @@ func TestImage(t *testing.T) {
 	o := options{
 		binDir: bin, tarPath: filepath.Join(dir, "cle.tar"), layoutDir: filepath.Join(dir, "oci"),
 		ref: "example.com/cle:" + version, version: version, revision: "abc123", source: "https://example.com/cle",
-		arch: runtime.GOARCH,
+		arch: runtime.GOARCH, licensePath: filepath.Join("..", "..", "..", "LICENSE"),
 	}
 	o.platforms = []platform{{arch: o.arch, binDir: o.binDir}}
 	want, err := run(o)
@@ -185,6 +185,7 @@ func TestMultiPlatform(t *testing.T) {
 		tarPath:   filepath.Join(dir, "cle-linux-{arch}.tar"), layoutDir: filepath.Join(dir, "oci"),
 		archivePath: filepath.Join(dir, "cle.oci.tar"), sbomPath: filepath.Join(dir, "sbom.spdx.json"),
 		ref: "example.com/cle:v1.2.3", version: "v1.2.3", revision: "abc123", source: "https://example.com/cle",
+		licensePath: filepath.Join("..", "..", "..", "LICENSE"),
 	}
 	pinned, err := run(o)
 	if err != nil {
@@ -227,6 +228,9 @@ func TestMultiPlatform(t *testing.T) {
 		if files["sbom.spdx.json"].path == "" {
 			t.Errorf("linux/%s: no /sbom.spdx.json", m.Platform.Architecture)
 		}
+		if got, err := os.ReadFile(files["LICENSE"].path); err != nil || !strings.Contains(string(got), "Apache License") {
+			t.Errorf("linux/%s: /LICENSE is not cle's license (%v)", m.Platform.Architecture, err)
+		}
 		tarImg, err := tarball.ImageFromPath(strings.ReplaceAll(o.tarPath, "{arch}", m.Platform.Architecture), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -255,9 +259,25 @@ func TestMultiPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	purls := map[string]bool{}
+	licenses := map[string]string{} // purl -> licenseDeclared
 	for _, p := range doc.Packages {
 		for _, r := range p.ExternalRefs {
 			purls[r.ReferenceLocator] = true
+			licenses[r.ReferenceLocator] = p.LicenseDeclared
+		}
+		if p.LicenseDeclared == "" {
+			t.Errorf("SBOM package %s has no licenseDeclared", p.Name)
+		}
+	}
+	for prefix, want := range map[string]string{
+		"pkg:golang/github.com/cle-dev/cle/cmd/cle-controller@": "Apache-2.0",
+		"pkg:golang/k8s.io/client-go@":                          "Apache-2.0",
+		"pkg:golang/stdlib@":                                    "BSD-3-Clause",
+	} {
+		for p, got := range licenses {
+			if strings.HasPrefix(p, prefix) && got != want {
+				t.Errorf("SBOM: %s licenseDeclared %q, want %q", p, got, want)
+			}
 		}
 	}
 	for _, want := range []string{"pkg:golang/github.com/cle-dev/cle/cmd/cle-controller@v1.2.3", "pkg:golang/k8s.io/client-go@"} {
@@ -268,5 +288,31 @@ func TestMultiPlatform(t *testing.T) {
 		if !found {
 			t.Errorf("SBOM has no package %s…", want)
 		}
+	}
+}
+
+func TestClassifyLicense(t *testing.T) {
+	apache := "Apache License Version 2.0, January 2004"
+	mit := "Permission is hereby granted, free of charge, to any person obtaining a copy"
+	bsd2 := "Redistribution and use in source and binary forms, with or without modification, are permitted"
+	bsd3 := bsd2 + " ... Neither the name of Google Inc. nor the names of its contributors may be used"
+	for _, tc := range []struct{ text, want string }{
+		{apache, "Apache-2.0"},
+		{mit, "MIT"},
+		{bsd2, "BSD-2-Clause"},
+		{bsd3, "BSD-3-Clause"},
+		{"Permission to use, copy, modify, and/or distribute this software for any purpose", "ISC"},
+		{"Mozilla Public License Version 2.0", "MPL-2.0"},
+		{mit + "\n" + apache, "Apache-2.0 AND MIT"},
+		{"All rights reserved.", "NOASSERTION"},
+		{"", "NOASSERTION"},
+	} {
+		text := strings.ToLower(strings.Join(strings.Fields(tc.text), " "))
+		if got := classifyLicense(text); got != tc.want {
+			t.Errorf("classifyLicense(%.40q…) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+	if got := escapeModulePath("github.com/BurntSushi/toml"); got != "github.com/!burnt!sushi/toml" {
+		t.Errorf("escapeModulePath = %q", got)
 	}
 }

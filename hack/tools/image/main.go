@@ -54,6 +54,8 @@ type options struct {
 	// sbomPath receives the image's SBOM, which is also written into the
 	// image as /sbom.spdx.json.
 	sbomPath string
+	// licensePath is cle's license, put in the image as /LICENSE.
+	licensePath string
 }
 
 type platform struct{ arch, binDir string }
@@ -81,6 +83,7 @@ func main() {
 	flag.StringVar(&o.layoutDir, "layout", "", "Write an OCI image layout here (empty: none).")
 	flag.StringVar(&o.archivePath, "oci-archive", "", "Write the OCI layout as one tar file here too (needs --layout).")
 	flag.StringVar(&o.sbomPath, "sbom", "", "Write an SPDX SBOM of the binaries and their Go modules here, and put it in the image as /sbom.spdx.json.")
+	flag.StringVar(&o.licensePath, "license", "", "cle's license file, put in the image as /LICENSE (required).")
 	flag.StringVar(&o.ref, "tag", "ghcr.io/cle-dev/cle:dev", "Image reference recorded in the tarball.")
 	flag.StringVar(&o.version, "version", "dev", "Version recorded in the image's labels (the binaries carry their own).")
 	flag.StringVar(&o.revision, "revision", "", "Source revision recorded in the image's labels.")
@@ -100,6 +103,9 @@ func main() {
 			fail(errors.New("--bin-dir or --platform is required"))
 		}
 		o.platforms = []platform{{arch: o.arch, binDir: o.binDir}}
+	}
+	if o.licensePath == "" {
+		fail(errors.New("--license is required: an image ships its license"))
 	}
 	if o.tarPath == "" && o.layoutDir == "" {
 		fail(errors.New("one of --tarball or --layout is required"))
@@ -121,9 +127,12 @@ func main() {
 // several) and writes every output asked for; it returns the digest a
 // manifest pins: the index's or the single image's.
 func run(o options) (v1.Hash, error) {
+	license, err := os.ReadFile(o.licensePath)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("read the license: %w", err)
+	}
 	var sbomData []byte
 	if o.sbomPath != "" {
-		var err error
 		if sbomData, err = sbom(o.platforms[0].binDir, o.version, o.revision, o.source, o.created); err != nil {
 			return v1.Hash{}, err
 		}
@@ -135,7 +144,7 @@ func run(o options) (v1.Hash, error) {
 	for _, p := range o.platforms {
 		po := o
 		po.binDir, po.arch = p.binDir, p.arch
-		img, err := build(po, sbomData)
+		img, err := build(po, license, sbomData)
 		if err != nil {
 			return v1.Hash{}, fmt.Errorf("linux/%s: %w", p.arch, err)
 		}
@@ -202,8 +211,8 @@ func fail(err error) {
 }
 
 // build assembles the image.
-func build(o options, sbomData []byte) (v1.Image, error) {
-	layer, err := filesLayer(o.binDir, sbomData)
+func build(o options, license, sbomData []byte) (v1.Image, error) {
+	layer, err := filesLayer(o.binDir, license, sbomData)
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +248,9 @@ func build(o options, sbomData []byte) (v1.Image, error) {
 }
 
 // filesLayer is the image's only layer: /etc/passwd and /etc/group naming the
-// non-root user, /tmp, and the binaries, owned by root and executable by all.
-func filesLayer(binDir string, sbomData []byte) (v1.Layer, error) {
+// non-root user, /tmp, the binaries, owned by root and executable by all,
+// /LICENSE and, when given, /sbom.spdx.json.
+func filesLayer(binDir string, license, sbomData []byte) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	epoch := time.Unix(0, 0)
@@ -280,6 +290,9 @@ func filesLayer(binDir string, sbomData []byte) (v1.Layer, error) {
 		if err := add(&tar.Header{Name: b, Typeflag: tar.TypeReg, Mode: 0o755}, content); err != nil {
 			return nil, fmt.Errorf("add %s: %w", b, err)
 		}
+	}
+	if err := add(&tar.Header{Name: "LICENSE", Typeflag: tar.TypeReg, Mode: 0o644}, license); err != nil {
+		return nil, err
 	}
 	if sbomData != nil {
 		if err := add(&tar.Header{Name: "sbom.spdx.json", Typeflag: tar.TypeReg, Mode: 0o644}, sbomData); err != nil {

@@ -38,6 +38,8 @@ type spdxPackage struct {
 	FilesAnalyzed    bool          `json:"filesAnalyzed"`
 	ExternalRefs     []spdxExtRef  `json:"externalRefs,omitempty"`
 	Checksums        []spdxSummary `json:"checksums,omitempty"`
+	LicenseConcluded string        `json:"licenseConcluded,omitempty"`
+	LicenseDeclared  string        `json:"licenseDeclared,omitempty"`
 	Comment          string        `json:"comment,omitempty"`
 }
 
@@ -58,8 +60,12 @@ type spdxRelationship struct {
 	Related string `json:"relatedSpdxElement"`
 }
 
+// ownLicense is the SPDX identifier of cle's own license (LICENSE).
+const ownLicense = "Apache-2.0"
+
 // sbom describes the image's binaries (read from their Go build
-// information) and the modules linked into them.
+// information) and the modules linked into them, each with the license its
+// source declares (see declaredLicense).
 func sbom(binDir, version, revision, source string, created time.Time) ([]byte, error) {
 	doc := spdxDocument{
 		SPDXVersion: "SPDX-2.3", DataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
@@ -81,6 +87,7 @@ func sbom(binDir, version, revision, source string, created time.Time) ([]byte, 
 		binID := id("Binary", b)
 		doc.Packages = append(doc.Packages, spdxPackage{
 			SPDXID: binID, Name: b, VersionInfo: version, DownloadLocation: source, FilesAnalyzed: false,
+			LicenseConcluded: ownLicense, LicenseDeclared: ownLicense,
 			ExternalRefs: []spdxExtRef{purl(bi.Path, version)},
 			Comment:      "/" + b + " in the image, built from " + bi.Path + " with " + bi.GoVersion,
 		})
@@ -99,7 +106,8 @@ func sbom(binDir, version, revision, source string, created time.Time) ([]byte, 
 				pkgID = id("Module", key)
 				ids[key] = pkgID
 				p := spdxPackage{SPDXID: pkgID, Name: m.path, VersionInfo: m.version, DownloadLocation: "NOASSERTION",
-					ExternalRefs: []spdxExtRef{purl(m.path, m.version)}}
+					ExternalRefs: []spdxExtRef{purl(m.path, m.version)}, LicenseConcluded: "NOASSERTION",
+					LicenseDeclared: declaredLicense(m.path, m.version)}
 				if m.sum != "" {
 					p.Comment = "go.sum " + m.sum
 				}
