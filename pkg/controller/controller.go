@@ -298,7 +298,8 @@ func (c *Controller) onLease(obj any) {
 }
 
 func (c *Controller) onLeaseDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+	tomb, relisted := obj.(cache.DeletedFinalStateUnknown)
+	if relisted {
 		obj = tomb.Obj
 	}
 	lease, ok := obj.(*coordinationv1.Lease)
@@ -308,7 +309,7 @@ func (c *Controller) onLeaseDelete(obj any) {
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	c.opts.WatchLag.forget(key)
 	referenced := c.hasCandidates(key)
-	c.obs.leaseDeleted(key, referenced, c.opts.Clock.Now())
+	c.obs.leaseDeleted(key, referenced, relisted, c.opts.Clock.Now(), c.opts.LeaseDuration)
 	if referenced {
 		c.enqueue(key, c.opts.Clock.Now())
 	}

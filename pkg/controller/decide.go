@@ -597,6 +597,20 @@ func (e *election) decideWrite() {
 	if e.best != nil {
 		d.resolve(ReasonNoEligible)
 	}
+	if until := e.departedUntil(); !until.IsZero() {
+		// Whoever created the Lease again (or nobody), the deleted Lease's
+		// holder may still lead: naming or preferring anybody else now
+		// could make two leaders.
+		if e.leaseLive {
+			d.clearNeeded = true
+		} else {
+			d.markNeeded, d.neededSince = true, e.neededAt()
+		}
+		d.wakeAt(until)
+		d.log(2, "The Lease was deleted while held; electing once its holder's term has run out on this controller's clock",
+			"departedHolder", e.v.record.departed.holder, "until", until, "holder", e.holder, "best", e.bestName())
+		return
+	}
 	if e.leaseLive {
 		d.clearNeeded = true
 		e.steer()
@@ -617,12 +631,6 @@ func (e *election) decideWrite() {
 		})
 		return
 	}
-	if until := e.departedUntil(); !until.IsZero() {
-		d.wakeAt(until)
-		d.log(2, "The Lease was deleted while held; electing once its holder's term has run out on this controller's clock",
-			"departedHolder", e.v.record.departed.holder, "until", until, "best", e.best.Name)
-		return
-	}
 	if until := e.unseenHolderUntil(); !until.IsZero() {
 		d.wakeAt(until)
 		d.log(2, "The Lease does not exist, but its candidates were there before this controller started: a holder of a Lease deleted before then may still act; electing once a lease duration has passed",
@@ -635,6 +643,14 @@ func (e *election) decideWrite() {
 		return
 	}
 	e.elect()
+}
+
+// bestName is the best candidate's name, or "" while there is none.
+func (e *election) bestName() string {
+	if e.best == nil {
+		return ""
+	}
+	return e.best.Name
 }
 
 // gatheringUntil returns when the gathering window before the first election
@@ -665,37 +681,34 @@ func (e *election) gatheringUntil() time.Time {
 // it could not see has surely stopped acting: the Lease may have been
 // deleted while held just before this controller started (during a
 // failover, say), and its holder acts on until its renewals fail. That is
-// Options.UnseenHolderWait (a lease duration) after the controller first
-// saw the candidates. A Lease this controller saw, or whose candidates all
-// came later, does not wait.
+// Options.UnseenHolderWait (by default a lease duration), or the longest
+// lease duration this Lease was seen with if that is longer, after the
+// controller first saw the candidates. A Lease this controller saw, or
+// whose candidates all came later, does not wait.
 func (e *election) unseenHolderUntil() time.Time {
 	rec := &e.v.record
 	wait := e.o.UnseenHolderWait
 	if wait <= 0 || e.v.lease != nil || !rec.inherited || rec.held || rec.departed.holder != "" {
 		return time.Time{}
 	}
-	if until := rec.firstJoin.Add(wait); e.v.now.Before(until) {
+	if until := rec.firstJoin.Add(max(wait, rec.longestDuration)); e.v.now.Before(until) {
 		return until
 	}
 	return time.Time{}
 }
 
-// departedUntil returns, for a Lease that was deleted while held, when its
-// holder's term runs out by this controller's observation (its last seen
-// renewal plus its lease duration), or zero once it has. The holder may go
-// on acting until then: it learns of the deletion only at its next renewal,
-// and may not renew at all (paused, cut off).
+// departedUntil returns, while the term of the holder of a deleted Lease
+// has not run out by this controller's observation, when it does (see
+// leaseDeleted); zero once it has, or when the Lease names that holder
+// again. The holder may go on acting until then: it learns of the deletion
+// only at its next renewal, and may not renew at all (paused, cut off).
 func (e *election) departedUntil() time.Time {
 	dep := e.v.record.departed
-	if e.v.lease != nil || dep.holder == "" {
+	if dep.holder == "" || (e.v.lease != nil && e.holder == dep.holder) {
 		return time.Time{}
 	}
-	duration := e.o.LeaseDuration
-	if dep.durationSeconds > 0 {
-		duration = time.Duration(dep.durationSeconds) * time.Second
-	}
-	if until := dep.renewedAt.Add(duration); e.v.now.Before(until) {
-		return until
+	if e.v.now.Before(dep.until) {
+		return dep.until
 	}
 	return time.Time{}
 }

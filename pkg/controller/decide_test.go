@@ -235,12 +235,12 @@ func TestDecide(t *testing.T) {
 		want:   "outcome vacant; next 100ms",
 	}, {
 		name:   "deleted while held: not before the holder's term runs out",
-		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", renewedAt: now.Add(-5 * time.Second)}}},
+		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", until: now.Add(10 * time.Second)}}},
 		cands:  []obsCand{seen(old, now.Add(-time.Second)), seen(mid, now.Add(-time.Second))},
 		want:   "outcome vacant; next 10s",
 	}, {
 		name:   "deleted while held, the term over: created above the history",
-		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", renewedAt: now.Add(-15 * time.Second)}}},
+		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", until: now}}},
 		cands:  []obsCand{seen(old, now.Add(-time.Second))},
 		want:   "create old term 7 duration 15s (confirm); outcome optimal; next 14s",
 	}, {

@@ -164,18 +164,32 @@ type leaseHistory struct {
 	// history of holders): from then on an election is held at once, without
 	// a gathering window.
 	held bool
-	// departed is the holder of the Lease when it was deleted, while the
-	// Lease does not exist: it may act until its term runs out by this
-	// controller's observation, so no one else is named before then.
+	// departed is the holder of the Lease when it was deleted, and until
+	// when it may act by this controller's observation. It outlives a Lease
+	// created again by anybody (creates carry no precondition), and is
+	// replaced only by a later end or by a Lease naming that holder again:
+	// until it ends, nobody else is named or preferred.
 	departed departedHolder
+	// longestDuration is the longest leaseDurationSeconds this Lease has
+	// been seen with: a holder whose renewals this controller did not see
+	// (a Lease deleted or created behind the cache) is given at least that.
+	longestDuration time.Duration
 }
 
-// departedHolder is the holder of a deleted Lease and its last observed
-// renewal.
+// departedHolder is the holder of a deleted Lease (unknownHolder when the
+// deletion came with a copy too old to tell), and when its term ends on this
+// controller's clock.
 type departedHolder struct {
-	holder          string
-	renewedAt       time.Time
-	durationSeconds int32
+	holder string
+	until  time.Time
+}
+
+// depart records that holder may act until until, keeping whichever of it
+// and an earlier departed holder ends later.
+func (h *leaseHistory) depart(holder string, until time.Time) {
+	if h.departed.holder == "" || until.After(h.departed.until) {
+		h.departed = departedHolder{holder: holder, until: until}
+	}
 }
 
 // gathering is when the Lease's candidates joined it: reset when the last
@@ -337,7 +351,13 @@ func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
 		r.leaseObject = leaseObject{observed: true, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap}
 	}
 	r.terms = termsOf(lease)
-	r.departed = departedHolder{}
+	if holder != "" && holder == r.departed.holder {
+		// The departed holder is named again: its term is this Lease's.
+		r.departed = departedHolder{}
+	}
+	if d := time.Duration(r.terms.durationSeconds) * time.Second; d > r.longestDuration {
+		r.longestDuration = d
+	}
 	r.maxTransitions = max(r.maxTransitions, transitions)
 	if holder != "" || transitions > 0 || lease.Spec.AcquireTime != nil {
 		r.held = true
@@ -347,16 +367,38 @@ func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
 // leaseDeleted records that the Lease is gone at now. Its history is kept
 // in the record while candidates still reference it (keep); otherwise the
 // record goes, leaving a tombstone.
-func (o *observations) leaseDeleted(key types.NamespacedName, keep bool, now time.Time) {
+//
+// Its holder learns of the deletion only at its next renewal, and may not
+// renew at all (paused, cut off), so it may act for its own lease duration
+// (defaultDuration when the Lease carried none) past its last renewal. A
+// deletion delivered in order follows every renewal, so that is the last
+// renewal observed. One delivered by a relist (relisted: a
+// DeletedFinalStateUnknown after the watch expired) comes with the last
+// copy the cache had, which may be long out of date: the holder may have
+// renewed, or another been named, unseen, until just before now. Then the
+// term is counted from now, at the longest duration known, and a copy
+// without a holder stands for an unknown one.
+func (o *observations) leaseDeleted(key types.NamespacedName, keep, relisted bool, now time.Time, defaultDuration time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.leases[key]
 	if !ok {
 		return
 	}
-	r.departed = departedHolder{}
-	if r.observed && r.holder != "" {
-		r.departed = departedHolder{holder: r.holder, renewedAt: r.observedAt, durationSeconds: r.terms.durationSeconds}
+	if r.observed && (r.holder != "" || relisted) {
+		duration := defaultDuration
+		if s := r.terms.durationSeconds; s > 0 {
+			duration = time.Duration(s) * time.Second
+		}
+		holder, from := r.holder, r.observedAt
+		if relisted {
+			duration = max(duration, defaultDuration, r.longestDuration)
+			from = now
+			if holder == "" {
+				holder = unknownHolder
+			}
+		}
+		r.depart(holder, from.Add(duration))
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
 	if !keep {
@@ -554,16 +596,18 @@ func (o *observations) noteCreateLost(key types.NamespacedName, now time.Time) {
 // noteLeaseAbsent records that the API, read at now, has no Lease that the
 // cache never showed although a create of it succeeded (or lost to another):
 // it was deleted before the cache caught up. Its holder may have renewed it
-// until the deletion, which happened before now, so it is treated as a
-// holder that departed at now (see departedUntil).
-func (o *observations) noteLeaseAbsent(key types.NamespacedName, now time.Time) {
+// until the deletion, which happened before now, with a lease duration of
+// its own that the cache never showed, so it is treated as a holder that
+// departed at now with the longest of wait and the durations this Lease was
+// seen with (see departedUntil).
+func (o *observations) noteLeaseAbsent(key types.NamespacedName, now time.Time, wait time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.leases[key]
 	if !ok || !r.writing || r.replaced != "" || r.observed {
 		return
 	}
-	r.departed = departedHolder{holder: r.named, renewedAt: now}
+	r.depart(r.named, now.Add(max(wait, r.longestDuration)))
 	r.pendingWrite = pendingWrite{}
 }
 

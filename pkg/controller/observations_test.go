@@ -137,11 +137,11 @@ func TestObserveLease(t *testing.T) {
 	}
 
 	// A deleted Lease that candidates still reference keeps its history.
-	o.leaseDeleted(leaseKey, true, t0)
+	o.leaseDeleted(leaseKey, true, false, t0, 15*time.Second)
 	if r := record(); r.observed || !r.held || r.maxTransitions != 9 {
 		t.Errorf("after deletion: %+v, want not observed, held, max transitions 9", r)
 	}
-	o.leaseDeleted(leaseKey, false, t0)
+	o.leaseDeleted(leaseKey, false, false, t0, 15*time.Second)
 	if _, ok := o.leases[leaseKey]; ok {
 		t.Error("a Lease nobody references is kept after its deletion")
 	}

@@ -76,7 +76,7 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 			}
 			return untilDeadline(v.now, next), nil // it exists: the cache lags
 		}
-		c.obs.noteLeaseAbsent(v.key, v.now)
+		c.obs.noteLeaseAbsent(v.key, v.now, max(c.opts.LeaseDuration, c.opts.UnseenHolderWait))
 		logger.V(2).Info("The Lease was deleted before the cache showed it; treating its holder as departed now")
 		return time.Nanosecond, nil
 	}
