@@ -222,7 +222,15 @@ func decide(o *Options, v *view) decision {
 		return d
 	}
 
-	res := strategy.ResolveStrategy(cands)
+	e := election{o: o, v: v, d: &d, all: cands}
+	e.judgeLease()
+	res, waiting := e.resolveStrategy()
+	if waiting {
+		d.log(2, "Candidates not known to be alive would decide the strategy; pinged, not electing until they answer or time out",
+			"candidates", e.contenders)
+		d.outcome, d.unwritten = e.outcome(false), e.outcome(false)
+		return d
+	}
 	if res.Conflict {
 		d.event(eventIntent{
 			topic: ReasonStrategyConflict, eventType: corev1.EventTypeWarning, reason: ReasonStrategyConflict, action: "Elect",
@@ -262,8 +270,8 @@ func decide(o *Options, v *view) decision {
 		d.resolve("candidate/" + lc.Name) // valid (again)
 	}
 
-	e := election{o: o, v: v, d: &d, strat: strat, ranked: ranked, all: cands}
-	e.judgeLease()
+	e.strat, e.ranked = strat, ranked
+	e.wakeForLease()
 	if e.leaseLive && !e.holderIsCandidate() {
 		// A holder outside coordinated election cannot hand over: nothing to
 		// ping or steer until it releases the Lease or the Lease expires.
@@ -318,6 +326,8 @@ type election struct {
 
 	holder    string // current holder ("" if none)
 	leaseLive bool   // the Lease exists, names a holder and has not expired by local observation
+	// leaseExpiry is when a live Lease expires by local observation.
+	leaseExpiry time.Time
 	// leaseExpiredAt is when the holder's Lease expired by local observation
 	// (zero unless it has).
 	leaseExpiredAt time.Time
@@ -358,15 +368,90 @@ func (e *election) judgeLease() {
 		}
 	}
 	if e.v.now.Before(expiry) {
-		e.leaseLive = true
-		if e.v.now.Before(e.lateAt) && e.holderIsCandidate() {
-			e.d.wakeAt(e.lateAt) // to ping it if it is late
-		} else {
-			e.d.wakeAt(expiry)
-		}
+		e.leaseLive, e.leaseExpiry = true, expiry
 		return
 	}
 	e.leaseExpiredAt = expiry
+}
+
+// wakeForLease asks to look again when the live Lease's holder would be late
+// (to ping it), or when the Lease expires.
+func (e *election) wakeForLease() {
+	if !e.leaseLive {
+		return
+	}
+	if e.v.now.Before(e.lateAt) && e.holderIsCandidate() {
+		e.d.wakeAt(e.lateAt)
+	} else {
+		e.d.wakeAt(e.leaseExpiry)
+	}
+}
+
+// resolveStrategy decides the Lease's strategy. A candidate not known to be
+// alive decides nothing until it answers a ping: a dead candidate of a newer
+// binary asking for a strategy nobody handles here, or for another one than
+// the live candidates ask for, would otherwise keep the Lease leaderless (or
+// elect it by the wrong rule) until the candidate TTL has it collected.
+// Unresponsive candidates are left out. When the candidates known to be
+// alive would resolve otherwise than all of them, those not known to be
+// alive that would decide (a binary as new as the live ones' or newer) are
+// pinged, and nothing is decided (waiting) until each has answered (and
+// decides) or timed out (and is left out). When every candidate would decide
+// alike, nobody is pinged: steady state costs nothing. When none is known to
+// be alive there is nothing to compare with, and a Lease whose candidates
+// all ask for a strategy handled elsewhere is left alone; the candidates'
+// own renewals make them known to be alive for a while, every few minutes.
+func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
+	var live, stale []*coordinationv1beta1.LeaseCandidate
+	for _, lc := range e.all {
+		switch state, _, _ := e.peek(lc); state {
+		case alive:
+			live = append(live, lc)
+		case unknown, pinged:
+			stale = append(stale, lc)
+		}
+	}
+	all := strategy.ResolveStrategy(append(slices.Clone(live), stale...))
+	if all.BinaryVersion == "" {
+		// Nobody but unresponsive candidates can say: they decide, for the
+		// Events that say why nobody is elected.
+		all = strategy.ResolveStrategy(e.all)
+	}
+	known := strategy.ResolveStrategy(live)
+	if known.BinaryVersion == "" || (e.leaseLive && !e.holderIsCandidate()) ||
+		(known.Strategy == all.Strategy && known.Conflict == all.Conflict) {
+		return all, false
+	}
+	left := slices.Clone(live)
+	for _, lc := range slices.SortedFunc(slices.Values(stale), byName) {
+		if known.BinaryVersion != "" {
+			if order, err := strategy.CompareVersions(lc.Spec.BinaryVersion, known.BinaryVersion); err != nil || order < 0 {
+				left = append(left, lc) // an older (or unreadable) binary decides nothing while a newer one lives
+				continue
+			}
+		}
+		state, deadline, rec := e.liveness(lc)
+		switch state {
+		case unknown:
+			e.ping(lc)
+			e.d.wakeAt(e.v.now.Add(e.o.PingTimeout))
+		case pinged:
+			if !rec.pingSent {
+				e.ping(lc) // the last attempt failed
+			}
+			e.d.wakeAt(deadline)
+		default:
+			// Its ping has just timed out: it is left out from now on.
+			e.d.wakeAt(deadline)
+			continue
+		}
+		e.contenders = append(e.contenders, lc.Name)
+		waiting = true
+	}
+	if waiting {
+		return known, true
+	}
+	return strategy.ResolveStrategy(left), false
 }
 
 // pingLateHolder pings a live holder that is late: it has missed two
@@ -537,7 +622,9 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 	if state != pinged || e.v.now.Before(deadline) {
 		return state, deadline, rec
 	}
-	e.d.unanswered = append(e.d.unanswered, observedCandidate{lc: lc, rec: rec})
+	if !slices.ContainsFunc(e.d.unanswered, func(u observedCandidate) bool { return u.lc == lc }) {
+		e.d.unanswered = append(e.d.unanswered, observedCandidate{lc: lc, rec: rec})
+	}
 	if !rec.pingSent {
 		if until := rec.nextUnreachable(e.v.now, e.o.PingTimeout).until; e.v.now.Before(until) {
 			return unresponsive, until, rec

@@ -275,7 +275,8 @@ func TestRenewalsOfLeasesLeftAloneCostNoStep(t *testing.T) {
 			h.create(candidate("a", "1.30.0", "1.30.0"), lease(heldBy("outsider")))
 		},
 		"strategy conflict": func(h *harness) {
-			h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.30.0", "1.30.0", withStrategy("Other")), lease(heldBy("a")))
+			h.join(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.30.0", "1.30.0", withStrategy("Other")))
+			h.create(lease(heldBy("a")))
 		},
 		"unmanaged strategy": func(h *harness) {
 			h.create(candidate("a", "1.30.0", "1.30.0", withStrategy("Other")), lease(heldBy("a")))

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -492,10 +493,20 @@ func TestStrategyConflict(t *testing.T) {
 	h.takeEvents()
 	h.clearWrites()
 
-	// y disagrees again: the same conflict is news again.
+	// y disagrees again: the same conflict is news again. A candidate
+	// rewritten with another strategy renews too, as the library does.
 	lc = h.serverCandidate("y")
 	lc.Spec.Strategy = strategy.PriorityName
+	lc.Spec.RenewTime = ptr.To(metav1.NewMicroTime(h.clock.Now()))
 	h.serverUpdate(candidatesGVR, lc)
+	// x has not written since it registered: it is asked before its
+	// strategy counts, and answers.
+	h.reconcile()
+	if p := h.pings(); !slices.Equal(p, []string{"x"}) || len(h.leaseWrites()) != 0 {
+		t.Fatalf("writes = %v, want only a ping of x, which has not written since it registered", h.writes())
+	}
+	h.clearWrites()
+	h.renew("x", h.clock.Now())
 	h.reconcile()
 	h.expectNoWrites("conflict on a held Lease")
 	if evs := eventsWithReason(h.takeEvents(), ReasonStrategyConflict); len(evs) != 1 {
