@@ -3,10 +3,12 @@ package candidate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -305,10 +307,42 @@ func TestStopsAtRenewDeadlineAndRejoins(t *testing.T) {
 	})
 }
 
+// TestPauseLongerThanRenewDeadline: after a pause longer than the renew
+// deadline, the library is not leader at the first look, stops its leader
+// work before it does anything else, and what it leads next is a new term
+// with a new token, not the old one.
+//
+// The library's loop runs as soon as the clock steps, concurrently with the
+// test, and since the Lease still names this process it may lead again at
+// once, in a new term. So the checks of the old term are made while no new
+// term can start: a term starts only after the last one's leader work has
+// returned, and the leader work here returns only when the test lets it.
+// What came next is read from what the library recorded, in order.
 func TestPauseLongerThanRenewDeadline(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		c := h.start()
+		started := make(chan int32, 8)  // each term's token, as its leader work got it
+		stopping := make(chan int32, 8) // each term whose leader work was told to stop
+		hold := make(chan struct{})
+		letGo := sync.OnceFunc(func() { close(hold) })
+		defer letGo() // Run, stopped at the end, waits for leader work
+		c := h.start(func(cfg *Config) {
+			cfg.Callbacks.OnStartedLeading = func(ctx context.Context) {
+				token, _ := TokenFrom(ctx)
+				h.log("started leading term %d", token)
+				started <- token
+				<-ctx.Done()
+				stopping <- token
+				<-hold
+				h.log("leader work of term %d returned", token)
+			}
+		})
 		h.elect(me)
+		var old int32
+		select {
+		case old = <-started:
+		default:
+			t.Fatalf("not leading once elected: %v", h.entries())
+		}
 		inner := &recorder{}
 		rt := guardedTransport(t, c, "https://example.invalid", inner)
 		post := func() error {
@@ -319,21 +353,59 @@ func TestPauseLongerThanRenewDeadline(t *testing.T) {
 		if err := post(); err != nil || inner.n != 1 {
 			t.Fatalf("guarded write while leader: err=%v, sent=%d", err, inner.n)
 		}
-		// A pause: the clock jumps past the deadline in one go. Before the
-		// library's loop gets to run, nothing may act as leader.
+		before := len(h.entries())
+		leaseWrites := h.countActions("update", leasesGVR)
+
+		// A pause: the clock jumps past the deadline in one go. Whether the
+		// library's loop or this first look finds it first, nothing acts as
+		// leader any more, and nothing can start a new term while the old
+		// term's leader work has not returned.
 		h.clock.Step(DefaultRenewDeadline + time.Second)
 		if c.IsLeader() {
 			t.Error("IsLeader after a pause longer than the renew deadline")
 		}
-		if _, ok := c.Token(); ok {
-			t.Error("Token valid after a pause longer than the renew deadline")
+		if token, ok := c.Token(); ok {
+			t.Errorf("Token() = %d after a pause longer than the renew deadline, want none (the term was %d)", token, old)
 		}
 		if err := post(); !errors.Is(err, ErrNotLeader) || inner.n != 1 {
 			t.Errorf("guarded write after the pause: err=%v, sent=%d; want ErrNotLeader and nothing sent", err, inner.n)
 		}
 		synctest.Wait()
-		if !slices.Contains(h.entries(), "leader work returned") {
-			t.Error("leader work not stopped after the pause")
+		select {
+		case token := <-stopping:
+			if token != old {
+				t.Errorf("leader work of term %d told to stop, want term %d", token, old)
+			}
+		default:
+			t.Errorf("leader work not told to stop after the pause: %v", h.entries())
+		}
+		if c.IsLeader() {
+			t.Error("IsLeader while the old term's leader work stops")
+		}
+		if n := h.countActions("update", leasesGVR) - leaseWrites; n != 0 {
+			t.Errorf("%d Lease writes after the pause before leader work returned, want none", n)
+		}
+
+		// Once leader work has returned the library may lead again, but only
+		// in a new term.
+		letGo()
+		h.step(DefaultRetryPeriod)
+		after := h.entries()[before:]
+		stopped := []string{fmt.Sprintf("leader work of term %d returned", old), "stopped leading"}
+		if len(after) < len(stopped) || !slices.Equal(after[:len(stopped)], stopped) {
+			t.Errorf("after the pause: %q, want %q before anything else", after, stopped)
+		}
+		var next int32
+		select {
+		case next = <-started:
+		default:
+			t.Fatalf("not leading again once the Lease could be renewed: %q", after)
+		}
+		if next <= old {
+			t.Errorf("next term's token %d, want above the old term's %d", next, old)
+		}
+		if token, ok := c.Token(); !ok || token != next || token != ptr.Deref(h.lease().Spec.LeaseTransitions, -1) {
+			t.Errorf("Token() = %d, %v; want %d, the new term's (leaseTransitions %d)", token, ok, next, ptr.Deref(h.lease().Spec.LeaseTransitions, -1))
 		}
 	})
 }
