@@ -59,6 +59,14 @@ type Options struct {
 	// so that Lease writes always have room.
 	PingRate  float64
 	PingBurst int
+	// Holding reports whether this replica may still act as the active one
+	// by its own leader election: the last successful renewal of its own
+	// lock was sent within that election's renew deadline. A replica that
+	// was paused past its lock, or cut off from the API, may run steps
+	// before its elector notices and stops it; with Holding, such a step
+	// makes no Lease write (creates carry no precondition, and a standby may
+	// have elected meanwhile) and looks again shortly. Nil: always.
+	Holding func() bool
 	// Clock is the only time source of the controller. Default: real time.
 	Clock clock.WithTicker
 	// Recorder emits Events on Leases. Default: none.

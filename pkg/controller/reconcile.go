@@ -258,6 +258,11 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 			return false, time.Time{}, err
 		}
 	}
+	if hold := c.opts.Holding; hold != nil && !hold() {
+		logger.V(2).Info("Not writing the Lease: this replica's own lock was not renewed within its renew deadline, so another replica may be active",
+			"write", w.kind, "recheck", ownLockRecheck)
+		return false, v.now.Add(ownLockRecheck), nil
+	}
 	leases := c.access.Leases(v.key.Namespace)
 	var (
 		written *coordinationv1.Lease
@@ -350,6 +355,11 @@ func (c *Controller) winnerDeparted(ctx context.Context, best *coordinationv1bet
 	}
 	return live.UID != best.UID, nil
 }
+
+// ownLockRecheck is how soon a step that did not write because the
+// replica's own lock lapsed (see Options.Holding) looks again: by then its
+// elector has renewed, or stopped the controller.
+const ownLockRecheck = time.Second
 
 // departedRecheck bounds the wait for the cache to show a departed
 // candidate's deletion, should its event be lost to a relist.

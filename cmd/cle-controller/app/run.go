@@ -193,6 +193,9 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 
+	// holding tells the controller whether this replica's own lock is
+	// still held by its own clock (nil without leader election).
+	var holding func() bool
 	// term runs the election controller for one leadership term. It fails
 	// only when the controller cannot be built, which ends the process: a
 	// replica that holds the lock must elect, not just renew.
@@ -206,6 +209,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		copts := o.controllerOptions()
 		copts.Recorder, copts.Metrics, copts.WatchLag = recorder, metrics, lag
+		copts.Holding = holding
 		c, err := controller.New(acc, informers, copts)
 		if err != nil {
 			return fmt.Errorf("build the election controller: %w", err)
@@ -244,6 +248,9 @@ func Run(ctx context.Context, o *Options) error {
 		// no election writes anything.
 		lock = lagLock{Interface: leaseLock, lag: lag, meta: leaseLock.LeaseMeta}
 	}
+	held := &heldLock{Interface: lock, renewDeadline: o.LeaderElectRenewDeadline, now: time.Now}
+	lock = held
+	holding = held.holding
 	// Leadership is lost, not fatal: stop the controller cleanly and rejoin
 	// the election.
 	for ctx.Err() == nil {
@@ -416,6 +423,48 @@ func serveTLS(ctx context.Context, wg *sync.WaitGroup, addr string, tlsConfig *t
 		_ = srv.Shutdown(shutdownCtx)
 	})
 	return nil
+}
+
+// heldLock is the controller's own lock, noting when this replica's last
+// successful acquisition or renewal of it was sent. client-go's elector
+// stops leading once it has not renewed for the renew deadline, but a
+// replica that resumes from a pause (or is cut off) can run election steps
+// before its elector notices; holding tells the controller not to write
+// then (controller.Options.Holding), by the same rule.
+type heldLock struct {
+	resourcelock.Interface
+	renewDeadline time.Duration
+	now           func() time.Time
+	sent          atomic.Pointer[time.Time]
+}
+
+func (l *heldLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := l.now()
+	err := l.Interface.Create(ctx, ler)
+	l.note(ler, sent, err)
+	return err
+}
+
+func (l *heldLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	sent := l.now()
+	err := l.Interface.Update(ctx, ler)
+	l.note(ler, sent, err)
+	return err
+}
+
+// note records a write that named this replica holder and succeeded; a
+// release (no holder) does not renew anything.
+func (l *heldLock) note(ler resourcelock.LeaderElectionRecord, sent time.Time, err error) {
+	if err == nil && ler.HolderIdentity == l.Identity() {
+		l.sent.Store(&sent)
+	}
+}
+
+// holding reports whether the last successful renewal was sent within the
+// renew deadline (time.Now's monotonic reading keeps a clock step out).
+func (l *heldLock) holding() bool {
+	sent := l.sent.Load()
+	return sent != nil && l.now().Sub(*sent) < l.renewDeadline
 }
 
 // lagLock is the controller's own lock, whose successful renewals it tells
