@@ -164,7 +164,7 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{
 				Name: "cle_candidate_gc", Clock: opts.Clock, MetricsProvider: opts.Metrics.queue,
 			}),
-		obs:         newObservations(opts.CandidateTTL),
+		obs:         newObservations(opts.CandidateTTL, opts.LeaseDuration),
 		pings:       newPingBudget(opts.PingRate, opts.PingBurst),
 		events:      newEventDeduper(opts.Recorder),
 		neededSince: map[types.NamespacedName]time.Time{},
@@ -309,7 +309,7 @@ func (c *Controller) onLeaseDelete(obj any) {
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	c.opts.WatchLag.forget(key)
 	referenced := c.hasCandidates(key)
-	c.obs.leaseDeleted(key, referenced, relisted, c.opts.Clock.Now(), c.opts.LeaseDuration)
+	c.obs.leaseDeleted(key, referenced, relisted, c.opts.Clock.Now())
 	if referenced {
 		c.enqueue(key, c.opts.Clock.Now())
 	}

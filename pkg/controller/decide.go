@@ -392,15 +392,17 @@ func (e *election) wakeForLease() {
 // binary asking for a strategy nobody handles here, or for another one than
 // the live candidates ask for, would otherwise keep the Lease leaderless (or
 // elect it by the wrong rule) until the candidate TTL has it collected.
-// Unresponsive candidates are left out. When the candidates known to be
-// alive would resolve otherwise than all of them, those not known to be
-// alive that would decide (a binary as new as the live ones' or newer) are
-// pinged, and nothing is decided (waiting) until each has answered (and
-// decides) or timed out (and is left out). When every candidate would decide
-// alike, nobody is pinged: steady state costs nothing. When none is known to
-// be alive there is nothing to compare with, and a Lease whose candidates
-// all ask for a strategy handled elsewhere is left alone; the candidates'
-// own renewals make them known to be alive for a while, every few minutes.
+// Unresponsive candidates are left out.
+//
+// The candidates not known to be alive are pinged only when they would
+// decide otherwise than the alternative: the candidates known to be alive;
+// or, when none is and the Lease is not live (an election is due), the
+// candidates below the newest binary. Those that would decide (a binary as
+// new as the alternative's, or newer) are pinged, and nothing is decided
+// (waiting) until each has answered (and decides) or timed out (and is left
+// out). When they would decide alike, or there is no alternative, nobody is
+// pinged: steady state, and a Lease whose candidates all ask for a
+// strategy handled elsewhere, cost nothing.
 func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 	var live, stale []*coordinationv1beta1.LeaseCandidate
 	for _, lc := range e.all {
@@ -417,18 +419,31 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 		// Events that say why nobody is elected.
 		all = strategy.ResolveStrategy(e.all)
 	}
+	if e.leaseLive && !e.holderIsCandidate() {
+		return all, false // nothing is elected or steered meanwhile
+	}
 	known := strategy.ResolveStrategy(live)
-	if known.BinaryVersion == "" || (e.leaseLive && !e.holderIsCandidate()) ||
-		(known.Strategy == all.Strategy && known.Conflict == all.Conflict) {
+	newer := 0 // the deciders' binary compared with the alternative's: >= 0 (live), > 0 (below the newest)
+	if known.BinaryVersion == "" {
+		if e.leaseLive {
+			return all, false
+		}
+		var below []*coordinationv1beta1.LeaseCandidate
+		for _, lc := range stale {
+			if lc.Spec.BinaryVersion != all.BinaryVersion && !slices.ContainsFunc(all.Conflicting, func(c strategy.CandidateStrategy) bool { return c.Name == lc.Name }) {
+				below = append(below, lc)
+			}
+		}
+		known, newer = strategy.ResolveStrategy(below), 1
+	}
+	if known.BinaryVersion == "" || (known.Strategy == all.Strategy && known.Conflict == all.Conflict) {
 		return all, false
 	}
 	left := slices.Clone(live)
 	for _, lc := range slices.SortedFunc(slices.Values(stale), byName) {
-		if known.BinaryVersion != "" {
-			if order, err := strategy.CompareVersions(lc.Spec.BinaryVersion, known.BinaryVersion); err != nil || order < 0 {
-				left = append(left, lc) // an older (or unreadable) binary decides nothing while a newer one lives
-				continue
-			}
+		if order, err := strategy.CompareVersions(lc.Spec.BinaryVersion, known.BinaryVersion); err != nil || order < newer {
+			left = append(left, lc) // an older (or unreadable) binary decides nothing while a newer one may live
+			continue
 		}
 		state, deadline, rec := e.liveness(lc)
 		switch state {
@@ -720,7 +735,7 @@ func (e *election) decideWrite() {
 	}
 	if until := e.unseenHolderUntil(); !until.IsZero() {
 		d.wakeAt(until)
-		d.log(2, "The Lease does not exist, but its candidates were there before this controller started: a holder of a Lease deleted before then may still act; electing once a lease duration has passed",
+		d.log(2, "The Lease has no holder and no history, but its candidates were there before this controller started: a holder of a Lease deleted before then may still act; electing once a lease duration has passed",
 			"until", until, "best", e.best.Name)
 		return
 	}
@@ -763,11 +778,13 @@ func (e *election) gatheringUntil() time.Time {
 	return until
 }
 
-// unseenHolderUntil returns, for a Lease that does not exist and whose
-// candidates were already there when this controller started, when a holder
-// it could not see has surely stopped acting: the Lease may have been
-// deleted while held just before this controller started (during a
-// failover, say), and its holder acts on until its renewals fail. That is
+// unseenHolderUntil returns, for a Lease that does not exist, or exists
+// without a holder or any history of one, and whose candidates were already
+// there when this controller started, when a holder it could not see has
+// surely stopped acting: the Lease may have been deleted while held just
+// before this controller started (during a failover, say), and created
+// again empty (kubectl, GitOps), and its holder acts on until its renewals
+// fail. That is
 // Options.UnseenHolderWait (by default a lease duration), or the longest
 // lease duration this Lease was seen with if that is longer, after the
 // controller first saw the candidates. A Lease this controller saw, or
@@ -775,7 +792,7 @@ func (e *election) gatheringUntil() time.Time {
 func (e *election) unseenHolderUntil() time.Time {
 	rec := &e.v.record
 	wait := e.o.UnseenHolderWait
-	if wait <= 0 || e.v.lease != nil || !rec.inherited || rec.held || rec.departed.holder != "" {
+	if wait <= 0 || !rec.inherited || rec.held || rec.departed.holder != "" {
 		return time.Time{}
 	}
 	if until := rec.firstJoin.Add(max(wait, rec.longestDuration)); e.v.now.Before(until) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -118,6 +119,72 @@ func TestRecreatedLeaseWaitsForTheDeletedHoldersTerm(t *testing.T) {
 			h.runSteps(time.Second)
 			if l := h.serverLease(); holderOf(l) != "c" && preferredOf(l) != "c" {
 				t.Errorf("after a's term: holder %q, preferred %q; want c, the best, named or preferred", holderOf(l), preferredOf(l))
+			}
+		})
+	}
+}
+
+// A Lease deleted and created again while the controller's watch was down
+// reaches it through the relist as an update of the old object: only its
+// UID tells. The old holder is departed then, as for a deletion seen through
+// a relist.
+func TestLeaseRecreatedBehindARelistIsADeletion(t *testing.T) {
+	h := newHarness(t)
+	h.join(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	h.create(lease(heldBy("a"), transitions(3)))
+	h.reconcile()
+	h.clearWrites()
+	h.renewUnseen(12*time.Second, 3)
+	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
+		t.Fatal(err)
+	}
+	recreated := lease()
+	recreated.UID, recreated.ResourceVersion = "uid-recreated", h.nextRV()
+	if err := h.client.Tracker().Add(recreated); err != nil {
+		t.Fatal(err)
+	}
+	h.renewCandidates()
+	h.sync() // the relist: the new object replaces the old one in the cache
+	h.runSteps(14 * time.Second)
+	if w := h.leaseWrites(); len(w) != 0 {
+		t.Fatalf("wrote %v within a lease duration of the relist that showed the Lease re-created (a renewed until then, unseen)", w)
+	}
+	h.step(time.Second)
+	h.renewCandidates()
+	h.runSteps(2 * time.Second)
+	if l := h.serverLease(); holderOf(l) != "a" {
+		t.Fatalf("after the departed term: holder %q, want a", holderOf(l))
+	}
+}
+
+// A replica that starts while a Lease exists with no holder and no history
+// cannot tell it from a Lease deleted while held just before and created
+// again empty (kubectl, GitOps): its candidates were there before it
+// started, so it waits for a holder it could not see, as for a Lease that
+// does not exist. A Lease released by its holder keeps its history and is
+// elected at once.
+func TestEmptyLeaseAtStartWaitsForAHolderItCouldNotSee(t *testing.T) {
+	unseen := func(o *Options) { o.UnseenHolderWait = 15 * time.Second }
+	for _, tc := range []struct {
+		name  string
+		lease *coordinationv1.Lease
+		wait  bool
+	}{
+		{"empty", lease(), true},
+		{"released", lease(transitions(4)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, unseen)
+			h.list(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"), tc.lease)
+			h.renewCandidates()
+			h.runSteps(10 * time.Second)
+			if got := holderOf(h.serverLease()); (got == "") != tc.wait {
+				t.Fatalf("after 10s: holder %q; want it named only after the wait for an unseen holder: %v", got, tc.wait)
+			}
+			h.renewCandidates()
+			h.runSteps(6 * time.Second)
+			if got := holderOf(h.serverLease()); got != "a" {
+				t.Errorf("after 16s: holder %q, want a", got)
 			}
 		})
 	}

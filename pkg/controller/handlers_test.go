@@ -294,7 +294,7 @@ func TestElectWithRunningInformers(t *testing.T) {
 	acc := access.NewNative(client)
 	inf := NewInformers(acc, []string{testNS}, 0)
 	clock := testingclock.NewFakeClock(t0)
-	c, err := New(acc, inf, Options{Clock: clock, ElectionGather: NoElectionGather})
+	c, err := New(acc, inf, Options{Clock: clock, ElectionGather: NoElectionGather, UnseenHolderWait: NoUnseenHolderWait})
 	if err != nil {
 		t.Fatal(err)
 	}

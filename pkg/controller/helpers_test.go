@@ -509,6 +509,21 @@ func (h *harness) renew(name string, renewTime time.Time) {
 	h.serverUpdate(candidatesGVR, lc)
 }
 
+// answerPings makes every candidate with a ping pending answer it, as live
+// library candidates do; it returns how many did.
+func (h *harness) answerPings() int {
+	h.t.Helper()
+	n := 0
+	for _, obj := range h.serverObjects(candidatesGVR, "LeaseCandidate") {
+		lc := obj.(*coordinationv1beta1.LeaseCandidate)
+		if p := lc.Spec.PingTime; p != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(p)) {
+			h.renew(lc.Name, p.Time)
+			n++
+		}
+	}
+	return n
+}
+
 // renewLease makes the holder renew the Lease with renewTime.
 func (h *harness) renewLease(renewTime time.Time) {
 	h.t.Helper()

@@ -138,6 +138,7 @@ type leaseObject struct {
 	// observed tells whether the fields below describe a Lease object in the
 	// cache; false before the first observation and after a deletion.
 	observed    bool
+	uid         types.UID
 	holder      string
 	renewTime   time.Time
 	transitions int32
@@ -237,6 +238,8 @@ type observations struct {
 	// continues its fencing tokens. They are swept when a Lease goes.
 	tombstones map[types.NamespacedName]tombstone
 	historyTTL time.Duration
+	// leaseDuration is the duration assumed for a Lease that carries none.
+	leaseDuration time.Duration
 }
 
 // tombstone is the history of a Lease whose record went, until when it is
@@ -246,12 +249,13 @@ type tombstone struct {
 	until   time.Time
 }
 
-func newObservations(historyTTL time.Duration) *observations {
+func newObservations(historyTTL, leaseDuration time.Duration) *observations {
 	return &observations{
-		candidates: map[types.NamespacedName]*candidateRecord{},
-		leases:     map[types.NamespacedName]*leaseRecord{},
-		tombstones: map[types.NamespacedName]tombstone{},
-		historyTTL: historyTTL,
+		leaseDuration: leaseDuration,
+		candidates:    map[types.NamespacedName]*candidateRecord{},
+		leases:        map[types.NamespacedName]*leaseRecord{},
+		tombstones:    map[types.NamespacedName]tombstone{},
+		historyTTL:    historyTTL,
 	}
 }
 
@@ -311,7 +315,7 @@ func (o *observations) candidateJoined(key types.NamespacedName, lease *coordina
 	}
 	r.lastJoin = now
 	if lease != nil && !r.observed {
-		r.observe(lease, now)
+		r.observe(lease, now, o.leaseDuration)
 	}
 }
 
@@ -332,7 +336,7 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 	}
 	renewalOnly := r.observed && r.holder == holderIdentity(lease) && r.transitions == ptr.Deref(lease.Spec.LeaseTransitions, 0) &&
 		r.terms == termsOf(lease)
-	r.observe(lease, now)
+	r.observe(lease, now, o.leaseDuration)
 	if renewalOnly && r.settled && !ownWrite {
 		return false
 	}
@@ -341,15 +345,26 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 }
 
 // observe records the Lease's holder record; the caller holds the lock.
-func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
+//
+// A Lease with another UID than the one recorded was deleted and created
+// again unseen: a relist after the watch expired delivers the new object
+// as an update of the old one. The old one's holder is then departed as
+// if its deletion had been observed through that relist (see
+// leaseDeleted).
+func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration) {
 	holder, renew, transitions := holderIdentity(lease), leaseRenewTime(lease), ptr.Deref(lease.Spec.LeaseTransitions, 0)
+	if r.observed && r.uid != "" && lease.UID != "" && r.uid != lease.UID {
+		r.departRelisted(now, defaultDuration)
+		r.leaseObject = leaseObject{}
+	}
 	if !r.shows(lease) {
 		var gap time.Duration
 		if r.observed && r.holder == holder && holder != "" && r.transitions == transitions {
 			gap = now.Sub(r.observedAt)
 		}
-		r.leaseObject = leaseObject{observed: true, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap}
+		r.leaseObject = leaseObject{observed: true, uid: lease.UID, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap}
 	}
+	r.uid = lease.UID
 	r.terms = termsOf(lease)
 	if holder != "" && holder == r.departed.holder {
 		// The departed holder is named again: its term is this Lease's.
@@ -378,32 +393,40 @@ func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time) {
 // renewed, or another been named, unseen, until just before now. Then the
 // term is counted from now, at the longest duration known, and a copy
 // without a holder stands for an unknown one.
-func (o *observations) leaseDeleted(key types.NamespacedName, keep, relisted bool, now time.Time, defaultDuration time.Duration) {
+func (o *observations) leaseDeleted(key types.NamespacedName, keep, relisted bool, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.leases[key]
 	if !ok {
 		return
 	}
-	if r.observed && (r.holder != "" || relisted) {
-		duration := defaultDuration
+	switch {
+	case r.observed && relisted:
+		r.departRelisted(now, o.leaseDuration)
+	case r.observed && r.holder != "":
+		duration := o.leaseDuration
 		if s := r.terms.durationSeconds; s > 0 {
 			duration = time.Duration(s) * time.Second
 		}
-		holder, from := r.holder, r.observedAt
-		if relisted {
-			duration = max(duration, defaultDuration, r.longestDuration)
-			from = now
-			if holder == "" {
-				holder = unknownHolder
-			}
-		}
-		r.depart(holder, from.Add(duration))
+		r.depart(r.holder, r.observedAt.Add(duration))
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
 	if !keep {
 		o.bury(key, r, now)
 	}
+}
+
+// departRelisted departs the recorded holder of a Lease whose deletion was
+// learnt late (a relist): it may have renewed, or another been named, unseen
+// until just before now, so its term runs from now, at the longest duration
+// known, and a record without a holder stands for an unknown one.
+func (r *leaseRecord) departRelisted(now time.Time, defaultDuration time.Duration) {
+	duration := max(defaultDuration, r.longestDuration, time.Duration(r.terms.durationSeconds)*time.Second)
+	holder := r.holder
+	if holder == "" {
+		holder = unknownHolder
+	}
+	r.depart(holder, now.Add(duration))
 }
 
 // bury removes the record of key, keeping its history as a tombstone, and
@@ -486,7 +509,7 @@ func (o *observations) lease(key types.NamespacedName, lease *coordinationv1.Lea
 		r.firstJoin, r.lastJoin = now, now
 	}
 	if lease != nil && !r.shows(lease) {
-		r.observe(lease, now)
+		r.observe(lease, now, o.leaseDuration)
 	}
 	return r
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func TestObserveCandidate(t *testing.T) {
-	o := newObservations(DefaultCandidateTTL)
+	o := newObservations(DefaultCandidateTTL, DefaultLeaseDuration)
 	key := keyOf("a")
 	lc := candidate("a", "1.30.0", "1.30.0")
 
@@ -103,7 +103,7 @@ func TestCandidateRecordState(t *testing.T) {
 }
 
 func TestObserveLease(t *testing.T) {
-	o := newObservations(DefaultCandidateTTL)
+	o := newObservations(DefaultCandidateTTL, DefaultLeaseDuration)
 	l := lease(heldBy("a"))
 	record := func() leaseRecord { return o.lease(leaseKey, nil, t0.Add(time.Hour)) }
 	if !o.observeLease(l, t0) {
@@ -137,11 +137,11 @@ func TestObserveLease(t *testing.T) {
 	}
 
 	// A deleted Lease that candidates still reference keeps its history.
-	o.leaseDeleted(leaseKey, true, false, t0, 15*time.Second)
+	o.leaseDeleted(leaseKey, true, false, t0)
 	if r := record(); r.observed || !r.held || r.maxTransitions != 9 {
 		t.Errorf("after deletion: %+v, want not observed, held, max transitions 9", r)
 	}
-	o.leaseDeleted(leaseKey, false, false, t0, 15*time.Second)
+	o.leaseDeleted(leaseKey, false, false, t0)
 	if _, ok := o.leases[leaseKey]; ok {
 		t.Error("a Lease nobody references is kept after its deletion")
 	}
@@ -151,7 +151,7 @@ func TestObserveLease(t *testing.T) {
 // controller: a renewal of a Lease whose election is settled does not; any
 // other change, and the controller's own write arriving, do.
 func TestLeaseRenewalOfSettledLease(t *testing.T) {
-	o := newObservations(DefaultCandidateTTL)
+	o := newObservations(DefaultCandidateTTL, DefaultLeaseDuration)
 	l := lease(heldBy("a"))
 	o.observeLease(l, t0)
 	renew := func(at time.Duration) *coordinationv1.Lease {

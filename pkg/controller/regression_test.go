@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -573,7 +574,9 @@ func TestRegression7_NonCandidateHolder(t *testing.T) {
 }
 
 // Defect 8: Leases whose candidates ask for a strategy this controller does
-// not implement were pinged and written anyway.
+// not implement were pinged and written anyway. The candidates are alive
+// (they answer a ping); a dead one that alone asks for the strategy is
+// TestDeadCandidateDoesNotDecideTheStrategy's.
 func TestRegression8_ThirdPartyStrategyLeftAlone(t *testing.T) {
 	const other = coordinationv1.CoordinatedLeaseStrategy("example.com/Other")
 	tests := []struct {
@@ -602,14 +605,30 @@ func TestRegression8_ThirdPartyStrategyLeftAlone(t *testing.T) {
 			if tc.lease != nil {
 				h.list(tc.lease)
 			}
+			var pinged []string
 			for i := range 4 {
 				d := h.reconcile()
-				if want := 30*time.Minute - time.Duration(i)*20*time.Second; d != want {
+				if want := 30*time.Minute - time.Duration(i)*20*time.Second; d != want && h.answerPings() == 0 {
 					t.Errorf("round %d: requeue = %v, want the first candidate expiry %v", i, d, want)
 				}
 				h.step(20 * time.Second)
 			}
-			h.expectNoWrites("third-party strategy")
+			for _, w := range h.writes() {
+				if w.resource != "leasecandidates" {
+					t.Errorf("third-party strategy: wrote %v", w)
+				} else {
+					pinged = append(pinged, w.name)
+				}
+			}
+			if tc.name == "decided by the highest binary" {
+				// b alone asks for the strategy: it is asked whether it
+				// lives when it decides an election that is due.
+				if slices.ContainsFunc(pinged, func(n string) bool { return n != "b" }) {
+					t.Errorf("pinged %v, want only b, whose strategy decides", pinged)
+				}
+			} else if len(pinged) > 0 {
+				t.Errorf("pinged %v, want nobody: every candidate asks for the strategy", pinged)
+			}
 			if evs := h.takeEvents(); len(evs) != 0 {
 				t.Errorf("events = %v, want none", evs)
 			}

@@ -953,6 +953,9 @@ func runSim(seed uint64, tracing bool) simResult {
 		c := w.addCandidate(fmt.Sprintf("c%d", i), binary, emulation, simAdopter(w.rng.IntN(3)))
 		w.after(w.durationBetween(0, 3*time.Second), c.start)
 	}
+	if w.rng.IntN(4) == 0 {
+		w.addDeadCandidate()
+	}
 	w.startController()
 	w.scheduleFaults()
 	end := w.start.Add(simFaultPhase + simQuietPhase)
@@ -998,7 +1001,7 @@ func (w *simWorld) injectFault() {
 		}
 		return w.cands[w.rng.IntN(len(w.cands))]
 	}
-	switch k := w.rng.IntN(10); k {
+	switch k := w.rng.IntN(12); k {
 	case 0, 1: // SIGSTOP, then SIGCONT
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused {
@@ -1077,6 +1080,22 @@ func (w *simWorld) injectFault() {
 			}
 		})
 		w.after(w.durationBetween(time.Second, 40*time.Second), sc.resume)
+	case 10: // someone deletes the Lease and creates it again, vacant
+		// (kubectl, GitOps re-applying it): creates carry no precondition
+		if w.lease != nil {
+			w.fault("recreate-lease")
+			_, _ = w.writeLease(nil, w.lease.ResourceVersion, "kubectl")
+			w.after(w.durationBetween(0, 3*time.Second), func() {
+				if w.lease == nil && w.faulty {
+					_, _ = w.writeLease(&coordinationv1.Lease{}, "", "kubectl")
+				}
+			})
+		}
+	case 11: // the active controller's watches expire, and it relists
+		if sc := w.ctrl; sc != nil && !sc.leaseWatch.expired {
+			w.fault("watch-expired")
+			sc.expireWatches(w.durationBetween(time.Second, 14*time.Second))
+		}
 	case 7: // an API outage: every request fails for a while
 		w.fault("api-outage")
 		rate := w.errorRate
@@ -1095,6 +1114,27 @@ func (w *simWorld) injectFault() {
 				w.lagBase = base
 			}
 		})
+	}
+}
+
+// addDeadCandidate leaves behind the LeaseCandidate of a replica that died
+// right after it registered, on a newer binary than any other and asking
+// for another strategy (a rollout that changes the strategy, or a newer
+// binary asking for one nobody handles yet, rolled back): it never renews
+// nor answers, and stays until the candidate TTL, past the run's end. It
+// must decide nothing: the running candidates' strategy elects.
+func (w *simWorld) addDeadCandidate() {
+	asks := []coordinationv1.CoordinatedLeaseStrategy{strategy.PriorityName, "example.com/Future"}[w.rng.IntN(2)]
+	lc := &coordinationv1beta1.LeaseCandidate{
+		ObjectMeta: metav1.ObjectMeta{Name: "dead"},
+		Spec: coordinationv1beta1.LeaseCandidateSpec{
+			LeaseName: simLease, BinaryVersion: "1.37.0", EmulationVersion: "1.37.0", Strategy: asks,
+			RenewTime: ptr.To(metav1.NewMicroTime(w.now)),
+		},
+	}
+	w.tracef("a dead replica's candidate asks for %s", asks)
+	if _, err := w.writeCandidate("dead", lc, "", "dead replica"); err != nil {
+		panic(err)
 	}
 }
 

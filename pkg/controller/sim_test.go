@@ -77,8 +77,9 @@ const (
 	// The controller's own leader election: a standby takes over a lease
 	// duration after the active replica last renewed; a replica notices
 	// that it lost within a retry period of running again.
-	simControllerLease       = 15 * time.Second
-	simControllerRetryPeriod = 2 * time.Second
+	simControllerLease         = 15 * time.Second
+	simControllerRenewDeadline = 10 * time.Second
+	simControllerRetryPeriod   = 2 * time.Second
 )
 
 // The liveness bounds the simulation checks once faults stop: some
@@ -397,9 +398,16 @@ type simWatcher struct {
 	w       *simWorld
 	last    time.Time // when the last event is delivered: order is kept
 	deliver func(obj runtime.Object, deleted bool)
+	// expired: the watch has ended (410 Gone after a restart of the
+	// server, or a watcher resuming past the watch window); what is written
+	// meanwhile reaches the watcher only through its relist.
+	expired bool
 }
 
 func (sw *simWatcher) send(obj runtime.Object, deleted bool) {
+	if sw.expired {
+		return
+	}
 	at := sw.w.now.Add(sw.w.lag())
 	if at.Before(sw.last) {
 		at = sw.last
@@ -545,6 +553,10 @@ type simController struct {
 	// references is dropped, and no record of it kept (see noteToken).
 	sawToken int32
 	failures int // consecutive failed steps, for the backoff
+	// lockSent is when (local) the last successful renewal of the
+	// controller's own lock was sent: the replica writes no Lease once it
+	// is older than the renew deadline (Options.Holding).
+	lockSent time.Time
 	dead     bool
 	// paused: the process is stopped (SIGSTOP); held is what arrived
 	// meanwhile, run on resume.
@@ -586,7 +598,10 @@ func (w *simWorld) startController() {
 	sc.clock = testingclock.NewFakeClock(sc.localNow())
 	acc := &simAccess{sc: sc}
 	inf := NewInformers(access.NewNative(fake.NewClientset()), []string{simNS}, 0)
-	c, err := New(acc, inf, Options{Clock: sc.clock})
+	holding := func() bool {
+		return !sc.lockSent.IsZero() && sc.localNow().Sub(sc.lockSent) < simControllerRenewDeadline
+	}
+	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding})
 	if err != nil {
 		panic(err)
 	}
@@ -660,9 +675,15 @@ func (sc *simController) renewLock() {
 		renew := sc.localNow().Truncate(time.Microsecond)
 		failed := sc.c.opts.WatchLag.ExpectRenewal(simNS, simLock, renew, sc.localNow())
 		w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase), func() {
-			if err, applied := w.requestError(simLeasesGR, simLock); err != nil && !applied {
+			err, applied := w.requestError(simLeasesGR, simLock)
+			if (err != nil && !applied) || w.ctrl != sc {
+				// Failed, or a standby holds the lock now: a deposed
+				// replica's renewal conflicts.
 				sc.act(failed)
 				return
+			}
+			if err == nil {
+				sc.lockSent = renew
 			}
 			lock := &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLock, ResourceVersion: w.nextRV()},
@@ -682,9 +703,10 @@ func (sc *simController) renewLock() {
 
 // resume ends a pause. A replica that is still the active one goes on. One
 // that a standby replaced while it was stopped acts on until its own leader
-// election notices, up to a retry period of the controller's lock: it takes
-// the steps due, before or after its informers deliver what they held (the
-// order of goroutines after a SIGCONT is anyone's), then stops.
+// election notices, up to the renew deadline of the controller's lock as
+// client-go's elector allows: it takes the steps due, before or after its
+// informers deliver what they held (the order of goroutines after a SIGCONT
+// is anyone's), then stops.
 func (sc *simController) resume() {
 	w := sc.w
 	if !sc.paused || sc.dead {
@@ -703,8 +725,8 @@ func (sc *simController) resume() {
 	}
 	if deposed {
 		w.fault("controller-overlap")
-		w.late(w.now.Add(simControllerRetryPeriod))
-		w.after(w.durationBetween(0, simControllerRetryPeriod), func() {
+		w.late(w.now.Add(simControllerRenewDeadline))
+		w.after(w.durationBetween(0, simControllerRenewDeadline), func() {
 			w.tracef("controller %d notices it lost the controller lock", sc.id)
 			sc.stop()
 		})
@@ -719,6 +741,80 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// expireWatches ends the replica's watches for d: nothing written
+// meanwhile reaches it, and then its informers relist (see relist).
+func (sc *simController) expireWatches(d time.Duration) {
+	w := sc.w
+	sc.leaseWatch.expired, sc.candWatch.expired = true, true
+	w.tracef("controller %d's watches expire for %s", sc.id, d)
+	w.late(w.now.Add(d))
+	w.after(d, func() {
+		if sc.dead {
+			return
+		}
+		sc.leaseWatch.expired, sc.candWatch.expired = false, false
+		listAt := w.now.Add(w.lag())
+		var cands []*coordinationv1beta1.LeaseCandidate
+		for _, name := range slices.Sorted(mapKeys(w.candidates)) {
+			cands = append(cands, w.candidates[name].DeepCopy())
+		}
+		var lease *coordinationv1.Lease
+		if w.lease != nil {
+			lease = w.lease.DeepCopy()
+		}
+		for _, sw := range []*simWatcher{sc.leaseWatch, sc.candWatch} {
+			if listAt.After(sw.last) {
+				sw.last = listAt
+			}
+		}
+		w.late(listAt)
+		w.at(listAt, func() { sc.act(func() { sc.relist(cands, lease) }) })
+	})
+}
+
+// relist replaces the stores' content with a new list, as an informer does
+// after its watch expired: what changed is delivered as an update or an
+// add, and what is gone as a DeletedFinalStateUnknown carrying the last
+// copy the store had, however old. Candidates first, then the Lease; the
+// controllers' own lock is not part of the list.
+func (sc *simController) relist(cands []*coordinationv1beta1.LeaseCandidate, lease *coordinationv1.Lease) {
+	sc.sync()
+	sc.w.tracef("controller %d relists", sc.id)
+	listed := map[string]bool{}
+	for _, lc := range cands {
+		listed[lc.Name] = true
+		old, exists, _ := sc.cstore.Get(lc)
+		switch {
+		case !exists:
+			_ = sc.cstore.Add(lc)
+			sc.c.onCandidateAdd(lc, false)
+		case old.(*coordinationv1beta1.LeaseCandidate).ResourceVersion != lc.ResourceVersion:
+			_ = sc.cstore.Update(lc)
+			sc.c.onCandidateUpdate(old, lc)
+		}
+	}
+	for _, obj := range sc.cstore.List() {
+		if lc := obj.(*coordinationv1beta1.LeaseCandidate); !listed[lc.Name] {
+			_ = sc.cstore.Delete(lc)
+			sc.c.onCandidateDelete(cache.DeletedFinalStateUnknown{Key: simNS + "/" + lc.Name, Obj: lc})
+		}
+	}
+	old, exists, _ := sc.lstore.GetByKey(simNS + "/" + simLease)
+	switch {
+	case lease == nil && exists:
+		_ = sc.lstore.Delete(old)
+		sc.c.onLeaseDelete(cache.DeletedFinalStateUnknown{Key: simNS + "/" + simLease, Obj: old})
+	case lease != nil && !exists:
+		_ = sc.lstore.Add(lease)
+		sc.c.onLease(lease)
+	case lease != nil && old.(*coordinationv1.Lease).ResourceVersion != lease.ResourceVersion:
+		_ = sc.lstore.Update(lease)
+		sc.c.onLease(lease)
+	}
+	sc.noteToken()
+	sc.drain()
 }
 
 func (sc *simController) stop() {
@@ -866,9 +962,10 @@ func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordina
 		return nil, werr
 	}
 	w.controllerWrote("lease")
-	if rv == "" && w.anyTerm && c.sc.sawToken < w.maxToken {
+	if w.anyTerm && c.sc.sawToken < w.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= w.maxToken {
 		// A replica that never saw the Lease's highest token while
-		// candidates referenced it creates it again after a deletion: the
+		// candidates referenced it creates it again after a deletion, or
+		// names a holder of a Lease someone else created again: the
 		// token's history is lost (docs/library.md: a Lease deleted during
 		// a controller failover may start over).
 		w.historyLost = true
