@@ -244,6 +244,27 @@ func TestDecide(t *testing.T) {
 		cands:  []obsCand{seen(old, now.Add(-time.Second))},
 		want:   "create old term 7 duration 15s (confirm); outcome optimal; next 14s",
 	}, {
+		name:   "deleted while held, created again empty by someone else: nobody named before the holder's term runs out",
+		lease:  lease(),
+		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", until: now.Add(10 * time.Second)}}},
+		cands:  []obsCand{seen(old, now.Add(-time.Second)), seen(mid, now.Add(-time.Second))},
+		want:   "outcome vacant; next 10s",
+	}, {
+		name:  "a candidate not known to be alive would decide another strategy: asked first",
+		cands: []obsCand{seen(mid, now.Add(-time.Second)), seen(candidate("newer", "1.32.0", "1.32.0", withStrategy("example.com/Future")), time.Time{})},
+		want:  "ping newer; outcome vacant; next 5s",
+	}, {
+		name: "its ping unanswered: it decides nothing, the live candidates' strategy elects",
+		cands: []obsCand{seen(mid, now.Add(-time.Second)), withRec(seen(candidate("newer", "1.32.0", "1.32.0", withStrategy("example.com/Future")), time.Time{}),
+			func(r *candidateRecord) { r.pingedAt, r.pingSent = now.Add(-6*time.Second), true })},
+		want: "unanswered newer; create mid term 1 duration 15s; outcome optimal; next 14s",
+	}, {
+		name:   "a candidate not known to be alive asks for the same strategy: nobody asked",
+		lease:  held("mid"),
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "mid", observedAt: now.Add(-time.Second)}},
+		cands:  []obsCand{seen(mid, now.Add(-time.Minute)), seen(candidate("newer", "1.32.0", "1.32.0"), time.Time{})},
+		want:   "settled; outcome optimal; next 14s",
+	}, {
 		name:   "own write not in the cache yet: wait",
 		lease:  held("", transitions(1)),
 		record: leaseRecord{pendingWrite: pendingWrite{writing: true, replaced: "1", writtenAt: now.Add(-time.Second)}},

@@ -35,6 +35,7 @@ type Options struct {
 	UnresponsiveTTL    time.Duration
 	LeaseDuration      time.Duration
 	ElectionGather     time.Duration
+	UnseenHolderWait   time.Duration
 
 	LeaderElect              bool
 	LeaderElectLeaseDuration time.Duration
@@ -112,6 +113,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "How long a candidate may go without renewing before it is ignored and deleted.")
 	fs.DurationVar(&o.UnresponsiveTTL, "unresponsive-candidate-ttl", o.UnresponsiveTTL, "How long a candidate that did not answer a ping may go without renewing before it is deleted (twice the candidates' 5m renew interval by default; a live one creates it again at its next renewal).")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "leaseDurationSeconds of the Leases the controller creates (whole seconds).")
+	fs.DurationVar(&o.UnseenHolderWait, "unseen-holder-wait", o.UnseenHolderWait, "How long a replica that starts waits before it names a holder of a Lease that does not exist, or exists empty, while candidates for it were there before it started: the holder of a Lease deleted just before may act until its own lease duration has run out. Set it to the longest lease duration your components use when that is longer than --lease-duration. 0: --lease-duration.")
 	fs.DurationVar(&o.ElectionGather, "election-gather", o.ElectionGather, "Before the first election of a Lease that has never had a holder, wait this long from the first candidate seen for others starting at the same time (closed early once no candidate has joined for a fifth of it), so that the best of them leads first instead of a worse one leading until it is preempted. The price: a new Lease's very first election takes up to this long; vacant or expired Leases with a history are elected at once. 0 disables it.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one active replica of this controller before electing anything.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Lease duration of the controller's own leader election.")
@@ -196,6 +198,9 @@ func (o *Options) Validate() error {
 	if o.ElectionGather < 0 {
 		errs = append(errs, fmt.Errorf("--election-gather=%s: must not be negative (0 disables it)", o.ElectionGather))
 	}
+	if o.UnseenHolderWait < 0 {
+		errs = append(errs, fmt.Errorf("--unseen-holder-wait=%s: must not be negative (0 takes --lease-duration)", o.UnseenHolderWait))
+	}
 	if len(errs) == 0 {
 		// The combinations the controller itself checks: caught here, at
 		// start-up, rather than when this replica first leads.
@@ -221,6 +226,7 @@ func (o *Options) controllerOptions() controller.Options {
 		UnresponsiveCandidateTTL: o.UnresponsiveTTL,
 		LeaseDuration:            o.LeaseDuration,
 		ElectionGather:           gather,
+		UnseenHolderWait:         o.UnseenHolderWait,
 	}
 }
 

@@ -87,6 +87,8 @@ func TestValidateDurations(t *testing.T) {
 		{[]string{"--lease-duration=0"}, "--lease-duration=0s: must be positive"},
 		{[]string{"--election-gather=-1s"}, "--election-gather=-1s: must not be negative"},
 		{[]string{"--election-gather=0"}, ""},
+		{[]string{"--unseen-holder-wait=-1s"}, "--unseen-holder-wait=-1s: must not be negative"},
+		{[]string{"--unseen-holder-wait=1m"}, ""},
 		{[]string{"--candidate-ttl=10s", "--candidate-freshness=15s"}, "candidate TTL (10s) must be longer than candidate freshness (15s)"},
 		{[]string{"--lease-duration=1500ms"}, "lease duration must be a whole number of seconds"},
 		{[]string{"--namespaces=a,kube-node-lease"}, `namespace "kube-node-lease" is both in --namespaces and in --exclude-namespaces`},
