@@ -68,6 +68,7 @@ import (
 	"sync/atomic"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -81,6 +82,14 @@ import (
 // ErrAlreadyRunning is returned by Run when it is called a second time: a
 // Candidate runs once.
 var ErrAlreadyRunning = errors.New("candidate is already running or has run")
+
+// ErrIdentityInUse is returned by Run when the LeaseCandidate its Identity
+// names is the candidate of another Lease: a LeaseCandidate belongs to one
+// Lease for good (its leaseName cannot change), so two components sharing
+// an Identity in one namespace would fight over one object, and one of them
+// would never lead. Give each its own Identity (the default, DefaultIdentity,
+// includes the Lease's name).
+var ErrIdentityInUse = errors.New("the Identity names the LeaseCandidate of another Lease")
 
 // Candidate takes part in the election of one Lease. Create it with New and
 // start it with Run; its methods are safe for concurrent use.
@@ -200,6 +209,9 @@ func (c *Candidate) Run(ctx context.Context) error {
 			return nil
 		case <-synced.Done():
 		}
+	}
+	if lc := reg.current(); lc != nil && lc.Spec.LeaseName != c.cfg.LeaseName {
+		return identityInUse(lc, &c.cfg)
 	}
 	logger.V(2).Info("Candidate started", "binaryVersion", c.cfg.BinaryVersion,
 		"emulationVersion", c.cfg.EmulationVersion, "strategy", c.cfg.Strategy, "mode", acc.Mode())
@@ -347,4 +359,10 @@ func wakeOnChange(wake chan struct{}) cache.ResourceEventHandler {
 // under them: they are resolved by reading again, not by waiting.
 func isConflictOrGone(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}
+
+// identityInUse says which Lease's candidate lc, named by cfg.Identity, is.
+func identityInUse(lc *coordinationv1beta1.LeaseCandidate, cfg *Config) error {
+	return fmt.Errorf("%w: LeaseCandidate %s/%s is the candidate of Lease %q, not of %q; an Identity must be unique among the LeaseCandidates of the namespace (leave Identity empty for the host name and the Lease's name)",
+		ErrIdentityInUse, lc.Namespace, lc.Name, lc.Spec.LeaseName, cfg.LeaseName)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ func TestNewValidates(t *testing.T) {
 		"bad mode":          {func(c *Config) { c.APIMode = "magic" }, "APIMode"},
 		"no namespace":      {func(c *Config) { c.Namespace = "" }, "Namespace is required"},
 		"bad lease name":    {func(c *Config) { c.LeaseName = "Not_Valid" }, "LeaseName"},
-		"no identity":       {func(c *Config) { c.Identity = "" }, "Identity is required"},
+		"bad identity":      {func(c *Config) { c.Identity = "Not_Valid" }, "Identity"},
 		"no binary version": {func(c *Config) { c.BinaryVersion = "" }, "BinaryVersion"},
 		"v prefix":          {func(c *Config) { c.BinaryVersion = "v1.36.0" }, "BinaryVersion"},
 		"emulation newer":   {func(c *Config) { c.EmulationVersion = "1.37.0" }, "newer than BinaryVersion"},
@@ -85,6 +86,63 @@ func TestNewValidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two components on one host in one namespace (host-network static Pods in
+// kube-system, the KEP's own case) each get a LeaseCandidate of their own
+// when they leave Identity to its default: the host name and the Lease's.
+func TestDefaultIdentityIsPerLease(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		host, err := os.Hostname()
+		if err != nil {
+			t.Skipf("no host name: %v", err)
+		}
+		a := h.start(func(c *Config) { c.Identity = "" })
+		b, _ := h.startAnother(func(c *Config) { c.Identity = ""; c.LeaseName = "other" })
+		if a.Identity() == b.Identity() || a.Identity() != NameFor(host+"-"+testLease) || b.Identity() != NameFor(host+"-other") {
+			t.Fatalf("identities %q and %q, want the host name with each Lease's name", a.Identity(), b.Identity())
+		}
+		for _, c := range []*Candidate{a, b} {
+			if lc := h.candidate(c.Identity()); lc == nil || lc.Spec.LeaseName != c.cfg.LeaseName {
+				t.Errorf("LeaseCandidate %s = %v, want the candidate of Lease %s", c.Identity(), lc, c.cfg.LeaseName)
+			}
+		}
+	})
+}
+
+// An Identity that names another Lease's LeaseCandidate is not taken: the
+// object is left as it is (a real API server refuses a new leaseName anyway,
+// forever), and Run says why.
+func TestIdentityOfAnotherLeaseIsNotTaken(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		h.put(&coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: me},
+			Spec: coordinationv1beta1.LeaseCandidateSpec{
+				LeaseName: "other", BinaryVersion: "1.35.0", EmulationVersion: "1.35.0", Strategy: coordinationv1.OldestEmulationVersion,
+				RenewTime: ptr.To(metav1.NewMicroTime(t0)),
+			},
+		})
+		before := h.candidate(me)
+		c, err := New(h.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.run(c)
+		stop := h.cancel
+		h.cancel = nil // Run has returned, or the test fails now
+		defer stop()
+		select {
+		case err := <-h.done:
+			if !errors.Is(err, ErrIdentityInUse) || !strings.Contains(err.Error(), `Lease "other"`) {
+				t.Errorf("Run = %v, want ErrIdentityInUse naming Lease other", err)
+			}
+		default:
+			t.Fatal("Run goes on with another Lease's LeaseCandidate")
+		}
+		if after := h.candidate(me); after.ResourceVersion != before.ResourceVersion {
+			t.Errorf("the other Lease's LeaseCandidate was rewritten: %+v", after.Spec)
+		}
+	})
 }
 
 func TestRegistersCandidate(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"os"
 	"strings"
 	"time"
 
@@ -64,14 +66,19 @@ type Config struct {
 	// LeaseName is the Lease this process is a candidate for.
 	LeaseName string
 	// Identity names this process: it is the LeaseCandidate's name and the
-	// Lease holderIdentity while it leads. It must be unique among the
-	// candidates of the Lease (a host name alone is not, when two instances
-	// can run on one host: add a random suffix), and is best stable across
-	// restarts of the same instance, so that a restart refreshes its
-	// LeaseCandidate. A restarted process finding the Lease still renewed
-	// under its name by its predecessor takes it only after the Lease has
-	// stayed unchanged for a lease duration, or once a controller names it
-	// again.
+	// Lease holderIdentity while it leads. A LeaseCandidate belongs to one
+	// Lease, so the Identity must be unique among all the LeaseCandidates
+	// of the namespace, not only among the Lease's: two components on one
+	// host in one namespace (host-network static Pods in kube-system) must
+	// not both use the host name. Empty: DefaultIdentity, the host name and
+	// the Lease's name, which is unique per Lease on a host (add a random
+	// suffix when two instances of one component can run on one host). It
+	// is best stable across restarts of the same instance, so that a restart
+	// refreshes its LeaseCandidate. A restarted process finding the Lease
+	// still renewed under its name by its predecessor takes it only after
+	// the Lease has stayed unchanged for a lease duration, or once a
+	// controller names it again. Run returns ErrIdentityInUse when the
+	// LeaseCandidate of this name is another Lease's.
 	Identity string
 	// BinaryVersion and EmulationVersion are this process's versions,
 	// strict semantic versions such as "1.36.0"; emulation defaults to
@@ -180,6 +187,13 @@ func (c *Config) complete(external bool) error {
 	}
 	errs = append(errs, checkName("Namespace", c.Namespace, validation.IsDNS1123Label)...)
 	errs = append(errs, checkName("LeaseName", c.LeaseName, validation.IsDNS1123Subdomain)...)
+	if c.Identity == "" && c.LeaseName != "" {
+		id, err := DefaultIdentity(c.LeaseName)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("Identity is empty and no default: %w", err))
+		}
+		c.Identity = id
+	}
 	errs = append(errs, checkName("Identity", c.Identity, validation.IsDNS1123Subdomain)...)
 	binary, err := parseVersion(c.BinaryVersion)
 	if err != nil {
@@ -226,6 +240,53 @@ func (c *Config) complete(external bool) error {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// DefaultIdentity is the Identity of a candidate that sets none: this
+// host's name and the Lease's, as NameFor makes them a valid name
+// ("node-1-kube-scheduler"). It is the same across restarts on one host, and
+// differs between the Leases of components sharing the host.
+func DefaultIdentity(leaseName string) (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("read the host name: %w", err)
+	}
+	return NameFor(host + "-" + leaseName), nil
+}
+
+// NameFor maps an identity to a valid LeaseCandidate name (a DNS-1123
+// subdomain). A valid one is kept as it is. Any other, such as
+// controller-runtime's and kube-controller-manager's default host_uuid, is
+// lowercased, every run of other characters than letters and digits becomes
+// a hyphen, and a hash of the original is appended, so that two identities
+// that differ only in those characters stay distinct: "Node-1_6f1c..."
+// becomes "node-1-6f1c...-1a2b3c4d".
+func NameFor(id string) string {
+	if id == "" || len(validation.IsDNS1123Subdomain(id)) == 0 {
+		return id
+	}
+	var b strings.Builder
+	hyphen := false
+	for _, r := range strings.ToLower(id) {
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+			hyphen = false
+		} else if !hyphen && b.Len() > 0 {
+			b.WriteByte('-')
+			hyphen = true
+		}
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	suffix := fmt.Sprintf("%08x", h.Sum32())
+	base := strings.TrimSuffix(b.String(), "-")
+	if limit := validation.DNS1123SubdomainMaxLength - len(suffix) - 1; len(base) > limit {
+		base = strings.TrimSuffix(base[:limit], "-")
+	}
+	if base == "" {
+		return suffix
+	}
+	return base + "-" + suffix
 }
 
 func setDefault(d *time.Duration, def time.Duration) {

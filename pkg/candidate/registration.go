@@ -89,6 +89,12 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 		what    string
 	)
 	switch {
+	case lc != nil && lc.Spec.LeaseName != cfg.LeaseName:
+		// Another component, registered under the same Identity since this
+		// one started, owns the object: never rewrite it (the API refuses a
+		// new leaseName anyway). Said loudly, and looked at again later.
+		logger.Error(identityInUse(lc, cfg), "Not registering: this candidate's Identity is taken", "retryIn", identityTakenRetry)
+		return identityTakenRetry
 	case lc == nil:
 		if r.created {
 			logger.Info("LeaseCandidate was deleted; creating it again")
@@ -144,6 +150,10 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 	logger.V(4).Info("Wrote LeaseCandidate", "op", what)
 	return cfg.CandidateRenewInterval
 }
+
+// identityTakenRetry is how often a candidate whose Identity names another
+// Lease's LeaseCandidate looks again and says so.
+const identityTakenRetry = 30 * time.Second
 
 // spec is the desired spec written at renew, keeping a pending ping. Its
 // renewTime is never older than the stored one (see renewTimeFor): a

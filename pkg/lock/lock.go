@@ -51,15 +51,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"strings"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -430,36 +427,5 @@ func (l *Lock) callError(err error) error {
 const NoHolder = lockrule.NoHolder
 
 // IdentityFor maps an elector identity to a valid candidate name (a DNS-1123
-// subdomain, as LeaseCandidate names must be). A valid identity is kept as
-// it is. Any other, such as controller-runtime's and kube-controller-manager's
-// default host_uuid, is lowercased, every run of other characters than
-// letters and digits becomes a hyphen, and a hash of the original is
-// appended, so that two identities that differ only in those characters
-// stay distinct: "Node-1_6f1c..." becomes "node-1-6f1c...-1a2b3c4d".
-func IdentityFor(id string) string {
-	if id == "" || len(validation.IsDNS1123Subdomain(id)) == 0 {
-		return id
-	}
-	var b strings.Builder
-	hyphen := false
-	for _, r := range strings.ToLower(id) {
-		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
-			b.WriteRune(r)
-			hyphen = false
-		} else if !hyphen && b.Len() > 0 {
-			b.WriteByte('-')
-			hyphen = true
-		}
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	suffix := fmt.Sprintf("%08x", h.Sum32())
-	base := strings.TrimSuffix(b.String(), "-")
-	if limit := validation.DNS1123SubdomainMaxLength - len(suffix) - 1; len(base) > limit {
-		base = strings.TrimSuffix(base[:limit], "-")
-	}
-	if base == "" {
-		return suffix
-	}
-	return base + "-" + suffix
-}
+// subdomain, as LeaseCandidate names must be): candidate.NameFor.
+func IdentityFor(id string) string { return candidate.NameFor(id) }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 )
 
@@ -387,6 +388,45 @@ func RestartRefreshesCandidate(t *testing.T, env *Env) {
 		}
 		return lc.Spec.BinaryVersion == "1.36.0" && lc.Spec.EmulationVersion == "1.35.0", nil
 	})
+}
+
+// SharedHost: two components on one host in one namespace (host-network
+// static Pods in kube-system, say) that leave Identity to its default each
+// get a LeaseCandidate of their own, and each leads its Lease. One that
+// names another Lease's LeaseCandidate as its Identity is refused at once,
+// with the reason, instead of failing to write it forever (its leaseName is
+// immutable).
+func SharedHost(t *testing.T, env *Env) {
+	ns := env.Setup(t)
+	tl := &timeline{}
+	byDefault := memberOpts{tweak: func(c *candidate.Config) { c.Identity = "" }}
+	scheduler := env.run(t, tl, ns, "scheduler", "scheduler", byDefault)
+	manager := env.run(t, tl, ns, "controller-manager", "controller-manager", byDefault)
+	if scheduler.Identity() == manager.Identity() {
+		t.Fatalf("both components have the Identity %q", scheduler.Identity())
+	}
+	env.waitLeader(t, ns, "scheduler", scheduler)
+	env.waitLeader(t, ns, "controller-manager", manager)
+
+	clients, err := access.NewClients(env.Server.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clash, err := candidate.New(candidate.Config{
+		Clients: clients, APIMode: env.APIMode, Namespace: ns, LeaseName: "third", Identity: scheduler.Identity(),
+		BinaryVersion: "1.36.0", Callbacks: candidate.Callbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+	defer cancel()
+	if err := clash.Run(ctx); !errors.Is(err, candidate.ErrIdentityInUse) {
+		t.Errorf("Run with the Identity of the scheduler's LeaseCandidate = %v, want ErrIdentityInUse", err)
+	}
+	if !scheduler.IsLeader() {
+		t.Error("the scheduler stopped leading")
+	}
 }
 
 // WrapConfig: the guarded client refuses a write while not leader, lets reads

@@ -245,7 +245,7 @@ func holderOf(l *coordinationv1.Lease) string {
 func (env *Env) waitLeader(t *testing.T, ns, lease string, m *member) {
 	t.Helper()
 	until(t, waitLong, m.id+" leads under "+env.Controller, func() (bool, error) {
-		return m.IsLeader() && holderOf(env.lease(t, ns, lease)) == m.id, nil
+		return m.IsLeader() && holderOf(env.lease(t, ns, lease)) == m.Identity(), nil
 	})
 }
 
@@ -538,6 +538,7 @@ func Run(t *testing.T, env *Env) {
 		{"BlockedRenewals", BlockedRenewals},
 		{"PausedProcess", PausedProcess},
 		{"RestartRefreshesCandidate", RestartRefreshesCandidate},
+		{"SharedHost", SharedHost},
 		{"WrapConfig", WrapConfig},
 		{"RenewalsKeepCoordinatedFields", RenewalsKeepCoordinatedFields},
 		{"LockElectsBest", LockElectsBest},
