@@ -406,10 +406,18 @@ func (e *election) wakeForLease() {
 func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 	var live, stale []*coordinationv1beta1.LeaseCandidate
 	for _, lc := range e.all {
-		switch state, _, _ := e.peek(lc); state {
+		// A ping that has timed out is noted here, whatever is decided.
+		switch state, deadline, _ := e.liveness(lc); state {
 		case alive:
 			live = append(live, lc)
-		case unknown, pinged:
+		case pinged:
+			// Whatever is decided without its answer is looked at again
+			// once it has answered or timed out.
+			if deadline.After(e.v.now) {
+				e.d.wakeAt(deadline)
+			}
+			stale = append(stale, lc)
+		case unknown:
 			stale = append(stale, lc)
 		}
 	}
@@ -419,10 +427,17 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 		// Events that say why nobody is elected.
 		all = strategy.ResolveStrategy(e.all)
 	}
-	if e.leaseLive && !e.holderIsCandidate() {
-		return all, false // nothing is elected or steered meanwhile
-	}
 	known := strategy.ResolveStrategy(live)
+	if e.leaseLive && !e.holderIsCandidate() {
+		// Nothing is elected or steered meanwhile, so nobody is asked; the
+		// candidates known to be alive decide, when there are any, so that
+		// a dead one does not make the Lease look another controller's
+		// once it is free.
+		if known.BinaryVersion != "" {
+			return known, false
+		}
+		return all, false
+	}
 	newer := 0 // the deciders' binary compared with the alternative's: >= 0 (live), > 0 (below the newest)
 	if known.BinaryVersion == "" {
 		if e.leaseLive {

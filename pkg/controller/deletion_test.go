@@ -29,6 +29,21 @@ func (h *harness) renewUnseen(d time.Duration, term int32) {
 	}
 }
 
+// holderRenewingUnseen returns a harness where a holds the Lease in term 3
+// as the controller last saw it, then renews it every 2s until +12s at term
+// while the controller's Lease watch delivers nothing; b is a worse
+// candidate.
+func holderRenewingUnseen(t *testing.T, term int32) *harness {
+	t.Helper()
+	h := newHarness(t)
+	h.join(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	h.create(lease(heldBy("a"), transitions(3)))
+	h.reconcile()
+	h.clearWrites()
+	h.renewUnseen(12*time.Second, term)
+	return h
+}
+
 // relistDeletesLease deletes the test Lease on the server and delivers the
 // deletion as an informer does after its watch expired (410) and it
 // relisted: a DeletedFinalStateUnknown carrying the last copy it had cached,
@@ -60,14 +75,9 @@ func (h *harness) renewCandidates() {
 // from when the deletion was observed, not from the last renewal the cache
 // showed.
 func TestDeletionSeenThroughARelistWaitsFromTheDeletion(t *testing.T) {
-	h := newHarness(t)
-	h.join(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
-	h.create(lease(heldBy("a"), transitions(3)))
-	h.reconcile()
-	h.clearWrites()
 	// a renews until +12s; the watch shows none of it, nor that the term
 	// went to 7 meanwhile.
-	h.renewUnseen(12*time.Second, 7)
+	h := holderRenewingUnseen(t, 7)
 	h.relistDeletesLease()
 	deletedAt := h.clock.Now()
 	h.renewCandidates() // both run, and answer until the end
@@ -129,12 +139,7 @@ func TestRecreatedLeaseWaitsForTheDeletedHoldersTerm(t *testing.T) {
 // UID tells. The old holder is departed then, as for a deletion seen through
 // a relist.
 func TestLeaseRecreatedBehindARelistIsADeletion(t *testing.T) {
-	h := newHarness(t)
-	h.join(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
-	h.create(lease(heldBy("a"), transitions(3)))
-	h.reconcile()
-	h.clearWrites()
-	h.renewUnseen(12*time.Second, 3)
+	h := holderRenewingUnseen(t, 3)
 	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
 		t.Fatal(err)
 	}

@@ -509,13 +509,17 @@ func (h *harness) renew(name string, renewTime time.Time) {
 	h.serverUpdate(candidatesGVR, lc)
 }
 
-// answerPings makes every candidate with a ping pending answer it, as live
-// library candidates do; it returns how many did.
-func (h *harness) answerPings() int {
+// answerPings makes every candidate with a ping pending answer it (only
+// those named, if any are), as live library candidates do; it returns how
+// many did.
+func (h *harness) answerPings(only ...string) int {
 	h.t.Helper()
 	n := 0
 	for _, obj := range h.serverObjects(candidatesGVR, "LeaseCandidate") {
 		lc := obj.(*coordinationv1beta1.LeaseCandidate)
+		if len(only) > 0 && !slices.Contains(only, lc.Name) {
+			continue
+		}
 		if p := lc.Spec.PingTime; p != nil && (lc.Spec.RenewTime == nil || lc.Spec.RenewTime.Before(p)) {
 			h.renew(lc.Name, p.Time)
 			n++

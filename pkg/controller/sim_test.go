@@ -615,7 +615,14 @@ func (w *simWorld) startController() {
 	w.ctrls = append(w.ctrls, sc)
 	sc.renewLock()
 	w.tracef("controller %d starts (clock offset %s, drift %+.4f)", sc.id, sc.offset, sc.drift)
-	// The initial list, after a lag: candidates first, then the Lease.
+	sc.listAfterLag(sc.list) // the initial list
+}
+
+// listAfterLag lists the server's objects now and hands them to deliver
+// (list or relist) after a lag; the watches deliver what is written from
+// now on after it.
+func (sc *simController) listAfterLag(deliver func([]*coordinationv1beta1.LeaseCandidate, *coordinationv1.Lease)) {
+	w := sc.w
 	listAt := w.now.Add(w.lag())
 	var cands []*coordinationv1beta1.LeaseCandidate
 	for _, name := range slices.Sorted(mapKeys(w.candidates)) {
@@ -625,11 +632,13 @@ func (w *simWorld) startController() {
 	if w.lease != nil {
 		lease = w.lease.DeepCopy()
 	}
-	sc.leaseWatch.last, sc.candWatch.last = listAt, listAt
+	for _, sw := range []*simWatcher{sc.leaseWatch, sc.candWatch} {
+		if listAt.After(sw.last) {
+			sw.last = listAt
+		}
+	}
 	w.late(listAt)
-	w.at(listAt, func() {
-		sc.act(func() { sc.list(cands, lease) })
-	})
+	w.at(listAt, func() { sc.act(func() { deliver(cands, lease) }) })
 }
 
 // list is the informers' initial list.
@@ -755,22 +764,7 @@ func (sc *simController) expireWatches(d time.Duration) {
 			return
 		}
 		sc.leaseWatch.expired, sc.candWatch.expired = false, false
-		listAt := w.now.Add(w.lag())
-		var cands []*coordinationv1beta1.LeaseCandidate
-		for _, name := range slices.Sorted(mapKeys(w.candidates)) {
-			cands = append(cands, w.candidates[name].DeepCopy())
-		}
-		var lease *coordinationv1.Lease
-		if w.lease != nil {
-			lease = w.lease.DeepCopy()
-		}
-		for _, sw := range []*simWatcher{sc.leaseWatch, sc.candWatch} {
-			if listAt.After(sw.last) {
-				sw.last = listAt
-			}
-		}
-		w.late(listAt)
-		w.at(listAt, func() { sc.act(func() { sc.relist(cands, lease) }) })
+		sc.listAfterLag(sc.relist)
 	})
 }
 

@@ -52,3 +52,41 @@ func TestDeadCandidateDoesNotUnsettleAHeldLease(t *testing.T) {
 		t.Errorf("dead is %v, want unresponsive once its ping timed out", got)
 	}
 }
+
+// Found by the simulation (seed 34529 of 40,000): the holder left (its
+// LeaseCandidate deleted) while a dead candidate's strategy ping was in
+// flight and the only other candidate had not written since it registered;
+// the step that saw the Lease held by a non-candidate left it as another
+// controller's, settled, and asked to look again only at the candidate TTL.
+// Now the ping's timeout is noted whatever is decided, the step looks again
+// then, and the Lease is elected under the live candidates' strategy once
+// it expires. The steps here run only when the controller asks (as its
+// workqueue does, with no event to wake it).
+func TestDeadCandidateDoesNotDecideOnceTheHolderLeft(t *testing.T) {
+	h := newHarness(t)
+	h.list(candidate("dead", "1.32.0", "1.32.0", withStrategy("example.com/Future")))
+	h.join(candidate("holder", "1.31.0", "1.31.0"))
+	h.create(candidate("next", "1.30.0", "1.30.0"))
+	h.create(lease(heldBy("holder"), transitions(2)))
+	h.reconcile()
+	if !slices.Contains(h.pings(), "dead") {
+		t.Fatalf("pings = %v, want dead asked", h.pings())
+	}
+	h.step(time.Second)
+	h.deleteCandidate("holder")
+	end := h.clock.Now().Add(30 * time.Second)
+	for h.clock.Now().Before(end) {
+		next, _ := h.reconcileOnly()
+		h.sync()
+		h.answerPings("next") // dead never answers
+		if next == 0 || next > time.Minute {
+			t.Fatalf("at +%v: the step asks to look again in %v; want by dead's ping timeout or the Lease's expiry",
+				h.clock.Now().Sub(t0), next)
+		}
+		if l := h.serverLease(); holderOf(l) == "next" {
+			return
+		}
+		h.step(next)
+	}
+	t.Fatalf("after 30s: Lease held by %q, want next, elected once the Lease expired", holderOf(h.serverLease()))
+}
