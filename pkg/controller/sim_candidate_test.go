@@ -826,8 +826,8 @@ func (w *simWorld) checkLeaders() {
 	if w.noneRan.After(leaderFrom) {
 		leaderFrom = w.noneRan
 	}
-	if w.quietLeader.IsZero() && w.now.Sub(leaderFrom) > simLeaderBound {
-		w.fail("no leader %s after faults stopped and %s after a candidate ran again (bound %s)", w.now.Sub(w.quietAt), w.now.Sub(leaderFrom), simLeaderBound)
+	if bound := w.bound(simLeaderBound); w.quietLeader.IsZero() && w.now.Sub(leaderFrom) > bound {
+		w.fail("no leader %s after faults stopped and %s after a candidate ran again (bound %s)", w.now.Sub(w.quietAt), w.now.Sub(leaderFrom), bound)
 	}
 	best, bestLeads := w.bestLeads(leaders)
 	if bestLeads {
@@ -851,8 +851,8 @@ func (w *simWorld) checkLeaders() {
 	if w.bestFrom.After(from) {
 		from = w.bestFrom
 	}
-	if w.quietBest.IsZero() && w.now.Sub(from) > simBestBound {
-		w.fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.now.Sub(from), simBestBound)
+	if bound := w.bound(simBestBound); w.quietBest.IsZero() && w.now.Sub(from) > bound {
+		w.fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.now.Sub(from), bound)
 	}
 	if !w.quietBest.IsZero() && w.steadyFrom.IsZero() && w.now.Sub(w.quietBest) > 30*time.Second {
 		// Settled: from now on nothing but the holder's renewals and the
@@ -866,6 +866,15 @@ func (w *simWorld) checkLeaders() {
 	if !w.steadyFrom.IsZero() && !bestLeads {
 		w.fail("leadership changed in steady state: leaders %v", leaderNames(leaders))
 	}
+}
+
+// bound is a liveness bound of this run: one ping timeout longer when a
+// dead candidate asks for another strategy.
+func (w *simWorld) bound(b time.Duration) time.Duration {
+	if w.deadDecider {
+		return b + simDeadDeciderDelay
+	}
+	return b
 }
 
 // leaderNames names leading processes as name/incarnation.
@@ -1133,6 +1142,7 @@ func (w *simWorld) addDeadCandidate() {
 		},
 	}
 	w.tracef("a dead replica's candidate asks for %s", asks)
+	w.deadDecider = true
 	if _, err := w.writeCandidate("dead", lc, "", "dead replica"); err != nil {
 		panic(err)
 	}

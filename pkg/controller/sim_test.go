@@ -92,6 +92,10 @@ const (
 const (
 	simLeaderBound = simLeaseDuration + DefaultPingTimeout + time.Second
 	simBestBound   = simLeaderBound + 2*time.Second
+	// simDeadDeciderDelay is what a dead candidate asking for another
+	// strategy (addDeadCandidate) adds to both: a replica that does not
+	// know it yet asks it, and elects once its ping has timed out.
+	simDeadDeciderDelay = DefaultPingTimeout
 )
 
 func TestSimulation(t *testing.T) {
@@ -298,7 +302,10 @@ type simWorld struct {
 		best      *simCandidate
 		bestLeads bool
 	}
-	violation string
+	// deadDecider: a dead candidate asks for another strategy (see
+	// simDeadDeciderDelay).
+	deadDecider bool
+	violation   string
 }
 
 func (w *simWorld) tracef(format string, args ...any) {
