@@ -265,8 +265,8 @@ func TestMultiPlatform(t *testing.T) {
 			purls[r.ReferenceLocator] = true
 			licenses[r.ReferenceLocator] = p.LicenseDeclared
 		}
-		if p.LicenseDeclared == "" {
-			t.Errorf("SBOM package %s has no licenseDeclared", p.Name)
+		if p.LicenseDeclared == "" || p.LicenseDeclared == "NOASSERTION" {
+			t.Errorf("SBOM package %s@%s: licenseDeclared %q, want the identifiers of its license", p.Name, p.VersionInfo, p.LicenseDeclared)
 		}
 	}
 	for prefix, want := range map[string]string{
@@ -310,6 +310,11 @@ func TestClassifyLicense(t *testing.T) {
 		text := strings.ToLower(strings.Join(strings.Fields(tc.text), " "))
 		if got := classifyLicense(text); got != tc.want {
 			t.Errorf("classifyLicense(%.40q…) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+	for name, want := range map[string]bool{"LICENSE": true, "LICENSE.MIT": true, "license.md": true, "COPYING": true, "LICENCE-APACHE": true, "README.md": false, "go.mod": false} {
+		if got := licenseFile(name); got != want {
+			t.Errorf("licenseFile(%q) = %v, want %v", name, got, want)
 		}
 	}
 	if got := escapeModulePath("github.com/BurntSushi/toml"); got != "github.com/!burnt!sushi/toml" {

@@ -22,8 +22,13 @@ var licenseMarkers = []struct{ id, marker, unless string }{
 	{id: "MPL-2.0", marker: "mozilla public license version 2.0"},
 }
 
-// licenseFiles are the names a Go module's license goes by at its root.
-var licenseFiles = []string{"LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING", "LICENSE-APACHE", "LICENSE-MIT"}
+// licenseFile reports whether a file at a module's root holds its license:
+// LICENSE, LICENCE or COPYING, with any suffix (LICENSE.txt, LICENSE.MIT,
+// LICENSE-APACHE), in any case.
+func licenseFile(name string) bool {
+	upper := strings.ToUpper(name)
+	return strings.HasPrefix(upper, "LICENSE") || strings.HasPrefix(upper, "LICENCE") || strings.HasPrefix(upper, "COPYING")
+}
 
 // declaredLicense reads the license files of module path@version from the
 // module cache (Go's own for "stdlib") and names their SPDX identifiers;
@@ -40,9 +45,16 @@ func declaredLicense(path, version string) string {
 	if dir == "" {
 		return "NOASSERTION"
 	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "NOASSERTION"
+	}
 	var text strings.Builder
-	for _, name := range licenseFiles {
-		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+	for _, e := range entries {
+		if e.IsDir() || !licenseFile(e.Name()) {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil {
 			text.WriteString(strings.ToLower(strings.Join(strings.Fields(string(b)), " ")))
 			text.WriteByte('\n')
 		}
