@@ -404,22 +404,33 @@ func (e *election) wakeForLease() {
 // pinged: steady state, and a Lease whose candidates all ask for a
 // strategy handled elsewhere, cost nothing.
 func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
+	type judged struct {
+		lc       *coordinationv1beta1.LeaseCandidate
+		state    liveness
+		deadline time.Time
+		rec      candidateRecord
+	}
 	var live, stale []*coordinationv1beta1.LeaseCandidate
+	var staleJudged []judged
 	for _, lc := range e.all {
 		// A ping that has timed out is noted here, whatever is decided.
-		switch state, deadline, _ := e.liveness(lc); state {
+		state, deadline, rec := e.liveness(lc)
+		switch state {
 		case alive:
 			live = append(live, lc)
+			continue
 		case pinged:
 			// Whatever is decided without its answer is looked at again
 			// once it has answered or timed out.
 			if deadline.After(e.v.now) {
 				e.d.wakeAt(deadline)
 			}
-			stale = append(stale, lc)
 		case unknown:
-			stale = append(stale, lc)
+		default:
+			continue // unresponsive: left out
 		}
+		stale = append(stale, lc)
+		staleJudged = append(staleJudged, judged{lc, state, deadline, rec})
 	}
 	all := strategy.ResolveStrategy(append(slices.Clone(live), stale...))
 	if all.BinaryVersion == "" {
@@ -445,7 +456,7 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 		}
 		var below []*coordinationv1beta1.LeaseCandidate
 		for _, lc := range stale {
-			if lc.Spec.BinaryVersion != all.BinaryVersion && !slices.ContainsFunc(all.Conflicting, func(c strategy.CandidateStrategy) bool { return c.Name == lc.Name }) {
+			if order, err := strategy.CompareVersions(lc.Spec.BinaryVersion, all.BinaryVersion); err == nil && order < 0 {
 				below = append(below, lc)
 			}
 		}
@@ -455,27 +466,22 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 		return all, false
 	}
 	left := slices.Clone(live)
-	for _, lc := range slices.SortedFunc(slices.Values(stale), byName) {
-		if order, err := strategy.CompareVersions(lc.Spec.BinaryVersion, known.BinaryVersion); err != nil || order < newer {
-			left = append(left, lc) // an older (or unreadable) binary decides nothing while a newer one may live
+	slices.SortFunc(staleJudged, func(a, b judged) int { return byName(a.lc, b.lc) })
+	for _, j := range staleJudged {
+		if order, err := strategy.CompareVersions(j.lc.Spec.BinaryVersion, known.BinaryVersion); err != nil || order < newer {
+			left = append(left, j.lc) // an older (or unreadable) binary decides nothing while a newer one may live
 			continue
 		}
-		state, deadline, rec := e.liveness(lc)
-		switch state {
-		case unknown:
-			e.ping(lc)
+		if j.state == unknown {
+			e.ping(j.lc)
 			e.d.wakeAt(e.v.now.Add(e.o.PingTimeout))
-		case pinged:
-			if !rec.pingSent {
-				e.ping(lc) // the last attempt failed
+		} else {
+			if !j.rec.pingSent {
+				e.ping(j.lc) // the last attempt failed
 			}
-			e.d.wakeAt(deadline)
-		default:
-			// Its ping has just timed out: it is left out from now on.
-			e.d.wakeAt(deadline)
-			continue
+			e.d.wakeAt(j.deadline)
 		}
-		e.contenders = append(e.contenders, lc.Name)
+		e.contenders = append(e.contenders, j.lc.Name)
 		waiting = true
 	}
 	if waiting {
@@ -714,29 +720,27 @@ func (e *election) decideWrite() {
 	if e.best != nil {
 		d.resolve(ReasonNoEligible)
 	}
+	if e.leaseLive {
+		d.clearNeeded = true
+	} else {
+		d.markNeeded, d.neededSince = true, e.neededAt()
+	}
 	if until := e.departedUntil(); !until.IsZero() {
 		// Whoever created the Lease again (or nobody), the deleted Lease's
 		// holder may still lead: naming or preferring anybody else now
 		// could make two leaders.
-		if e.leaseLive {
-			d.clearNeeded = true
-		} else {
-			d.markNeeded, d.neededSince = true, e.neededAt()
-		}
 		d.wakeAt(until)
 		d.log(2, "The Lease was deleted while held; electing once its holder's term has run out on this controller's clock",
 			"departedHolder", e.v.record.departed.holder, "until", until, "holder", e.holder, "best", e.bestName())
 		return
 	}
 	if e.leaseLive {
-		d.clearNeeded = true
 		e.steer()
 		if d.write == nil {
 			d.settled = true
 		}
 		return
 	}
-	d.markNeeded, d.neededSince = true, e.neededAt()
 	if e.waiting {
 		return // a better candidate may still answer
 	}
@@ -799,11 +803,10 @@ func (e *election) gatheringUntil() time.Time {
 // surely stopped acting: the Lease may have been deleted while held just
 // before this controller started (during a failover, say), and created
 // again empty (kubectl, GitOps), and its holder acts on until its renewals
-// fail. That is
-// Options.UnseenHolderWait (by default a lease duration), or the longest
-// lease duration this Lease was seen with if that is longer, after the
-// controller first saw the candidates. A Lease this controller saw, or
-// whose candidates all came later, does not wait.
+// fail. That is Options.UnseenHolderWait (by default a lease duration), or
+// the longest lease duration this Lease was seen with if that is longer,
+// after the controller first saw the candidates. A Lease this controller
+// saw, or whose candidates all came later, does not wait.
 func (e *election) unseenHolderUntil() time.Time {
 	rec := &e.v.record
 	wait := e.o.UnseenHolderWait

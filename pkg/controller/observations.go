@@ -364,15 +364,12 @@ func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, defaul
 		}
 		r.leaseObject = leaseObject{observed: true, uid: lease.UID, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap}
 	}
-	r.uid = lease.UID
 	r.terms = termsOf(lease)
 	if holder != "" && holder == r.departed.holder {
 		// The departed holder is named again: its term is this Lease's.
 		r.departed = departedHolder{}
 	}
-	if d := time.Duration(r.terms.durationSeconds) * time.Second; d > r.longestDuration {
-		r.longestDuration = d
-	}
+	r.longestDuration = max(r.longestDuration, r.terms.duration(0))
 	r.maxTransitions = max(r.maxTransitions, transitions)
 	if holder != "" || transitions > 0 || lease.Spec.AcquireTime != nil {
 		r.held = true
@@ -404,11 +401,7 @@ func (o *observations) leaseDeleted(key types.NamespacedName, keep, relisted boo
 	case r.observed && relisted:
 		r.departRelisted(now, o.leaseDuration)
 	case r.observed && r.holder != "":
-		duration := o.leaseDuration
-		if s := r.terms.durationSeconds; s > 0 {
-			duration = time.Duration(s) * time.Second
-		}
-		r.depart(r.holder, r.observedAt.Add(duration))
+		r.depart(r.holder, r.observedAt.Add(r.terms.duration(o.leaseDuration)))
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
 	if !keep {
@@ -419,9 +412,10 @@ func (o *observations) leaseDeleted(key types.NamespacedName, keep, relisted boo
 // departRelisted departs the recorded holder of a Lease whose deletion was
 // learnt late (a relist): it may have renewed, or another been named, unseen
 // until just before now, so its term runs from now, at the longest duration
-// known, and a record without a holder stands for an unknown one.
+// known (longestDuration includes the recorded Lease's own), and a record
+// without a holder stands for an unknown one.
 func (r *leaseRecord) departRelisted(now time.Time, defaultDuration time.Duration) {
-	duration := max(defaultDuration, r.longestDuration, time.Duration(r.terms.durationSeconds)*time.Second)
+	duration := max(defaultDuration, r.longestDuration)
 	holder := r.holder
 	if holder == "" {
 		holder = unknownHolder
@@ -642,6 +636,14 @@ func holderIdentity(lease *coordinationv1.Lease) string {
 type leaseTerms struct {
 	preferred, strategy string
 	durationSeconds     int32
+}
+
+// duration is the Lease's leaseDurationSeconds, or def when it has none.
+func (t leaseTerms) duration(def time.Duration) time.Duration {
+	if t.durationSeconds > 0 {
+		return time.Duration(t.durationSeconds) * time.Second
+	}
+	return def
 }
 
 func termsOf(lease *coordinationv1.Lease) leaseTerms {
