@@ -1,9 +1,11 @@
-// Package lockrule holds the pure rules of package lock, the client-go
-// resource lock backed by the candidate library: how the elector is shown
-// the Lease (RecordOf), how the elector's timings are read from its calls
-// and checked (TimingCheck), and what the elector's release does with the
-// Lease (ReleaseFor). They read no clock and start no goroutine, so that
-// the simulation in pkg/controller runs the lock's own rules.
+// Package lockrule holds the rules of package lock, the client-go resource
+// lock backed by the candidate library. How the elector is shown the Lease
+// (RecordOf) and what the elector's release does with the Lease
+// (ReleaseFor) are pure functions. TimingCheck is a record of the elector's
+// calls, updated under its own lock from the instants the lock passes it,
+// from which the elector's timings are read and checked. Nothing here reads
+// a clock or starts a goroutine, so the simulation in pkg/controller runs
+// the lock's own rules.
 package lockrule
 
 import (

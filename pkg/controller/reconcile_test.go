@@ -121,7 +121,7 @@ func TestPingsOnlyCandidatesRankedAboveBestAlive(t *testing.T) {
 		}
 		ping := ws[0].cand
 		// Just after the candidate's own renewTime, not at the controller's
-		// time: see TestRegression5_CandidateClockSkew.
+		// time: see TestCandidateClockSkewDoesNotAffectLiveness.
 		if want := t0.Add(-time.Minute + time.Microsecond); ping.ResourceVersion != "1" || !ping.Spec.PingTime.Time.Equal(want) {
 			t.Errorf("ping: resourceVersion %q pingTime %v, want conditional on %q at %v", ping.ResourceVersion, ping.Spec.PingTime, "1", want)
 		}

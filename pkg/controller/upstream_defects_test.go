@@ -17,12 +17,12 @@ import (
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
-// One test per defect of kube-apiserver's built-in controller that cle must
-// not have.
+// One test per defect of the election controller built into kube-apiserver
+// that cle must not have, each named by the behaviour it pins.
 
 // Defect 1: a Lease the API accepts with every optional field nil (or an
 // empty holder) made the upstream controller dereference nil pointers.
-func TestRegression1_NilLeaseFieldsNoPanic(t *testing.T) {
+func TestLeaseWithNilFieldsIsElectedWithoutPanic(t *testing.T) {
 	tests := []struct {
 		name            string
 		lease           *coordinationv1.Lease
@@ -76,7 +76,7 @@ func TestRegression1_NilLeaseFieldsNoPanic(t *testing.T) {
 // Defect 2: a preferredHolder naming a candidate that no longer exists (or no
 // longer should lead) was left in place, so the holder kept trying to hand
 // over to it.
-func TestRegression2_StalePreferredHolder(t *testing.T) {
+func TestStalePreferredHolderIsCleared(t *testing.T) {
 	t.Run("deleted candidate while the holder is the best: cleared", func(t *testing.T) {
 		h := newHarness(t)
 		h.create(candidate("h", "1.30.0", "1.30.0"), candidate("w", "1.31.0", "1.31.0"))
@@ -180,7 +180,7 @@ func TestRegression2_StalePreferredHolder(t *testing.T) {
 
 // Defect 3: candidates with identical versions were ordered by list order, so
 // the winner (and preferredHolder) flapped from one reconcile to the next.
-func TestRegression3_EqualVersionTiesAreStable(t *testing.T) {
+func TestTiesOnEqualVersionsDoNotFlap(t *testing.T) {
 	tests := []struct {
 		name    string
 		created map[string]time.Time
@@ -259,7 +259,7 @@ func TestRegression3_EqualVersionTiesAreStable(t *testing.T) {
 
 // Defect 4: the strategy (and the conflict check) depended on the order in
 // which the candidates were listed.
-func TestRegression4_ResultIndependentOfListOrder(t *testing.T) {
+func TestElectionIndependentOfListOrder(t *testing.T) {
 	t.Run("same holder", func(t *testing.T) {
 		cands := []*coordinationv1beta1.LeaseCandidate{
 			candidate("p", "1.31.0", "1.30.0"),
@@ -343,7 +343,7 @@ func names(cands []*coordinationv1beta1.LeaseCandidate) string {
 // Defect 5: liveness was judged by comparing the candidates' renewTime with
 // the controller's clock, so a candidate whose clock is off was expired, or
 // could never answer a ping.
-func TestRegression5_CandidateClockSkew(t *testing.T) {
+func TestCandidateClockSkewDoesNotAffectLiveness(t *testing.T) {
 	for _, skew := range []time.Duration{10 * time.Second, -10 * time.Second, 10 * time.Minute, -10 * time.Minute, -45 * time.Minute} {
 		t.Run(fmt.Sprintf("created with skew %v: elected at once", skew), func(t *testing.T) {
 			h := newHarness(t)
@@ -433,7 +433,7 @@ func serialized(t *metav1.MicroTime) time.Time {
 
 // Defect 6: a dead candidate ranked best was pinged again and again, and
 // blocked the election each time.
-func TestRegression6_DeadBestCandidate(t *testing.T) {
+func TestDeadBestCandidateIsPassedOver(t *testing.T) {
 	h := newHarness(t)
 	h.list(candidate("dead", "1.29.0", "1.29.0"))
 	h.create(candidate("b", "1.30.0", "1.30.0"), candidate("c", "1.31.0", "1.31.0"))
@@ -497,7 +497,7 @@ func TestRegression6_DeadBestCandidate(t *testing.T) {
 // Defect 7: a Lease held by a component that does not take part in
 // coordinated election was given a preferredHolder it cannot follow, or was
 // never taken over when its holder went away.
-func TestRegression7_NonCandidateHolder(t *testing.T) {
+func TestNonCandidateHolderIsLeftAloneUntilItGoes(t *testing.T) {
 	tests := []struct {
 		name            string
 		lease           *coordinationv1.Lease
@@ -577,7 +577,7 @@ func TestRegression7_NonCandidateHolder(t *testing.T) {
 // not implement were pinged and written anyway. The candidates are alive
 // (they answer a ping); a dead one that alone asks for the strategy is
 // TestDeadCandidateDoesNotDecideTheStrategy's.
-func TestRegression8_ThirdPartyStrategyLeftAlone(t *testing.T) {
+func TestThirdPartyStrategyIsLeftAlone(t *testing.T) {
 	const other = coordinationv1.CoordinatedLeaseStrategy("example.com/Other")
 	tests := []struct {
 		name  string
