@@ -525,19 +525,22 @@ func (c *Controller) cachedCandidate(key types.NamespacedName) *coordinationv1be
 	return nil
 }
 
+// leaseState is the state of an election, as cle_leases reports it.
+type leaseState string
+
 // The states of cle_leases.
 const (
-	leaseOptimal    = "optimal"
-	leasePreempting = "preempting"
-	leaseVacant     = "vacant"
-	leaseExpired    = "expired"
-	leaseConflict   = "conflict"
-	leaseUnmanaged  = "unmanaged"
+	leaseOptimal    leaseState = "optimal"
+	leasePreempting            = "preempting"
+	leaseVacant                = "vacant"
+	leaseExpired               = "expired"
+	leaseConflict              = "conflict"
+	leaseUnmanaged             = "unmanaged"
 )
 
 // leaseOutcome is a Lease with candidates as reconcile last left it.
 type leaseOutcome struct {
-	state string
+	state leaseState
 	// leaderlessSince is when the Lease was first judged vacant or expired
 	// since it last had a holder that renewed it; zero while it has one. A
 	// holder the controller names counts once it renews the Lease itself:
@@ -552,7 +555,7 @@ type leaseOutcome struct {
 
 // noteOutcome records the state reconcile left the Lease of v in; written
 // is the Lease the step wrote, if it wrote one.
-func (c *Controller) noteOutcome(v *view, state string, written *coordinationv1.Lease) {
+func (c *Controller) noteOutcome(v *view, state leaseState, written *coordinationv1.Lease) {
 	// Only a preemption makes a newer holder the controller's concern: in
 	// other states the older candidate is not one it would elect (another
 	// strategy, not known to be alive yet).

@@ -20,11 +20,12 @@ import (
 
 // This file is what the controller decides for one Lease: decide is a pure
 // function from a snapshot of what the controller has cached and observed
-// (a view) to a decision. It does no I/O, reads no clock and changes
+// (a view) to a decision, a plain value that names candidates and holds no
+// pointer into the cache. It does no I/O, reads no clock and changes
 // nothing; reconcile.go builds the view, calls decide, and applies the
 // decision (pings, at most one Lease write, Events, records, the next
-// look). Every rule of an election lives here, and decide_test.go tests
-// them as tables.
+// look). Every rule of an election lives here, and decide_test.go compares
+// whole decisions in tables.
 
 // liveness is what the controller knows of a candidate at one instant.
 type liveness int
@@ -69,17 +70,19 @@ type observedCandidate struct {
 
 // decision is what one election step does.
 type decision struct {
-	// waitForOwnWrite: the cache still shows the Lease that the
-	// controller's last write replaced; nothing is judged, and the step runs
-	// again at next (or when the write arrives).
-	waitForOwnWrite bool
+	// waiting says why no election is made now although one may be due
+	// (waitNone when there is no such reason); the step runs again at next
+	// or when something changes. With waitOwnWrite nothing is judged: the
+	// cache still shows the Lease that the controller's last write
+	// replaced.
+	waiting waitReason
 	// confirmAbsent: read the Lease from the API to learn whether a Lease
 	// that the cache never showed still exists (see decide).
 	confirmAbsent bool
 	// outcome is the state of the election for cle_leases once the write
 	// (if any) is made, and unwritten its state if the write fails or is
 	// not made ("" forgets the Lease: no candidate is left).
-	outcome, unwritten string
+	outcome, unwritten leaseState
 	// forget drops what the controller said and timed about a Lease that
 	// has no candidates left.
 	forget bool
@@ -88,9 +91,9 @@ type decision struct {
 	// occurrence is news again.
 	events   []eventIntent
 	resolved []string
-	// unanswered are the candidates whose ping went unanswered for the ping
-	// timeout: they are marked unresponsive.
-	unanswered []observedCandidate
+	// unanswered are the pings that went unanswered for the ping timeout:
+	// their candidates are marked (see candidateRecord.pingTimedOut).
+	unanswered []unansweredPing
 	// pings are the candidates to ping, with the pingTime each gets.
 	pings []pingIntent
 	// write is the one Lease write of the step, if any.
@@ -109,10 +112,47 @@ type decision struct {
 	logs []logLine
 }
 
+// A decision is a plain value: it names candidates (all in the Lease's
+// namespace) by name, and holds no pointer into the cache; reconcile finds
+// the objects in the view it decided on.
+
+// unansweredPing is a ping of the candidate named, first tried at pingedAt,
+// that went unanswered for the ping timeout.
+type unansweredPing struct {
+	candidate string
+	uid       types.UID
+	pingedAt  time.Time
+}
+
+// waitReason is why a step that could elect waits.
+type waitReason int
+
+const (
+	waitNone waitReason = iota
+	// waitOwnWrite: the cache does not show the controller's last write yet.
+	waitOwnWrite
+	// waitStrategy: candidates not known to be alive would decide the
+	// strategy; they are pinged.
+	waitStrategy
+	// waitDeparted: the holder of the deleted Lease may still act.
+	waitDeparted
+	// waitAnswer: a candidate better than any known to be alive is pinged.
+	waitAnswer
+	// waitUnseenHolder: the candidates were there before this controller
+	// started, and a holder it could not see may still act.
+	waitUnseenHolder
+	// waitGathering: the first election waits for its candidates to gather.
+	waitGathering
+)
+
+func (w waitReason) String() string {
+	return [...]string{"none", "own write", "strategy", "departed holder", "answer", "unseen holder", "gathering"}[w]
+}
+
 // eventIntent is an Event decide wants said, once per change of its note.
 type eventIntent struct {
 	topic     string
-	related   *coordinationv1beta1.LeaseCandidate // nil: about the Lease itself
+	related   string // the candidate the Event is about; "": the Lease itself
 	eventType string
 	reason    string
 	action    string
@@ -134,7 +174,7 @@ const (
 
 // pingIntent asks a candidate whether it is alive.
 type pingIntent struct {
-	candidate *coordinationv1beta1.LeaseCandidate
+	candidate string
 	pingTime  time.Time
 	// preempt: the ping only checks whether a candidate better than a live
 	// holder is alive; no election is due (see pingBudget).
@@ -154,8 +194,8 @@ type leaseWrite struct {
 	kind  string
 	lease *coordinationv1.Lease
 	// winner is the holder an election names, or the candidate preferred by
-	// a steer (nil when a steer clears preferredHolder).
-	winner *coordinationv1beta1.LeaseCandidate
+	// a steer ("" when a steer clears preferredHolder).
+	winner string
 	// confirmWinner: read the winner from the API before the write; if it is
 	// gone, do not write (see reconcile's confirm).
 	confirmWinner bool
@@ -196,7 +236,7 @@ func decide(o *Options, v *view) decision {
 		// judging it would repeat a write that can only conflict. The
 		// write's arrival wakes this Lease again.
 		if wait := rec.writtenAt.Add(ownWriteWait); wait.After(now) {
-			d.waitForOwnWrite = true
+			d.waiting = waitOwnWrite
 			d.next = wait
 			d.log(4, "Waiting for the cache to show the last write", "replaced", rec.replaced)
 			return d
@@ -208,7 +248,7 @@ func decide(o *Options, v *view) decision {
 			// could name a second holder while the first one, unseen, still
 			// renews; so the API is read to tell which, and the Lease is
 			// created again only once its holder's term has surely run out.
-			d.waitForOwnWrite, d.confirmAbsent = true, true
+			d.waiting, d.confirmAbsent = waitOwnWrite, true
 			d.next = now.Add(ownWriteWait)
 			d.log(2, "The cache does not show a Lease that exists or existed; reading it from the API", "holder", rec.named)
 			return d
@@ -226,6 +266,7 @@ func decide(o *Options, v *view) decision {
 	e.judgeLease()
 	res, waiting := e.resolveStrategy()
 	if waiting {
+		d.waiting = waitStrategy
 		d.log(2, "Candidates not known to be alive would decide the strategy; pinged, not electing until they answer or time out",
 			"candidates", e.contenders)
 		d.outcome, d.unwritten = e.outcome(false), e.outcome(false)
@@ -292,7 +333,7 @@ func decide(o *Options, v *view) decision {
 // invalid reports, once per change, that a candidate cannot take part.
 func (d *decision) invalid(lc *coordinationv1beta1.LeaseCandidate, under string, reason error) {
 	d.event(eventIntent{
-		topic: "candidate/" + lc.Name, related: lc, eventType: corev1.EventTypeWarning, reason: ReasonInvalidCandidate, action: "Elect",
+		topic: "candidate/" + lc.Name, related: lc.Name, eventType: corev1.EventTypeWarning, reason: ReasonInvalidCandidate, action: "Elect",
 		note:    fmt.Sprintf("Candidate %s cannot take part under %s: %v", lc.Name, under, reason),
 		counter: countInvalid,
 		log:     &logLine{level: 2, msg: "Invalid candidate", kv: []any{"candidate", lc.Name, "reason", reason}},
@@ -523,7 +564,7 @@ func (e *election) pingLateHolder() {
 
 // outcome is the state of the election once this step is done, for
 // cle_leases, with or without its write.
-func (e *election) outcome(written bool) string {
+func (e *election) outcome(written bool) leaseState {
 	switch {
 	case e.leaseLive && e.best != nil && e.best.Name != e.holder:
 		return leasePreempting
@@ -623,7 +664,7 @@ func (e *election) ping(lc *coordinationv1beta1.LeaseCandidate) {
 		// The API keeps microseconds: one after the renewal is after it.
 		at = lc.Spec.RenewTime.Truncate(time.Microsecond).Add(time.Microsecond)
 	}
-	e.d.pings = append(e.d.pings, pingIntent{candidate: lc, pingTime: at, preempt: e.leaseLive})
+	e.d.pings = append(e.d.pings, pingIntent{candidate: lc.Name, pingTime: at, preempt: e.leaseLive})
 }
 
 // liveHolder returns the holder's candidate while the Lease is live and the
@@ -658,18 +699,17 @@ func (e *election) liveness(lc *coordinationv1beta1.LeaseCandidate) (liveness, t
 	if state != pinged || e.v.now.Before(deadline) {
 		return state, deadline, rec
 	}
-	if !slices.ContainsFunc(e.d.unanswered, func(u observedCandidate) bool { return u.lc == lc }) {
-		e.d.unanswered = append(e.d.unanswered, observedCandidate{lc: lc, rec: rec})
+	if !slices.ContainsFunc(e.d.unanswered, func(u unansweredPing) bool { return u.candidate == lc.Name }) {
+		e.d.unanswered = append(e.d.unanswered, unansweredPing{candidate: lc.Name, uid: lc.UID, pingedAt: rec.pingedAt})
 	}
-	if !rec.pingSent {
-		if until := rec.nextUnreachable(e.v.now, e.o.PingTimeout).until; e.v.now.Before(until) {
-			return unresponsive, until, rec
-		}
-		// No ping reached it, and the last attempts are too old to say
-		// anything: ask again now.
+	switch after, verdict := rec.pingTimedOut(e.v.now, e.o.PingTimeout); verdict {
+	case verdictUnreachable:
+		return unresponsive, after.unreachable.until, rec
+	case verdictAskAgain:
 		return unknown, time.Time{}, rec
+	default:
+		return unresponsive, time.Time{}, rec
 	}
-	return unresponsive, time.Time{}, rec
 }
 
 // peek is liveness without noting a timed-out ping: a candidate whose ping
@@ -729,6 +769,7 @@ func (e *election) decideWrite() {
 		// Whoever created the Lease again (or nobody), the deleted Lease's
 		// holder may still lead: naming or preferring anybody else now
 		// could make two leaders.
+		d.waiting = waitDeparted
 		d.wakeAt(until)
 		d.log(2, "The Lease was deleted while held; electing once its holder's term has run out on this controller's clock",
 			"departedHolder", e.v.record.departed.holder, "until", until, "holder", e.holder, "best", e.bestName())
@@ -742,7 +783,8 @@ func (e *election) decideWrite() {
 		return
 	}
 	if e.waiting {
-		return // a better candidate may still answer
+		d.waiting = waitAnswer // a better candidate may still answer
+		return
 	}
 	if e.best == nil {
 		d.event(eventIntent{
@@ -753,12 +795,14 @@ func (e *election) decideWrite() {
 		return
 	}
 	if until := e.unseenHolderUntil(); !until.IsZero() {
+		d.waiting = waitUnseenHolder
 		d.wakeAt(until)
 		d.log(2, "The Lease has no holder and no history, but its candidates were there before this controller started: a holder of a Lease deleted before then may still act; electing once a lease duration has passed",
 			"until", until, "best", e.best.Name)
 		return
 	}
 	if until := e.gatheringUntil(); !until.IsZero() {
+		d.waiting = waitGathering
 		d.wakeAt(until)
 		d.log(2, "Gathering candidates before the first election", "candidates", len(e.all), "until", until, "best", e.best.Name)
 		return
@@ -872,7 +916,7 @@ func (e *election) elect() {
 	now := metav1.NewMicroTime(e.v.now)
 	name := e.strat.Name()
 	w := &leaseWrite{
-		winner: e.best, confirmWinner: e.v.record.held, previousHolder: e.holder, strategy: name,
+		winner: e.best.Name, confirmWinner: e.v.record.held, previousHolder: e.holder, strategy: name,
 		candidates: e.describeCandidates(),
 	}
 	if e.v.lease == nil {
@@ -953,23 +997,23 @@ func (e *election) steer() {
 	}
 	clone := e.v.lease.DeepCopy()
 	clone.Spec.PreferredHolder = nil
-	var winner *coordinationv1beta1.LeaseCandidate
 	if want != "" {
 		// The best, or (while waiting, maybe with no best yet) a contender.
 		clone.Spec.PreferredHolder = ptr.To(want)
-		winner = e.candidateNamed(want)
 	}
 	clone.Spec.Strategy = ptr.To(name)
 	e.d.write = &leaseWrite{
-		kind: writeSteer, lease: clone, winner: winner, previousHolder: e.holder,
+		kind: writeSteer, lease: clone, winner: want, previousHolder: e.holder,
 		previousPreferred: current, previousStrategy: ptr.Deref(e.v.lease.Spec.Strategy, ""), strategy: name,
 	}
 }
 
-func (e *election) candidateNamed(name string) *coordinationv1beta1.LeaseCandidate {
-	for _, lc := range e.all {
-		if lc.Name == name {
-			return lc
+// candidate is the candidate of the view named name (nil: none), for the
+// names a decision carries.
+func (v *view) candidate(name string) *coordinationv1beta1.LeaseCandidate {
+	for _, c := range v.candidates {
+		if c.lc.Name == name {
+			return c.lc
 		}
 	}
 	return nil

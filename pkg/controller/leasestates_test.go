@@ -9,10 +9,10 @@ import (
 
 // expectLeaseStates checks cle_leases: want counts by state, every other
 // state 0.
-func (h *harness) expectLeaseStates(context string, want map[string]float64) {
+func (h *harness) expectLeaseStates(context string, want map[leaseState]float64) {
 	h.t.Helper()
-	for _, state := range []string{leaseOptimal, leasePreempting, leaseVacant, leaseExpired, leaseConflict, leaseUnmanaged} {
-		if got := h.metric("cle_leases", "state", state); got != want[state] {
+	for _, state := range []leaseState{leaseOptimal, leasePreempting, leaseVacant, leaseExpired, leaseConflict, leaseUnmanaged} {
+		if got := h.metric("cle_leases", "state", string(state)); got != want[state] {
 			h.t.Errorf("%s: cle_leases{state=%q} = %v, want %v", context, state, got, want[state])
 		}
 	}
@@ -28,21 +28,21 @@ func TestLeaseStatesMetric(t *testing.T) {
 	h.expectLeaseStates("no Lease, no candidate", nil)
 	h.create(candidate("b", "1.36.0", "1.36.0"))
 	h.reconcile()
-	h.expectLeaseStates("gathering", map[string]float64{leaseVacant: 1})
+	h.expectLeaseStates("gathering", map[leaseState]float64{leaseVacant: 1})
 	h.step(time.Second)
 	h.reconcile()
 	h.expectOneLeaseWrite("create")
-	h.expectLeaseStates("elected", map[string]float64{leaseOptimal: 1})
+	h.expectLeaseStates("elected", map[leaseState]float64{leaseOptimal: 1})
 	h.clearWrites()
 	h.reconcile()
-	h.expectLeaseStates("the election seen", map[string]float64{leaseOptimal: 1})
+	h.expectLeaseStates("the election seen", map[leaseState]float64{leaseOptimal: 1})
 
 	h.join(candidate("a", "1.36.0", "1.35.0"))
 	h.reconcile()
 	if got := preferredOf(h.serverLease()); got != "a" {
 		t.Fatalf("preferredHolder %q, want a", got)
 	}
-	h.expectLeaseStates("a better candidate joined", map[string]float64{leasePreempting: 1})
+	h.expectLeaseStates("a better candidate joined", map[leaseState]float64{leasePreempting: 1})
 
 	h.step(DefaultLeaseDuration + time.Second) // b never hands over, nor renews
 	h.deleteCandidate("a")
@@ -50,7 +50,7 @@ func TestLeaseStatesMetric(t *testing.T) {
 	h.clearWrites()
 	h.step(DefaultCandidateFreshness)
 	h.reconcile()
-	h.expectLeaseStates("the holder stopped renewing", map[string]float64{leaseExpired: 1})
+	h.expectLeaseStates("the holder stopped renewing", map[leaseState]float64{leaseExpired: 1})
 
 	h.deleteCandidate("b")
 	h.sync()
@@ -65,14 +65,14 @@ func TestLeaseStatesMetricConflictAndUnmanaged(t *testing.T) {
 		candidate("y", "1.31.0", "1.30.0", withStrategy(strategy.PriorityName)),
 	)
 	h.reconcile()
-	h.expectLeaseStates("strategy conflict", map[string]float64{leaseConflict: 1})
+	h.expectLeaseStates("strategy conflict", map[leaseState]float64{leaseConflict: 1})
 
 	u := newHarness(t)
 	u.list(lease(heldBy("someone-else")))
 	u.renewLease(u.clock.Now())
 	u.create(candidate("a", "1.36.0", "1.36.0"))
 	u.reconcile()
-	u.expectLeaseStates("held by a non-candidate", map[string]float64{leaseUnmanaged: 1})
+	u.expectLeaseStates("held by a non-candidate", map[leaseState]float64{leaseUnmanaged: 1})
 }
 
 // leaseSeries returns the series of the per-Lease metric name for the test
@@ -117,7 +117,7 @@ func TestPerLeaseMetrics(t *testing.T) {
 	h.step(time.Second)
 	h.reconcile()
 	h.expectOneLeaseWrite("create")
-	if got := h.leaseSeries("cle_lease_state"); len(got) != 1 || got[leaseOptimal] != 1 {
+	if got := h.leaseSeries("cle_lease_state"); len(got) != 1 || got[string(leaseOptimal)] != 1 {
 		t.Errorf("elected: cle_lease_state = %v, want only optimal 1", got)
 	}
 	// Named, b leads once it renews the Lease itself.

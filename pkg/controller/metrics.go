@@ -182,7 +182,7 @@ const leaseStatesHelp = "optimal (a live holder no candidate beats on merit), " 
 // it.
 type leaseReport struct {
 	key           types.NamespacedName
-	state         string
+	state         leaseState
 	leaderless    bool
 	leaderlessFor time.Duration
 	leaseDuration time.Duration
@@ -230,11 +230,11 @@ func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
 	if source == nil {
 		return
 	}
-	counts := map[string]int{leaseOptimal: 0, leasePreempting: 0, leaseVacant: 0, leaseExpired: 0, leaseConflict: 0, leaseUnmanaged: 0}
+	counts := map[leaseState]int{leaseOptimal: 0, leasePreempting: 0, leaseVacant: 0, leaseExpired: 0, leaseConflict: 0, leaseUnmanaged: 0}
 	for _, r := range (*source)() {
 		counts[r.state]++
 		ns, name := r.key.Namespace, r.key.Name
-		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, 1, ns, name, r.state)
+		ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, 1, ns, name, string(r.state))
 		if r.leaderless {
 			ch <- prometheus.MustNewConstMetric(c.leaderless, prometheus.GaugeValue, r.leaderlessFor.Seconds(), ns, name)
 			ch <- prometheus.MustNewConstMetric(c.duration, prometheus.GaugeValue, r.leaseDuration.Seconds(), ns, name)
@@ -244,6 +244,6 @@ func (c *leaseCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for state, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n), state)
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n), string(state))
 	}
 }

@@ -18,7 +18,10 @@ import (
 // Only the informer event handlers create, change and delete records of what
 // was observed. Reconcile and the garbage collector read them, and note only
 // what the controller itself did (a ping sent, a ping gone unanswered, an
-// election settled). An object in the cache whose handler has not run yet has
+// election settled). Every change of a record is a pure function from the
+// record and what happened (an event, or the result of the controller's own
+// write) to the next record; the methods of observations only find the
+// record, under the lock, and store what the function returns. An object in the cache whose handler has not run yet has
 // no record (or one of an older object); readers then judge it as seen just
 // now, which is what its handler is about to record.
 
@@ -185,12 +188,13 @@ type departedHolder struct {
 	until  time.Time
 }
 
-// depart records that holder may act until until, keeping whichever of it
-// and an earlier departed holder ends later.
-func (h *leaseHistory) depart(holder string, until time.Time) {
+// depart is the history once holder may act until until, keeping whichever
+// of it and an earlier departed holder ends later.
+func (h leaseHistory) depart(holder string, until time.Time) leaseHistory {
 	if h.departed.holder == "" || until.After(h.departed.until) {
 		h.departed = departedHolder{holder: holder, until: until}
 	}
+	return h
 }
 
 // gathering is when the Lease's candidates joined it: reset when the last
@@ -273,26 +277,38 @@ func renewTimeOf(lc *coordinationv1beta1.LeaseCandidate) time.Time {
 // seen. It reports whether the candidate renewed (or is new).
 func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, now time.Time, inInitialList bool) bool {
 	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
-	renew := renewTimeOf(lc)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r, ok := o.candidates[key]
-	if !ok || r.uid != lc.UID {
-		r = &candidateRecord{uid: lc.UID, renewTime: renew, firstSeen: now}
+	var prev *candidateRecord
+	if r, ok := o.candidates[key]; ok {
+		prev = r
+	}
+	next, renewed := candidateSeen(prev, lc, now, inInitialList)
+	o.candidates[key] = &next
+	return renewed
+}
+
+// candidateSeen is the record of lc once the informer showed it at now,
+// given the record before (nil: none). A candidate with another UID is a new
+// one. It reports whether the candidate renewed (or is new).
+func candidateSeen(prev *candidateRecord, lc *coordinationv1beta1.LeaseCandidate, now time.Time, inInitialList bool) (candidateRecord, bool) {
+	renew := renewTimeOf(lc)
+	if prev == nil || prev.uid != lc.UID {
+		r := candidateRecord{uid: lc.UID, renewTime: renew, firstSeen: now}
 		if !inInitialList {
 			r.renewedAt, r.onlyCreated = now, true
 		}
-		o.candidates[key] = r
-		return true
+		return r, true
 	}
+	r := *prev
 	if renew.Equal(r.renewTime) {
-		return false
+		return r, false
 	}
 	r.renewTime = renew
 	r.renewedAt, r.onlyCreated = now, false
 	r.pingedAt, r.pingSent, r.pingRefused = time.Time{}, false, false
 	r.unresponsive, r.unreachable = false, unreachable{}
-	return true
+	return r, true
 }
 
 func (o *observations) forgetCandidate(key types.NamespacedName) {
@@ -309,14 +325,22 @@ func (o *observations) candidateJoined(key types.NamespacedName, lease *coordina
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.leaseLocked(key, now)
+	*r = r.joined(lease, now, initial, o.leaseDuration)
+}
+
+// joined is the record once a candidate of the Lease was seen at now (in the
+// informer's initial list when initial is set), with the Lease as cached
+// (nil: none).
+func (r leaseRecord) joined(lease *coordinationv1.Lease, now time.Time, initial bool, defaultDuration time.Duration) leaseRecord {
 	if r.firstJoin.IsZero() {
 		r.firstJoin = now
 		r.inherited = initial
 	}
 	r.lastJoin = now
 	if lease != nil && !r.observed {
-		r.observe(lease, now, o.leaseDuration)
+		r = r.observe(lease, now, defaultDuration)
 	}
+	return r
 }
 
 // observeLease records the Lease as seen by the informer at now. The first
@@ -330,31 +354,39 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r := o.leaseLocked(key, now)
+	next, step := r.leaseSeen(lease, now, o.leaseDuration)
+	*r = next
+	return step
+}
+
+// leaseSeen is the record once the informer showed lease at now, and
+// whether that needs a step (see observeLease).
+func (r leaseRecord) leaseSeen(lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration) (leaseRecord, bool) {
 	ownWrite := r.writing && lease.ResourceVersion != r.replaced
 	if ownWrite {
 		r.pendingWrite = pendingWrite{}
 	}
 	renewalOnly := r.observed && r.holder == holderIdentity(lease) && r.transitions == ptr.Deref(lease.Spec.LeaseTransitions, 0) &&
 		r.terms == termsOf(lease)
-	r.observe(lease, now, o.leaseDuration)
+	r = r.observe(lease, now, defaultDuration)
 	if renewalOnly && r.settled && !ownWrite {
-		return false
+		return r, false
 	}
 	r.settled = false
-	return true
+	return r, true
 }
 
-// observe records the Lease's holder record; the caller holds the lock.
+// observe is the record with lease as its holder record, seen at now.
 //
 // A Lease with another UID than the one recorded was deleted and created
 // again unseen: a relist after the watch expired delivers the new object
 // as an update of the old one. The old one's holder is then departed as
 // if its deletion had been observed through that relist (see
 // leaseDeleted).
-func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration) {
+func (r leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration) leaseRecord {
 	holder, renew, transitions := holderIdentity(lease), leaseRenewTime(lease), ptr.Deref(lease.Spec.LeaseTransitions, 0)
 	if r.observed && r.uid != "" && lease.UID != "" && r.uid != lease.UID {
-		r.departRelisted(now, defaultDuration)
+		r.leaseHistory = r.departRelisted(now, defaultDuration)
 		r.leaseObject = leaseObject{}
 	}
 	if !r.shows(lease) {
@@ -374,6 +406,7 @@ func (r *leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, defaul
 	if holder != "" || transitions > 0 || lease.Spec.AcquireTime != nil {
 		r.held = true
 	}
+	return r
 }
 
 // leaseDeleted records that the Lease is gone at now. Its history is kept
@@ -397,30 +430,37 @@ func (o *observations) leaseDeleted(key types.NamespacedName, keep, relisted boo
 	if !ok {
 		return
 	}
-	switch {
-	case r.observed && relisted:
-		r.departRelisted(now, o.leaseDuration)
-	case r.observed && r.holder != "":
-		r.depart(r.holder, r.observedAt.Add(r.terms.duration(o.leaseDuration)))
-	}
-	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
+	*r = r.leaseGone(relisted, now, o.leaseDuration)
 	if !keep {
 		o.bury(key, r, now)
 	}
 }
 
-// departRelisted departs the recorded holder of a Lease whose deletion was
-// learnt late (a relist): it may have renewed, or another been named, unseen
-// until just before now, so its term runs from now, at the longest duration
-// known (longestDuration includes the recorded Lease's own), and a record
-// without a holder stands for an unknown one.
-func (r *leaseRecord) departRelisted(now time.Time, defaultDuration time.Duration) {
+// leaseGone is the record once the Lease's deletion was seen at now
+// (through a relist when relisted is set): see leaseDeleted.
+func (r leaseRecord) leaseGone(relisted bool, now time.Time, defaultDuration time.Duration) leaseRecord {
+	switch {
+	case r.observed && relisted:
+		r.leaseHistory = r.departRelisted(now, defaultDuration)
+	case r.observed && r.holder != "":
+		r.leaseHistory = r.depart(r.holder, r.observedAt.Add(r.terms.duration(defaultDuration)))
+	}
+	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
+	return r
+}
+
+// departRelisted is the history once the recorded holder of a Lease whose
+// deletion was learnt late (a relist) departed: it may have renewed, or
+// another been named, unseen until just before now, so its term runs from
+// now, at the longest duration known (longestDuration includes the recorded
+// Lease's own), and a record without a holder stands for an unknown one.
+func (r leaseRecord) departRelisted(now time.Time, defaultDuration time.Duration) leaseHistory {
 	duration := max(defaultDuration, r.longestDuration)
 	holder := r.holder
 	if holder == "" {
 		holder = unknownHolder
 	}
-	r.depart(holder, now.Add(duration))
+	return r.depart(holder, now.Add(duration))
 }
 
 // bury removes the record of key, keeping its history as a tombstone, and
@@ -452,7 +492,13 @@ func (o *observations) candidatesLeft(key types.NamespacedName, leaseExists bool
 		o.bury(key, r, now)
 		return
 	}
-	*r = leaseRecord{leaseHistory: r.leaseHistory}
+	*r = r.candidatesGone()
+}
+
+// candidatesGone is the record once the last candidate left: only the
+// history stays.
+func (r leaseRecord) candidatesGone() leaseRecord {
+	return leaseRecord{leaseHistory: r.leaseHistory}
 }
 
 // leaseLocked returns the record of key, creating it (with the history of
@@ -503,7 +549,7 @@ func (o *observations) lease(key types.NamespacedName, lease *coordinationv1.Lea
 		r.firstJoin, r.lastJoin = now, now
 	}
 	if lease != nil && !r.shows(lease) {
-		r.observe(lease, now, o.leaseDuration)
+		r = r.observe(lease, now, o.leaseDuration)
 	}
 	return r
 }
@@ -536,35 +582,78 @@ func (o *observations) notePing(lc *coordinationv1beta1.LeaseCandidate, now time
 	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if r, ok := o.candidates[key]; ok && r.uid == lc.UID && r.renewTime.Equal(renewTimeOf(lc)) {
-		if r.pingedAt.IsZero() {
-			r.pingedAt = now
-		}
-		r.pingSent = r.pingSent || sent
-		r.pingRefused = r.pingRefused || refused
+	if r, ok := o.candidates[key]; ok {
+		*r = r.pingTried(lc, now, sent, refused)
 	}
 }
 
-// noteUnanswered records, at now, that the ping of the candidate first tried
-// at pingedAt went unanswered for pingTimeout, unless it renewed meanwhile:
-// a candidate the ping reached is unresponsive until it writes again; one no
-// ping reached is unreachable for a while (see candidateRecord.unreachable).
-// It reports whether the mark was made.
-func (o *observations) noteUnanswered(lc *coordinationv1beta1.LeaseCandidate, pingedAt, now time.Time, pingTimeout time.Duration) bool {
-	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
+// pingTried is the record after an attempt at now to ping lc, which the
+// record is of unless the candidate was re-created or renewed meanwhile (the
+// ping was based on an older renewTime): then nothing changes.
+func (r candidateRecord) pingTried(lc *coordinationv1beta1.LeaseCandidate, now time.Time, sent, refused bool) candidateRecord {
+	if r.uid != lc.UID || !r.renewTime.Equal(renewTimeOf(lc)) {
+		return r
+	}
+	if r.pingedAt.IsZero() {
+		r.pingedAt = now
+	}
+	r.pingSent = r.pingSent || sent
+	r.pingRefused = r.pingRefused || refused
+	return r
+}
+
+// noteUnanswered records, at now, that the ping of the candidate key (of
+// UID uid) first tried at pingedAt went unanswered for pingTimeout, unless
+// it renewed or was pinged anew meanwhile (see pingTimedOut). It returns the
+// record before the mark and the verdict, and whether the mark was made.
+func (o *observations) noteUnanswered(key types.NamespacedName, uid types.UID, pingedAt, now time.Time, pingTimeout time.Duration) (candidateRecord, pingVerdict, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	r, ok := o.candidates[key]
-	if !ok || r.uid != lc.UID || !r.pingedAt.Equal(pingedAt) {
-		return false
+	if !ok || r.uid != uid || !r.pingedAt.Equal(pingedAt) {
+		return candidateRecord{}, 0, false
 	}
+	before := *r
+	next, verdict := r.pingTimedOut(now, pingTimeout)
+	*r = next
+	return before, verdict, true
+}
+
+// pingVerdict is what a ping unanswered for the ping timeout says of its
+// candidate.
+type pingVerdict int
+
+const (
+	// verdictUnresponsive: the ping reached the candidate, which did not
+	// answer: it is passed over until it writes again.
+	verdictUnresponsive pingVerdict = iota + 1
+	// verdictUnreachable: no ping reached the candidate (the API refused or
+	// failed every write): it is passed over until its unreachable.until,
+	// then pinged again.
+	verdictUnreachable
+	// verdictAskAgain: no ping reached the candidate, and the first attempt
+	// is too old to say anything (the controller's steps failed or it was
+	// paused since): it is pinged again now.
+	verdictAskAgain
+)
+
+// pingTimedOut is the one rule for a ping that went unanswered for the ping
+// timeout: the record once the ping is over, and what it says of the
+// candidate. The caller has checked that the ping, first tried at
+// r.pingedAt, timed out by now.
+func (r candidateRecord) pingTimedOut(now time.Time, pingTimeout time.Duration) (candidateRecord, pingVerdict) {
+	verdict := verdictUnresponsive
 	if r.pingSent {
 		r.unresponsive = true
 	} else {
 		r.unreachable = r.nextUnreachable(now, pingTimeout)
+		verdict = verdictUnreachable
+		if !now.Before(r.unreachable.until) {
+			verdict = verdictAskAgain
+		}
 	}
 	r.pingedAt, r.pingSent, r.pingRefused = time.Time{}, false, false
-	return true
+	return r, verdict
 }
 
 // noteSettled records that reconcile left the Lease, as the record shows it,
@@ -575,9 +664,18 @@ func (o *observations) noteSettled(key types.NamespacedName, lease *coordination
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if r, ok := o.leases[key]; ok && r.shows(lease) && r.terms == termsOf(lease) {
+	if r, ok := o.leases[key]; ok {
+		*r = r.settledAs(lease)
+	}
+}
+
+// settledAs is the record once a step left lease as it is: settled, if the
+// record still shows that Lease.
+func (r leaseRecord) settledAs(lease *coordinationv1.Lease) leaseRecord {
+	if r.shows(lease) && r.terms == termsOf(lease) {
 		r.settled = true
 	}
+	return r
 }
 
 // noteWritten records the controller's write of the Lease at now, which
@@ -586,10 +684,14 @@ func (o *observations) noteSettled(key types.NamespacedName, lease *coordination
 func (o *observations) noteWritten(key types.NamespacedName, replaced, written *coordinationv1.Lease, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r, ok := o.leases[key]
-	if !ok {
-		return
+	if r, ok := o.leases[key]; ok {
+		*r = r.written(replaced, written, now)
 	}
+}
+
+// written is the record once the controller's write of written, replacing
+// replaced (nil for a create), succeeded at now.
+func (r leaseRecord) written(replaced, written *coordinationv1.Lease, now time.Time) leaseRecord {
 	r.pendingWrite = pendingWrite{writing: true, writtenAt: now, named: holderIdentity(written)}
 	if replaced != nil {
 		r.replaced = replaced.ResourceVersion
@@ -597,6 +699,7 @@ func (o *observations) noteWritten(key types.NamespacedName, replaced, written *
 	r.settled = false
 	r.maxTransitions = max(r.maxTransitions, ptr.Deref(written.Spec.LeaseTransitions, 0))
 	r.held = r.held || holderIdentity(written) != ""
+	return r
 }
 
 // noteCreateLost records that a create of the Lease at now failed because
@@ -605,9 +708,18 @@ func (o *observations) noteWritten(key types.NamespacedName, replaced, written *
 func (o *observations) noteCreateLost(key types.NamespacedName, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if r, ok := o.leases[key]; ok && !r.observed {
+	if r, ok := o.leases[key]; ok {
+		*r = r.createLost(now)
+	}
+}
+
+// createLost is the record once a create of the Lease failed at now because
+// the Lease exists unseen.
+func (r leaseRecord) createLost(now time.Time) leaseRecord {
+	if !r.observed {
 		r.pendingWrite = pendingWrite{writing: true, writtenAt: now, named: unknownHolder}
 	}
+	return r
 }
 
 // noteLeaseAbsent records that the API, read at now, has no Lease that the
@@ -620,12 +732,20 @@ func (o *observations) noteCreateLost(key types.NamespacedName, now time.Time) {
 func (o *observations) noteLeaseAbsent(key types.NamespacedName, now time.Time, wait time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	r, ok := o.leases[key]
-	if !ok || !r.writing || r.replaced != "" || r.observed {
-		return
+	if r, ok := o.leases[key]; ok {
+		*r = r.absent(now, wait)
 	}
-	r.depart(r.named, now.Add(max(wait, r.longestDuration)))
+}
+
+// absent is the record once the API, read at now, showed no Lease although
+// the controller's create of it succeeded or lost (see noteLeaseAbsent).
+func (r leaseRecord) absent(now time.Time, wait time.Duration) leaseRecord {
+	if !r.writing || r.replaced != "" || r.observed {
+		return r
+	}
+	r.leaseHistory = r.depart(r.named, now.Add(max(wait, r.longestDuration)))
 	r.pendingWrite = pendingWrite{}
+	return r
 }
 
 func holderIdentity(lease *coordinationv1.Lease) string {

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -29,10 +31,11 @@ func TestObserveCandidate(t *testing.T) {
 	if r := o.candidates[key]; !r.pingedAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("pingedAt = %v", r.pingedAt)
 	}
-	if o.noteUnanswered(lc, t0, t0.Add(6*time.Second), 5*time.Second) {
+	if _, _, ok := o.noteUnanswered(key, lc.UID, t0, t0.Add(6*time.Second), 5*time.Second); ok {
 		t.Error("marked unresponsive for another ping")
 	}
-	if !o.noteUnanswered(lc, t0.Add(time.Second), t0.Add(6*time.Second), 5*time.Second) || !o.candidates[key].unresponsive {
+	if _, verdict, ok := o.noteUnanswered(key, lc.UID, t0.Add(time.Second), t0.Add(6*time.Second), 5*time.Second); !ok ||
+		verdict != verdictUnresponsive || !o.candidates[key].unresponsive {
 		t.Error("not marked unresponsive")
 	}
 
@@ -59,7 +62,7 @@ func TestObserveCandidate(t *testing.T) {
 	if r := o.candidates[key]; r.uid != "other" || !r.firstSeen.Equal(t0.Add(4*time.Second)) {
 		t.Errorf("record %+v, want a new one", r)
 	}
-	if o.noteUnanswered(lc, time.Time{}, t0, 5*time.Second) {
+	if _, _, ok := o.noteUnanswered(key, lc.UID, time.Time{}, t0, 5*time.Second); ok {
 		t.Error("marked the old UID unresponsive")
 	}
 
@@ -229,5 +232,87 @@ func TestEventDeduper(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("event %d = %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// TestPingTimedOut is the one rule for a ping gone unanswered, which decide
+// (judging the candidate) and the records (marking it) both apply.
+func TestPingTimedOut(t *testing.T) {
+	const timeout = 5 * time.Second
+	now := t0.Add(10 * time.Second)
+	for _, tc := range []struct {
+		name   string
+		rec    candidateRecord
+		want   candidateRecord
+		reason pingVerdict
+	}{{
+		name:   "the ping reached it: unresponsive until it writes again",
+		rec:    candidateRecord{pingedAt: now.Add(-6 * time.Second), pingSent: true},
+		want:   candidateRecord{unresponsive: true},
+		reason: verdictUnresponsive,
+	}, {
+		name:   "no ping reached it, the API failed: passed over until a ping timeout past the ping's own",
+		rec:    candidateRecord{pingedAt: now.Add(-6 * time.Second)},
+		want:   candidateRecord{unreachable: unreachable{until: now.Add(4 * time.Second)}},
+		reason: verdictUnreachable,
+	}, {
+		name:   "no ping reached it, refused for the candidate: backed off from now, doubling",
+		rec:    candidateRecord{pingedAt: now.Add(-6 * time.Second), pingRefused: true, unreachable: unreachable{backoff: 20 * time.Second}},
+		want:   candidateRecord{unreachable: unreachable{until: now.Add(40 * time.Second), backoff: 40 * time.Second}},
+		reason: verdictUnreachable,
+	}, {
+		name:   "no ping reached it and the first attempt is too old to say anything: asked again now",
+		rec:    candidateRecord{pingedAt: now.Add(-11 * time.Second)},
+		want:   candidateRecord{unreachable: unreachable{until: now.Add(-time.Second)}},
+		reason: verdictAskAgain,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.rec
+			got, reason := tc.rec.pingTimedOut(now, timeout)
+			if reason != tc.reason {
+				t.Errorf("verdict = %v, want %v", reason, tc.reason)
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(candidateRecord{}, unreachable{})); diff != "" {
+				t.Errorf("record (-want +got):\n%s", diff)
+			}
+			if tc.rec != before {
+				t.Error("the record given was changed")
+			}
+		})
+	}
+}
+
+// TestLeaseRecordTransitions follows a Lease record through the functions
+// that make each next record: each returns a new record and leaves the one
+// it was given as it was.
+func TestLeaseRecordTransitions(t *testing.T) {
+	const def = 15 * time.Second
+	l := lease(heldBy("a"), transitions(3), durationSeconds(40))
+	var r leaseRecord
+	r = r.joined(nil, t0, false, def)
+	r, step := r.leaseSeen(l, t0.Add(time.Second), def)
+	if !step || !r.held || r.holder != "a" || r.maxTransitions != 3 || r.longestDuration != 40*time.Second {
+		t.Fatalf("after the Lease was seen: step %v, %+v", step, r)
+	}
+	seen := r
+	gone := r.leaseGone(false, t0.Add(2*time.Second), def)
+	if seen != r {
+		t.Error("leaseGone changed the record it was given")
+	}
+	if gone.observed || gone.departed != (departedHolder{holder: "a", until: t0.Add(41 * time.Second)}) {
+		t.Errorf("deleted in order: departed %+v, want a until its last renewal seen plus its 40s", gone.departed)
+	}
+	relisted := r.leaseGone(true, t0.Add(10*time.Second), def)
+	if relisted.departed != (departedHolder{holder: "a", until: t0.Add(50 * time.Second)}) {
+		t.Errorf("deleted through a relist: departed %+v, want a until 40s after the deletion was seen", relisted.departed)
+	}
+	recreated := lease(heldBy(""))
+	recreated.UID = "another"
+	behind, _ := r.leaseSeen(recreated, t0.Add(10*time.Second), def)
+	if behind.departed != relisted.departed || behind.holder != "" {
+		t.Errorf("re-created behind a relist: departed %+v holder %q, want the old holder departed as through a relist", behind.departed, behind.holder)
+	}
+	if left := gone.candidatesGone(); left.leaseHistory != gone.leaseHistory || left.observed || !left.firstJoin.IsZero() {
+		t.Errorf("after the last candidate left: %+v, want only the history", left)
 	}
 }

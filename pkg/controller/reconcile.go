@@ -80,7 +80,7 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 		logger.V(2).Info("The Lease was deleted before the cache showed it; treating its holder as departed now")
 		return time.Nanosecond, nil
 	}
-	if d.waitForOwnWrite {
+	if d.waiting == waitOwnWrite {
 		return untilDeadline(v.now, next), nil
 	}
 	if d.forget {
@@ -96,20 +96,23 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 		c.say(ctx, v, ev)
 	}
 	for _, u := range d.unanswered {
-		if !c.obs.noteUnanswered(u.lc, u.rec.pingedAt, v.now, c.opts.PingTimeout) {
+		key := types.NamespacedName{Namespace: v.key.Namespace, Name: u.candidate}
+		before, verdict, ok := c.obs.noteUnanswered(key, u.uid, u.pingedAt, v.now, c.opts.PingTimeout)
+		if !ok {
 			continue
 		}
-		if u.rec.pingSent {
+		switch verdict {
+		case verdictUnresponsive:
 			c.opts.Metrics.PingTimeouts.Inc()
 			logger.V(2).Info("Candidate did not answer its ping; excluded until it writes again",
-				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
-			c.gcQueue.AddAfter(candidateKeyOf(u.lc), u.rec.lastRenewal().Add(c.opts.UnresponsiveCandidateTTL).Sub(v.now))
-		} else if u.rec.nextUnreachable(v.now, c.opts.PingTimeout).until.After(v.now) {
+				"candidate", key, "pingTimeout", c.opts.PingTimeout)
+			c.gcQueue.AddAfter(key, before.lastRenewal().Add(c.opts.UnresponsiveCandidateTTL).Sub(v.now))
+		case verdictUnreachable:
 			logger.Info("No ping reached the candidate within the ping timeout; passing it over and pinging it again later",
-				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
-		} else {
+				"candidate", key, "pingTimeout", c.opts.PingTimeout)
+		case verdictAskAgain:
 			logger.Info("No ping reached the candidate, the last attempt long ago; pinging it again",
-				"candidate", klog.KObj(u.lc), "pingTimeout", c.opts.PingTimeout)
+				"candidate", key, "pingTimeout", c.opts.PingTimeout)
 		}
 	}
 	switch {
@@ -154,11 +157,7 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 // say emits an Event the decision asked for, unless it repeats the last one
 // of its topic; news bumps its counter and is logged.
 func (c *Controller) say(ctx context.Context, v *view, ev eventIntent) {
-	var related *corev1.ObjectReference
-	if ev.related != nil {
-		related = c.access.CandidateReference(ev.related)
-	}
-	if !c.events.emitFor(v.key, ev.topic, v.lease, related, ev.eventType, ev.reason, ev.action, "%s", ev.note) {
+	if !c.events.emitFor(v.key, ev.topic, v.lease, c.candidateReference(v.candidate(ev.related)), ev.eventType, ev.reason, ev.action, "%s", ev.note) {
 		return
 	}
 	switch ev.counter {
@@ -187,7 +186,10 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 	var errs []error
 	deferred := 0
 	for _, p := range pings {
-		lc := p.candidate
+		lc := v.candidate(p.candidate)
+		if lc == nil {
+			continue // decide names only candidates of the view
+		}
 		if now := c.opts.Clock.Now(); !c.pings.take(now, p.preempt) {
 			deferred++
 			deferredFor = max(deferredFor, max(c.pings.wait(now, p.preempt), time.Millisecond))
@@ -249,10 +251,11 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		return false, time.Time{}, nil
 	}
 	logger := klog.FromContext(ctx)
-	if w.confirmWinner {
-		if gone, err := c.winnerDeparted(ctx, w.winner); err != nil || gone {
+	winner := v.candidate(w.winner)
+	if w.confirmWinner && winner != nil {
+		if gone, err := c.winnerDeparted(ctx, winner); err != nil || gone {
 			if gone {
-				logger.V(2).Info("The best candidate is gone from the API; electing once the cache shows it", "candidate", w.winner.Name)
+				logger.V(2).Info("The best candidate is gone from the API; electing once the cache shows it", "candidate", w.winner)
 				return false, v.now.Add(departedRecheck), nil
 			}
 			return false, time.Time{}, err
@@ -293,7 +296,7 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		if w.kind == writeCreate && apierrors.IsAlreadyExists(err) {
 			c.obs.noteCreateLost(v.key, v.now)
 		}
-		return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner.Name, err)
+		return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner, err)
 	}
 	c.obs.noteWritten(v.key, v.lease, written, v.now)
 	if w.kind == writeSteer {
@@ -305,16 +308,16 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		result = resultCreated
 	}
 	c.opts.Metrics.Elections.WithLabelValues(result).Inc()
-	if w.winner.Name != w.previousHolder {
+	if w.winner != w.previousHolder {
 		c.opts.Metrics.LeaderChanges.Inc()
 	}
 	if since, ok := c.takeNeeded(v.key); ok {
 		c.opts.Metrics.ElectionLatency.Observe(c.opts.Clock.Since(since).Seconds())
 	}
 	term := ptr.Deref(written.Spec.LeaseTransitions, 0)
-	c.events.emitChange(written, c.access.CandidateReference(w.winner), corev1.EventTypeNormal, ReasonLeaderElected, "Elect",
-		"Elected %s under %s (term %d): %s", w.winner.Name, w.strategy, term, w.candidates)
-	logger.V(2).Info("Elected leader", "holder", w.winner.Name, "previousHolder", w.previousHolder, "strategy", w.strategy,
+	c.events.emitChange(written, c.candidateReference(winner), corev1.EventTypeNormal, ReasonLeaderElected, "Elect",
+		"Elected %s under %s (term %d): %s", w.winner, w.strategy, term, w.candidates)
+	logger.V(2).Info("Elected leader", "holder", w.winner, "previousHolder", w.previousHolder, "strategy", w.strategy,
 		"term", term, "created", w.kind == writeCreate)
 	return true, time.Time{}, nil
 }
@@ -332,10 +335,18 @@ func (c *Controller) steered(ctx context.Context, v *view, w *leaseWrite) {
 		logger.V(2).Info("Cleared preferredHolder", "holder", w.previousHolder, "was", w.previousPreferred)
 	default:
 		c.opts.Metrics.Preemptions.Inc()
-		c.events.emitChange(v.lease, c.access.CandidateReference(w.winner), corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
+		c.events.emitChange(v.lease, c.candidateReference(v.candidate(w.winner)), corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
 			"%s is better than holder %s under %s; asked the holder to hand over", want, w.previousHolder, w.strategy)
 		logger.V(2).Info("Set preferredHolder", "preferredHolder", want, "holder", w.previousHolder, "was", w.previousPreferred)
 	}
+}
+
+// candidateReference is the reference of an Event to lc (nil: none).
+func (c *Controller) candidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
+	if lc == nil {
+		return nil
+	}
+	return c.access.CandidateReference(lc)
 }
 
 // winnerDeparted reads the winner of a re-election from the API server. A
