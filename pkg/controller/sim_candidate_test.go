@@ -965,6 +965,9 @@ func runSim(seed uint64, tracing bool) simResult {
 	if w.rng.IntN(4) == 0 {
 		w.addDeadCandidate()
 	}
+	if w.rng.IntN(4) == 0 {
+		w.addMalformedCandidate()
+	}
 	w.startController()
 	w.scheduleFaults()
 	end := w.start.Add(simFaultPhase + simQuietPhase)
@@ -1146,6 +1149,37 @@ func (w *simWorld) addDeadCandidate() {
 	if _, err := w.writeCandidate("dead", lc, "", "dead replica"); err != nil {
 		panic(err)
 	}
+}
+
+// malformedVersions are versions a LeaseCandidate written by another
+// implementation (or by hand) may carry that no strategy can rank: a binary
+// or emulation version that is not a strict semantic version, or an
+// emulation version above the binary's.
+var malformedVersions = [][2]string{{"1.36", "1.34.0"}, {"1.36.0", "1.34"}, {"1.36.0", "latest"}, {"1.36.0-", "1.34.0"}, {"1.34.0", "1.36.0"}, {"", ""}}
+
+// addMalformedCandidate adds a LeaseCandidate with versions no strategy can
+// rank, renewed every 10s by a process outside the election (it never
+// leads, nor answers a ping): ranked below nobody, it must neither be named
+// nor keep the valid candidates from leading.
+func (w *simWorld) addMalformedCandidate() {
+	v := malformedVersions[w.rng.IntN(len(malformedVersions))]
+	w.tracef("a candidate outside the election has binary %q, emulation %q", v[0], v[1])
+	var renew func()
+	renew = func() {
+		lc := &coordinationv1beta1.LeaseCandidate{
+			Spec: coordinationv1beta1.LeaseCandidateSpec{
+				LeaseName: simLease, BinaryVersion: v[0], EmulationVersion: v[1], Strategy: coordinationv1.OldestEmulationVersion,
+				RenewTime: ptr.To(metav1.NewMicroTime(w.now)),
+			},
+		}
+		rv := ""
+		if cur := w.candidates["malformed"]; cur != nil {
+			rv = cur.ResourceVersion
+		}
+		_, _ = w.writeCandidate("malformed", lc, rv, "malformed")
+		w.after(10*time.Second, renew)
+	}
+	renew()
 }
 
 // stopFaults ends the fault phase: requests succeed, watches keep up,
