@@ -55,6 +55,10 @@ type simProcess struct {
 	paused bool
 	dead   bool
 	held   []func() // what arrived while paused
+	// partitionedUntil: until then the process cannot reach the API
+	// server (its requests fail after a connection timeout, or hang until
+	// their deadline), while its clock and timers run on.
+	partitionedUntil time.Time
 
 	leaseWatch, candWatch *simWatcher
 	self                  *coordinationv1beta1.LeaseCandidate
@@ -262,6 +266,14 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 	sent := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
 	back := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
 	w.late(w.now.Add(sent + back))
+	if w.now.Before(p.partitionedUntil) {
+		// The request never reaches the server: it hangs until its
+		// deadline, or fails when the connection times out.
+		if deadline.IsZero() {
+			w.after(w.durationBetween(time.Second, 10*time.Second), func() { finish(nil, errSimUnreachable) })
+		}
+		return func() { finish(nil, context.Canceled) }
+	}
 	w.after(sent, func() {
 		err, applied := w.requestError(simLeasesGR, p.c.name)
 		var obj runtime.Object
@@ -276,6 +288,10 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 	})
 	return func() { finish(nil, context.Canceled) }
 }
+
+// errSimUnreachable is a request's error while its process is partitioned
+// from the API server.
+var errSimUnreachable = errors.New("dial tcp: i/o timeout")
 
 func (p *simProcess) register() {
 	c, w := p.c, p.c.w
@@ -1013,7 +1029,7 @@ func (w *simWorld) injectFault() {
 		}
 		return w.cands[w.rng.IntN(len(w.cands))]
 	}
-	switch k := w.rng.IntN(12); k {
+	switch k := w.rng.IntN(14); k {
 	case 0, 1: // SIGSTOP, then SIGCONT
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused {
@@ -1108,6 +1124,25 @@ func (w *simWorld) injectFault() {
 			w.fault("watch-expired")
 			sc.expireWatches(w.durationBetween(time.Second, 14*time.Second))
 		}
+	case 12: // one process is cut off from the API server, its clock
+		// and timers running on: its requests fail, its watches deliver
+		// nothing until the partition heals
+		c := pick()
+		if p := c.proc; p != nil && !p.dead {
+			d := w.durationBetween(time.Second, 40*time.Second)
+			w.fault("partition")
+			w.tracef("%s/%d is partitioned from the API server for %s", c.name, p.id, d)
+			p.partitionedUntil = w.now.Add(d)
+			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = p.partitionedUntil, p.partitionedUntil
+		}
+	case 13: // one process's watches stall, its requests go through
+		c := pick()
+		if p := c.proc; p != nil && !p.dead {
+			d := w.durationBetween(time.Second, 30*time.Second)
+			w.fault("watch-stall")
+			w.tracef("%s/%d's watches stall for %s", c.name, p.id, d)
+			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = w.now.Add(d), w.now.Add(d)
+		}
 	case 7: // an API outage: every request fails for a while
 		w.fault("api-outage")
 		rate := w.errorRate
@@ -1194,6 +1229,12 @@ func (w *simWorld) stopFaults() {
 	}
 	w.tracef("faults stop; what they delayed has arrived %s later", w.quietAt.Sub(w.now))
 	for _, c := range w.cands {
+		if p := c.proc; p != nil {
+			// Partitions heal; deliveries a stalled watch held are due by
+			// quietAt (counted in lateUntil).
+			p.partitionedUntil = time.Time{}
+			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = time.Time{}, time.Time{}
+		}
 		if c.proc != nil {
 			c.proc.resume()
 		} else {

@@ -409,6 +409,10 @@ type simWatcher struct {
 	// server, or a watcher resuming past the watch window); what is written
 	// meanwhile reaches the watcher only through its relist.
 	expired bool
+	// stalledUntil: the watch delivers nothing before then (its process
+	// is partitioned, or its connection stalls); what comes meanwhile
+	// arrives then, in order.
+	stalledUntil time.Time
 }
 
 func (sw *simWatcher) send(obj runtime.Object, deleted bool) {
@@ -418,6 +422,9 @@ func (sw *simWatcher) send(obj runtime.Object, deleted bool) {
 	at := sw.w.now.Add(sw.w.lag())
 	if at.Before(sw.last) {
 		at = sw.last
+	}
+	if at.Before(sw.stalledUntil) {
+		at = sw.stalledUntil
 	}
 	sw.last = at
 	sw.w.late(at)
