@@ -25,7 +25,9 @@
 //   - Shutdown: with LeaderElectionReleaseOnCancel (on unless
 //     Options.ReleaseOnCancel turns it off), the manager stops its
 //     leader-election runnables, waits for them (GracefulShutdownTimeout,
-//     which ManagerOptions makes "for ever" unless it is set), and then
+//     which ManagerOptions makes "for ever" unless it is set, and logs so:
+//     controller-runtime's default of 30s could release the Lease while a
+//     runnable still runs), and then
 //     releases the Lease through the lock, which deletes the LeaseCandidate
 //     and hands the Lease to the next candidate at once. With a finite
 //     GracefulShutdownTimeout the manager may release while runnables
@@ -42,10 +44,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/cle-dev/cle/pkg/candidate"
@@ -69,8 +73,9 @@ type Options struct {
 	// pod name) lets a restarted replica refresh its LeaseCandidate.
 	Identity string
 	// BinaryVersion and EmulationVersion are this replica's versions
-	// (strict semantic versions such as "1.36.0"); the replica with the
-	// oldest emulation version leads. Emulation defaults to binary.
+	// (semantic versions such as "1.36.0" or "v1.36.0"; see
+	// candidate.Config for what is refused); the replica with the oldest
+	// emulation version leads. Emulation defaults to binary.
 	BinaryVersion    string
 	EmulationVersion string
 	// Strategy defaults to OldestEmulationVersion.
@@ -102,6 +107,11 @@ type Options struct {
 	// manager's client; give the leader's runnables a client built from
 	// Lock.Candidate().WrapConfig instead.
 	GuardClient bool
+	// Metrics, when set, is where the candidate registers its metrics
+	// (cle_candidate_leading, _term, _renewal_duration_seconds,
+	// _guard_refusals_total): pass sigs.k8s.io/controller-runtime/pkg/metrics.Registry
+	// to serve them with the manager's own.
+	Metrics prometheus.Registerer
 }
 
 // Defaults of Options, controller-runtime's.
@@ -171,10 +181,18 @@ func managerOptions(opts *manager.Options, cfg *rest.Config, o Options, events r
 		}
 		o.Identity = host + "_" + uuid.NewString()
 	}
+	// The adapter and the library log to the manager's logger.
+	logger := opts.Logger
+	if logger.GetSink() == nil {
+		logger = ctrllog.Log
+	}
+	logger = logger.WithName("cle")
 	release := o.ReleaseOnCancel == nil || *o.ReleaseOnCancel
 	if release && opts.GracefulShutdownTimeout == nil {
 		forever := time.Duration(-1)
 		opts.GracefulShutdownTimeout = &forever
+		logger.Info("GracefulShutdownTimeout is not set: on shutdown the manager waits for its leader runnables without a limit, so that the Lease is handed over as soon as they return; set it to bound the shutdown (the Lease is then left to expire when they outlast it)",
+			"lease", o.Namespace+"/"+o.LeaseName)
 	}
 	l, err := lock.New(lock.Config{
 		// The manager releases only after its runnables returned when
@@ -194,6 +212,8 @@ func managerOptions(opts *manager.Options, cfg *rest.Config, o Options, events r
 			RenewDeadline:    o.RenewDeadline,
 			RetryPeriod:      o.RetryPeriod,
 			Callbacks:        o.Callbacks,
+			Logger:           logger,
+			Metrics:          o.Metrics,
 		},
 	})
 	if err != nil {

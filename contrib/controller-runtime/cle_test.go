@@ -4,10 +4,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -106,5 +110,28 @@ func TestManagerOptionsReadsTheManagersOptions(t *testing.T) {
 	}
 	if inCluster.LeaderElectionReleaseOnCancel || inCluster.GracefulShutdownTimeout != nil {
 		t.Errorf("ReleaseOnCancel false: release %v, GracefulShutdownTimeout %v; want neither set", inCluster.LeaderElectionReleaseOnCancel, inCluster.GracefulShutdownTimeout)
+	}
+}
+
+// TestManagersLoggerAndMetrics: the adapter logs to the manager's logger,
+// saying why it waits for leader runnables without a limit, and the
+// candidate's metrics go to the registry the options name.
+func TestManagersLoggerAndMetrics(t *testing.T) {
+	var lines []string
+	opts := manager.Options{Logger: funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})}
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := ManagerOptions(&opts, &rest.Config{Host: "https://127.0.0.1:6443"},
+		Options{Namespace: "ns", LeaseName: "my-manager", BinaryVersion: "v0.3.1", Metrics: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "GracefulShutdownTimeout is not set") }) {
+		t.Errorf("the manager's logger was not told why shutdown waits for leader runnables: %q", lines)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(fams, func(f *dto.MetricFamily) bool { return f.GetName() == "cle_candidate_leading" }) {
+		t.Error("cle_candidate_leading is not on the registry given")
 	}
 }

@@ -3,8 +3,11 @@ module github.com/cle-dev/cle/contrib/controller-runtime
 go 1.26.0
 
 require (
-	github.com/cle-dev/cle v0.0.0
+	github.com/cle-dev/cle v0.1.0
+	github.com/go-logr/logr v1.4.3
 	github.com/google/uuid v1.6.0
+	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_model v0.6.3
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -21,7 +24,6 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
-	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect
 	github.com/go-openapi/swag v0.27.1 // indirect
@@ -42,8 +44,6 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
@@ -69,6 +69,8 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-// The core module, from this repository: it does not depend on
-// controller-runtime, this module does.
+// The core module (which does not depend on controller-runtime; this module
+// does) is required at the version released with this one, the version in
+// VERSION: that is what consumers fetch, since they ignore this replace.
+// Inside the repository, builds use the core module of this checkout.
 replace github.com/cle-dev/cle => ../..

@@ -108,6 +108,8 @@ type Candidate struct {
 	stepDownNow chan struct{}
 	// holder is the Lease's holder as last observed.
 	holder atomic.Pointer[string]
+	// metrics are nil unless Config.Metrics is set.
+	metrics *metrics
 }
 
 // New validates cfg, fills in its defaults and returns a Candidate. Every
@@ -116,14 +118,21 @@ func New(cfg Config) (*Candidate, error) {
 	if err := cfg.complete(false); err != nil {
 		return nil, err
 	}
-	return newCandidate(cfg, selfRenewal{}), nil
+	return newCandidate(cfg, selfRenewal{})
 }
 
-func newCandidate(cfg Config, mode renewalMode) *Candidate {
+func newCandidate(cfg Config, mode renewalMode) (*Candidate, error) {
 	c := &Candidate{cfg: cfg, mode: mode, stepDownNow: make(chan struct{}, 1)}
 	c.state.Store(&leadership{})
 	c.holder.Store(new(string))
-	return c
+	if cfg.Metrics != nil {
+		m, err := newMetrics(c, cfg.Metrics)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		c.metrics = m
+	}
+	return c, nil
 }
 
 // Identity is the name of this candidate.
@@ -174,7 +183,11 @@ func (c *Candidate) Run(ctx context.Context) error {
 	c.running.Store(true)
 	defer c.running.Store(false)
 	defer c.mode.stopped()
-	logger := klog.LoggerWithValues(klog.FromContext(ctx),
+	base := klog.FromContext(ctx)
+	if c.cfg.Logger.GetSink() != nil {
+		base = c.cfg.Logger
+	}
+	logger := klog.LoggerWithValues(base,
 		"lease", klog.KRef(c.cfg.Namespace, c.cfg.LeaseName), "identity", c.cfg.Identity)
 	ctx = klog.NewContext(ctx, logger)
 

@@ -24,15 +24,17 @@ import (
 	"github.com/cle-dev/cle/pkg/access"
 )
 
-func TestNewValidates(t *testing.T) {
-	valid := func() Config {
-		return Config{
-			RestConfig: &rest.Config{Host: "https://example.invalid"},
-			Namespace:  "ns", LeaseName: "lease", Identity: "me",
-			BinaryVersion: "1.36.0",
-			Callbacks:     Callbacks{OnStartedLeading: func(context.Context) {}},
-		}
+// valid is a Config New accepts.
+func valid() Config {
+	return Config{
+		RestConfig: &rest.Config{Host: "https://example.invalid"},
+		Namespace:  "ns", LeaseName: "lease", Identity: "me",
+		BinaryVersion: "1.36.0",
+		Callbacks:     Callbacks{OnStartedLeading: func(context.Context) {}},
 	}
+}
+
+func TestNewValidates(t *testing.T) {
 	c, err := New(valid())
 	if err != nil {
 		t.Fatalf("New(valid) = %v", err)
@@ -55,7 +57,10 @@ func TestNewValidates(t *testing.T) {
 		"bad lease name":    {func(c *Config) { c.LeaseName = "Not_Valid" }, "LeaseName"},
 		"bad identity":      {func(c *Config) { c.Identity = "Not_Valid" }, "Identity"},
 		"no binary version": {func(c *Config) { c.BinaryVersion = "" }, "BinaryVersion"},
-		"v prefix":          {func(c *Config) { c.BinaryVersion = "v1.36.0" }, "BinaryVersion"},
+		"dev":               {func(c *Config) { c.BinaryVersion = "dev" }, `BinaryVersion: "dev" is not a semantic version such as 1.36.0 or v1.36.0`},
+		"no patch":          {func(c *Config) { c.BinaryVersion = "v1.36" }, "BinaryVersion"},
+		"git describe":      {func(c *Config) { c.EmulationVersion = "v1.35.0-12-gabcdef" }, ""},
+		"v alone":           {func(c *Config) { c.BinaryVersion = "v" }, "BinaryVersion"},
 		"emulation newer":   {func(c *Config) { c.EmulationVersion = "1.37.0" }, "newer than BinaryVersion"},
 		"bad strategy":      {func(c *Config) { c.Strategy = "Youngest" }, "Strategy"},
 		"fractional lease": {func(c *Config) {
@@ -85,6 +90,20 @@ func TestNewValidates(t *testing.T) {
 				t.Fatalf("New = %v, want ErrInvalidConfig mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestVPrefixedVersions: a kubebuilder project's "v0.3.1" is accepted, and
+// the LeaseCandidate carries it as the API requires, without the "v".
+func TestVPrefixedVersions(t *testing.T) {
+	cfg := valid()
+	cfg.BinaryVersion, cfg.EmulationVersion = "v1.36.1", ""
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New = %v", err)
+	}
+	if c.cfg.BinaryVersion != "1.36.1" || c.cfg.EmulationVersion != "1.36.1" {
+		t.Errorf("versions %q, %q; want 1.36.1 for both", c.cfg.BinaryVersion, c.cfg.EmulationVersion)
 	}
 }
 

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/cle-dev/cle/pkg/access"
@@ -81,8 +83,13 @@ type Config struct {
 	// LeaseCandidate of this name is another Lease's.
 	Identity string
 	// BinaryVersion and EmulationVersion are this process's versions,
-	// strict semantic versions such as "1.36.0"; emulation defaults to
-	// binary and may not be newer than it.
+	// semantic versions such as "1.36.0" or "v1.36.0" (the LeaseCandidate
+	// carries them without the "v", as the API requires); emulation
+	// defaults to binary and may not be newer than it. Anything else is
+	// refused: "1.36" (no patch), "dev", "latest".
+	// A build without a release version should pass the version of the
+	// release it is built from, with a pre-release suffix if it must
+	// differ ("1.36.0-dev").
 	BinaryVersion    string
 	EmulationVersion string
 	// Strategy is the election strategy this candidate asks for. Default
@@ -129,6 +136,17 @@ type Config struct {
 	// controller does not elect this departing process again. Nil means true.
 	DeleteCandidateOnExit *bool
 
+	// Logger receives the candidate's logs. Zero: the logger of the context
+	// Run is given (klog.FromContext), which is klog's unless the caller
+	// put one there.
+	Logger klog.Logger
+	// Metrics, when set, is where the candidate registers its metrics:
+	// cle_candidate_leading, cle_candidate_term,
+	// cle_candidate_renewal_duration_seconds and
+	// cle_candidate_guard_refusals_total, labelled with the Lease's namespace
+	// and name. One candidate per Lease per registry.
+	Metrics prometheus.Registerer
+
 	// Clock is the library's only time source. Default: real time.
 	Clock clock.WithTicker
 }
@@ -161,6 +179,7 @@ func (c *Config) complete(external bool) error {
 	if c.EmulationVersion == "" {
 		c.EmulationVersion = c.BinaryVersion
 	}
+	c.BinaryVersion, c.EmulationVersion = withoutV(c.BinaryVersion), withoutV(c.EmulationVersion)
 	if c.Strategy == "" {
 		c.Strategy = coordinationv1.OldestEmulationVersion
 	}
@@ -305,18 +324,29 @@ func checkName(field, value string, check func(string) []string) []error {
 	return nil
 }
 
+// withoutV is a version as a LeaseCandidate carries it: "v1.36.0" without
+// its "v". Anything else is left for parseVersion to judge.
+func withoutV(s string) string {
+	if len(s) > 1 && s[0] == 'v' && s[1] >= '0' && s[1] <= '9' {
+		return s[1:]
+	}
+	return s
+}
+
 // parseVersion accepts what the API accepts in a LeaseCandidate: a strict
-// semantic version, with no leading "v" and no surrounding space.
+// semantic version (major.minor.patch, optionally with a pre-release and
+// build suffix), with no surrounding space; withoutV has taken off a "v".
 func parseVersion(s string) (*version.Version, error) {
 	if s == "" {
 		return nil, errors.New("is required")
 	}
+	const want = "a semantic version such as 1.36.0 or v1.36.0 (a build without a release version: the release it is built from, e.g. 1.36.0-dev)"
 	if s[0] < '0' || s[0] > '9' || strings.TrimSpace(s) != s {
-		return nil, fmt.Errorf("%q is not a strict semantic version such as 1.36.0", s)
+		return nil, fmt.Errorf("%q is not %s", s, want)
 	}
 	v, err := version.ParseSemantic(s)
 	if err != nil {
-		return nil, fmt.Errorf("%q is not a strict semantic version such as 1.36.0: %w", s, err)
+		return nil, fmt.Errorf("%q is not %s: %w", s, want, err)
 	}
 	return v, nil
 }

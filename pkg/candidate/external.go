@@ -122,7 +122,11 @@ func NewExternal(cfg Config) (*External, error) {
 		return nil, err
 	}
 	x := newExternalRenewal(cfg.LeaseDuration, cfg.Clock)
-	return &External{c: newCandidate(cfg, x), x: x}, nil
+	c, err := newCandidate(cfg, x)
+	if err != nil {
+		return nil, err
+	}
+	return &External{c: c, x: x}, nil
 }
 
 // Identity is the name of this candidate.

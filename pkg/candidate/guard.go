@@ -76,6 +76,7 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
+		g.c.metrics.refused()
 		return nil, fmt.Errorf("%w: %s refused %s %s", ErrNotLeader, g.c.cfg.Identity, req.Method, req.URL.Path)
 	}
 	resp, err := g.next.RoundTrip(req.WithContext(ctx))

@@ -371,7 +371,9 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	renew := lead.RenewTimeOf(lease)
 	e.own.Wrote(renew)
+	sent := e.c.cfg.Clock.Now()
 	updated, err := e.leases.Update(ctx, lease)
+	e.c.metrics.observeRenewal(e.c.cfg.Clock.Since(sent).Seconds(), err)
 	if apierrors.IsConflict(err) {
 		e.own.Refused(renew)
 	}

@@ -115,6 +115,8 @@ type Lock struct {
 	namespace string
 	name      string
 	recorder  resourcelock.EventRecorder
+	// log is Config.Candidate.Logger (zero: the logger of the call's context).
+	log klog.Logger
 
 	// releaseAfterWork is Config.ReleaseAfterLeaderWork.
 	releaseAfterWork bool
@@ -158,6 +160,7 @@ func New(cfg Config) (*Lock, error) {
 		namespace:        cc.Namespace,
 		name:             cc.LeaseName,
 		recorder:         cfg.EventRecorder,
+		log:              cc.Logger,
 		releaseAfterWork: cfg.ReleaseAfterLeaderWork,
 		meta:             metav1.ObjectMeta{Namespace: cc.Namespace, Name: cc.LeaseName},
 		// The retry period may exceed the candidate's by the third of the
@@ -190,6 +193,14 @@ func (l *Lock) Candidate() *candidate.External { return l.c }
 // Identity is the holder identity of this process (Config.Candidate.Identity
 // mapped by IdentityFor).
 func (l *Lock) Identity() string { return l.identity }
+
+// logger is Config.Candidate.Logger, or the logger of ctx.
+func (l *Lock) logger(ctx context.Context) klog.Logger {
+	if l.log.GetSink() != nil {
+		return l.log
+	}
+	return klog.FromContext(ctx)
+}
 
 // Describe names the Lease, as client-go's Lease lock does.
 func (l *Lock) Describe() string { return l.namespace + "/" + l.name }
@@ -281,7 +292,7 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 // Otherwise the Lease is left to expire, and the election controller names
 // the next holder LeaseDuration after the last renewal.
 func (l *Lock) release(ctx context.Context) error {
-	logger := klog.FromContext(ctx).WithValues("lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
+	logger := l.logger(ctx).WithValues("lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
 	sound := l.c.IsLeader() && l.timing.LastRenewalSucceeded()
 	done := make(chan struct{})
 	l.mu.Lock()
@@ -375,7 +386,7 @@ func (l *Lock) start(ctx context.Context) error {
 		return nil
 	}
 	// The candidate outlives the call that starts it.
-	runCtx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.FromContext(ctx)))
+	runCtx, cancel := context.WithCancel(klog.NewContext(context.Background(), l.logger(ctx)))
 	l.cancel, l.done = cancel, make(chan struct{})
 	go func() {
 		defer close(l.done)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/klog/v2"
 )
 
 // checkTimings checks a renewal of the elector against the candidate's
@@ -20,7 +19,7 @@ func (l *Lock) checkTimings(ctx context.Context, ler resourcelock.LeaderElection
 	deadline, hasDeadline := ctx.Deadline()
 	err, refusedNow := l.timing.Check(ler.LeaseDurationSeconds, deadline, hasDeadline, time.Now())
 	if refusedNow {
-		klog.FromContext(ctx).Error(err, "Refusing the elector's renewals for good; give the elector the candidate's LeaseDuration, RenewDeadline and RetryPeriod (Lock.Timings)")
+		l.logger(ctx).Error(err, "Refusing the elector's renewals for good; give the elector the candidate's LeaseDuration, RenewDeadline and RetryPeriod (Lock.Timings)")
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", l.Describe(), err)
