@@ -1000,8 +1000,8 @@ func runSim(seed uint64, tracing bool) simResult {
 	if w.violation == "" {
 		w.checkRecords()
 	}
-	if w.ctrl != nil {
-		w.ctrl.stop()
+	for _, sc := range slices.Clone(w.ctrls) {
+		sc.stop() // ends a step in flight: no goroutine outlives the run
 	}
 	w.res.violation, w.res.trace = w.violation, w.trace
 	return w.res

@@ -562,6 +562,18 @@ type simController struct {
 	cstore     cache.Indexer
 	ctx        context.Context
 	stepAt     time.Time // the next step scheduled (zero: none)
+	// A step runs on a goroutine of its own, as the controller's worker
+	// does, and takes turns with the simulation: it runs until it makes a
+	// request or ends, and a request's answer, delivered later in simulated
+	// time, lets it go on. Meanwhile the simulation goes on, and watch
+	// events reach the replica's informers while its request is in flight.
+	// Only one of the two runs at a time, so a run stays deterministic.
+	// inStep: a step's goroutine has not ended; stepDue: a step became due
+	// meanwhile (the one worker takes it next); turn carries the step's
+	// requests and its end.
+	inStep, stepDue bool
+	turn            chan simTurn
+	pending         *simRequest // the request whose answer the step awaits
 	// sawToken is the highest leaseTransitions this replica was shown
 	// while candidates referenced the Lease: a Lease no candidate
 	// references is dropped, and no record of it kept (see noteToken).
@@ -826,6 +838,7 @@ func (sc *simController) relist(cands []*coordinationv1beta1.LeaseCandidate, lea
 }
 
 func (sc *simController) stop() {
+	sc.abandonStep()
 	sc.dead = true
 	sc.w.ctrls = slices.DeleteFunc(sc.w.ctrls, func(o *simController) bool { return o == sc })
 	sc.c.queue.ShutDown()
@@ -899,9 +912,118 @@ func (sc *simController) schedule(t time.Time) {
 }
 
 func (sc *simController) step() {
-	w := sc.w
+	if sc.inStep {
+		sc.stepDue = true
+		return
+	}
 	sc.sync()
-	requeue, err := sc.c.reconcile(sc.ctx, types.NamespacedName{Namespace: simNS, Name: simLease})
+	sc.inStep = true
+	turn := make(chan simTurn)
+	sc.turn = turn
+	go func() {
+		requeue, err := sc.c.reconcile(sc.ctx, types.NamespacedName{Namespace: simNS, Name: simLease})
+		turn <- simTurn{requeue: requeue, err: err}
+	}()
+	sc.await()
+}
+
+// simTurn is what a step's goroutine hands the simulation: a request to
+// make, or (req nil) its end.
+type simTurn struct {
+	req     *simRequest
+	requeue time.Duration
+	err     error
+}
+
+// simRequest is a request of the controller: do is what the server does
+// when it arrives, and the answer goes back on reply.
+type simRequest struct {
+	do    func() (runtime.Object, error)
+	reply chan simReply
+}
+
+type simReply struct {
+	obj runtime.Object
+	err error
+}
+
+// await lets the step's goroutine run until it makes its next request,
+// which it sends, or ends.
+func (sc *simController) await() {
+	t := <-sc.turn
+	if t.req != nil {
+		sc.send(t.req)
+		return
+	}
+	sc.inStep = false
+	sc.stepDone(t.requeue, t.err)
+	if sc.stepDue && !sc.dead {
+		sc.stepDue = false
+		sc.schedule(sc.w.now)
+	}
+}
+
+// request is made by the step's goroutine: it hands the request to the
+// simulation and waits for the answer.
+func (sc *simController) request(do func() (runtime.Object, error)) (runtime.Object, error) {
+	r := &simRequest{do: do, reply: make(chan simReply)}
+	sc.turn <- simTurn{req: r}
+	a := <-r.reply
+	return a.obj, a.err
+}
+
+// send makes a request of the step: it reaches the server after one
+// latency, and its answer the replica after another, both longer on a
+// loaded server; the replica gets it when it runs (not while paused).
+func (sc *simController) send(r *simRequest) {
+	w := sc.w
+	sc.pending = r
+	sent := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
+	back := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
+	w.late(w.now.Add(sent + back))
+	var obj runtime.Object
+	var err error
+	w.after(sent, func() {
+		if sc.dead {
+			return // a replica that is gone makes no more requests
+		}
+		obj, err = r.do()
+	})
+	w.after(sent+back, func() {
+		sc.act(func() {
+			if !sc.inStep || sc.pending != r {
+				return // abandoned
+			}
+			sc.sync()
+			sc.pending = nil
+			r.reply <- simReply{obj: obj, err: err}
+			sc.await()
+		})
+	})
+}
+
+// abandonStep ends a step in flight of a replica that is gone: the
+// request it waits for and any it makes after fail at once, and nothing
+// more reaches the server.
+func (sc *simController) abandonStep() {
+	if !sc.inStep {
+		return
+	}
+	sc.inStep = false
+	sc.pending.reply <- simReply{err: context.Canceled}
+	for t := range sc.turn {
+		if t.req == nil {
+			break
+		}
+		t.req.reply <- simReply{err: context.Canceled}
+	}
+	sc.pending, sc.turn = nil, nil
+}
+
+// stepDone takes a step's result: the next step when the controller asked
+// for one, sooner after a failure (with backoff).
+func (sc *simController) stepDone(requeue time.Duration, err error) {
+	w := sc.w
 	sc.drain()
 	next := time.Duration(0)
 	if requeue > 0 {
@@ -947,18 +1069,39 @@ func (a *simAccess) NewLeaseInformer(string, time.Duration, func(*metav1.ListOpt
 
 type simLeaseClient struct{ sc *simController }
 
+// The clients' requests are made by the step's goroutine (see
+// simController.request); what the server does runs in the simulation when
+// the request arrives.
+
 func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lease, error) {
 	w := c.sc.w
-	if err, _ := w.requestError(simLeasesGR, name); err != nil {
-		return nil, err
-	}
-	if w.lease == nil {
-		return nil, apierrors.NewNotFound(simLeasesGR, name)
-	}
-	return w.lease.DeepCopy(), nil
+	obj, err := c.sc.request(func() (runtime.Object, error) {
+		if err, _ := w.requestError(simLeasesGR, name); err != nil {
+			return nil, err
+		}
+		if w.lease == nil {
+			return nil, apierrors.NewNotFound(simLeasesGR, name)
+		}
+		return w.lease.DeepCopy(), nil
+	})
+	l, _ := obj.(*coordinationv1.Lease)
+	return l, err
 }
 
 func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordinationv1.Lease, error) {
+	obj, err := c.sc.request(func() (runtime.Object, error) {
+		written, err := c.serve(lease, rv)
+		if written == nil {
+			return nil, err
+		}
+		return written, err
+	})
+	l, _ := obj.(*coordinationv1.Lease)
+	return l, err
+}
+
+// serve is the server's side of a Lease write of the controller.
+func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordinationv1.Lease, error) {
 	w := c.sc.w
 	err, applied := w.requestError(simLeasesGR, simLease)
 	if err != nil && !applied {
@@ -1002,14 +1145,18 @@ type simCandidateClient struct{ sc *simController }
 
 func (c simCandidateClient) Get(_ context.Context, name string) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.sc.w
-	if err, _ := w.requestError(simCandidatesGR, name); err != nil {
-		return nil, err
-	}
-	lc, ok := w.candidates[name]
-	if !ok {
-		return nil, apierrors.NewNotFound(simCandidatesGR, name)
-	}
-	return lc.DeepCopy(), nil
+	obj, err := c.sc.request(func() (runtime.Object, error) {
+		if err, _ := w.requestError(simCandidatesGR, name); err != nil {
+			return nil, err
+		}
+		lc, ok := w.candidates[name]
+		if !ok {
+			return nil, apierrors.NewNotFound(simCandidatesGR, name)
+		}
+		return lc.DeepCopy(), nil
+	})
+	lc, _ := obj.(*coordinationv1beta1.LeaseCandidate)
+	return lc, err
 }
 
 func (c simCandidateClient) Create(context.Context, *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
@@ -1018,16 +1165,20 @@ func (c simCandidateClient) Create(context.Context, *coordinationv1beta1.LeaseCa
 
 func (c simCandidateClient) Update(_ context.Context, lc *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.sc.w
-	err, applied := w.requestError(simCandidatesGR, lc.Name)
-	if err != nil && !applied {
-		return nil, err
-	}
-	written, werr := w.writeCandidate(lc.Name, lc, lc.ResourceVersion, fmt.Sprintf("controller %d", c.sc.id))
-	if werr != nil {
-		return nil, werr
-	}
-	w.controllerWrote("ping")
-	w.res.pings++
+	obj, err := c.sc.request(func() (runtime.Object, error) {
+		err, applied := w.requestError(simCandidatesGR, lc.Name)
+		if err != nil && !applied {
+			return nil, err
+		}
+		written, werr := w.writeCandidate(lc.Name, lc, lc.ResourceVersion, fmt.Sprintf("controller %d", c.sc.id))
+		if werr != nil {
+			return nil, werr
+		}
+		w.controllerWrote("ping")
+		w.res.pings++
+		return written, err
+	})
+	written, _ := obj.(*coordinationv1beta1.LeaseCandidate)
 	return written, err
 }
 
