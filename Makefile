@@ -17,6 +17,10 @@ test: test-unit test-integration ## Run the unit tests (with -race), the fuzz sm
 test-unit: ## Run the unit tests with -race and a short fuzz run.
 	hack/test-unit.sh
 
+.PHONY: test-chart
+test-chart: ## Lint and render the Helm chart charts/cle: its objects are the release bundles', its schema rejects bad values (part of make test-unit).
+	hack/test-chart.sh
+
 .PHONY: test-integration
 test-integration: kube-bin ## Run the integration tests against a real kube-apiserver and etcd.
 	hack/test-integration.sh
@@ -54,7 +58,7 @@ image: ## Build the container image (cle-controller, kubectl-cle and the example
 	hack/image.sh
 
 .PHONY: release
-release: ## Build a release into _output/release: the multi-platform image (OCI archive and layout, docker-load tarballs, SBOM), install bundles pinned by digest, kubectl-cle archives, a krew manifest and checksums.txt. VERSION=vX.Y.Z is required.
+release: ## Build a release into _output/release: the multi-platform image (OCI archive and layout, docker-load tarballs, SBOM), install bundles pinned by digest, kubectl-cle archives, a krew manifest, the Go modules in module proxy layout (goproxy/) and checksums.txt. VERSION=vX.Y.Z is required.
 	VERSION="$(VERSION)" hack/release.sh
 
 .PHONY: e2e

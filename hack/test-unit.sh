@@ -14,4 +14,7 @@ go test -race -count=1 "${pkgs[@]}"
 BUDGET="${SIM_BUDGET:-60s}" hack/sim.sh
 # The image builder: builds the static binaries and reads the image back.
 (cd hack/tools/image && go test -count=1 ./...)
+# The module proxy layout writer of make release.
+(cd hack/tools/modproxy && go test -count=1 ./...)
+hack/test-chart.sh
 hack/fuzz.sh

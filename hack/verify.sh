@@ -17,6 +17,8 @@ fi
 go vet ./... || failed=1
 (cd contrib/controller-runtime && go vet ./...) || failed=1
 (cd hack/tools/image && go vet ./...) || failed=1
+(cd hack/tools/modproxy && go vet ./...) || failed=1
+(cd hack/tools/helm && go vet ./...) || failed=1
 
 # The manifests name the image make image tags: the version in VERSION, never
 # a mutable :latest.
@@ -40,6 +42,15 @@ for mod in . contrib/controller-runtime; do
   fi
 done
 
+# The controller-runtime module requires the core module at the version
+# released with it, the one in VERSION: consumers ignore its replace ../..
+# and fetch exactly that version, so a version never tagged breaks go get.
+contrib_requires=$(cd contrib/controller-runtime && go list -m -f '{{.Version}}' github.com/cle-dev/cle)
+if [[ "${contrib_requires}" != "${version}" ]]; then
+  echo "verify: contrib/controller-runtime/go.mod requires github.com/cle-dev/cle ${contrib_requires}, not ${version} (VERSION); run: (cd contrib/controller-runtime && go mod edit -require=github.com/cle-dev/cle@${version})" >&2
+  failed=1
+fi
+
 # Each knockout (hack/sim-knockouts.sh) must still take its fix out of the
 # code as it is now.
 for patch in hack/knockouts/*.patch; do
@@ -52,7 +63,7 @@ done
 # Of the Kubernetes tools modules, the newest is what make test builds;
 # hack/test-matrix.sh checks each of the others before building it.
 kube_tools="hack/tools/kube/$(hack/kube-bin.sh --list | tail -n 1)"
-for mod in . "${kube_tools}" hack/tools/image hack/tools/prometheus contrib/controller-runtime; do
+for mod in . "${kube_tools}" hack/tools/image hack/tools/prometheus hack/tools/helm hack/tools/modproxy contrib/controller-runtime; do
   if ! (cd "${mod}" && go mod tidy -diff); then
     echo "verify: ${mod}/go.mod or go.sum is not tidy; run: (cd ${mod} && go mod tidy)" >&2
     failed=1

@@ -1,0 +1,614 @@
+package tools
+
+// Tests of the chart charts/cle, run by hack/test-chart.sh with the helm it
+// builds (CLE_HELM) and the kubectl of hack/kube-bin.sh (CLE_KUBECTL), whose
+// kustomize renders the release bundles' manifests:
+//
+//   - for values equivalent to a release bundle, helm template renders the
+//     same objects as kubectl kustomize of its manifests, Helm's own labels
+//     and annotations aside, the Namespace excepted (a chart installs into
+//     its release's namespace and does not own it);
+//   - each value does what values.yaml says;
+//   - values.schema.json rejects values that are not valid;
+//   - files/ holds exact copies of the manifests the chart renders from.
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+)
+
+var (
+	root  = filepath.Join("..", "..", "..")
+	chart = filepath.Join(root, "charts", "cle")
+)
+
+// helmLabels and helmAnnotations are what the chart adds to the bundles'
+// objects for Helm; every object carries the labels.
+var (
+	helmLabels      = []string{"helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version"}
+	helmAnnotations = []string{"helm.sh/resource-policy"}
+)
+
+const (
+	// release is the release name of every rendering here.
+	release = "cle"
+	// shippedRunbooks is the runbooks page manifests/monitoring names.
+	shippedRunbooks = "https://github.com/cle-dev/cle/blob/main/docs/operations.md"
+	digest          = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+)
+
+// object is a rendered object, as JSON-compatible maps.
+type object = map[string]any
+
+func tool(t *testing.T, env string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		t.Fatalf("%s is not set: run hack/test-chart.sh", env)
+	}
+	return p
+}
+
+func run(t *testing.T, name string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home, "KUBECONFIG="+filepath.Join(home, "none"))
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// helmTemplate renders the chart in the namespace with --set values.
+func helmTemplate(t *testing.T, namespace string, set ...string) []object {
+	t.Helper()
+	args := []string{"template", release, chart, "--namespace", namespace}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	out, stderr, err := run(t, tool(t, "CLE_HELM"), args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return parse(t, out)
+}
+
+// kustomize renders kustomization directories as the release does:
+// kubectl kustomize, the image pinned when digest is set.
+func kustomize(t *testing.T, digest string, dirs ...string) []object {
+	t.Helper()
+	var objs []object
+	for _, dir := range dirs {
+		path, err := filepath.Abs(filepath.Join(root, "manifests", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if digest != "" {
+			overlay := t.TempDir()
+			// kustomize takes no absolute path to a base.
+			if path, err = filepath.Rel(overlay, path); err != nil {
+				t.Fatal(err)
+			}
+			k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\n"+
+				"images:\n  - name: ghcr.io/cle-dev/cle\n    newName: ghcr.io/cle-dev/cle\n    newTag: %s\n    digest: %s\n", path, appVersion(t), digest)
+			if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			path = overlay
+		}
+		out, stderr, err := run(t, tool(t, "CLE_KUBECTL"), "kustomize", path)
+		if err != nil {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", path, err, stderr)
+		}
+		objs = append(objs, parse(t, out)...)
+	}
+	return objs
+}
+
+var docSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+func parse(t *testing.T, out string) []object {
+	t.Helper()
+	var objs []object
+	for _, doc := range docSeparator.Split(out, -1) {
+		var obj object
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%v in:\n%s", err, doc)
+		}
+		if len(obj) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+	return objs
+}
+
+func key(obj object) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	ns, _ := meta["namespace"].(string)
+	name, _ := meta["name"].(string)
+	return fmt.Sprintf("%v %v %s/%s", obj["apiVersion"], obj["kind"], ns, name)
+}
+
+func byKey(t *testing.T, objs []object) map[string]object {
+	t.Helper()
+	m := map[string]object{}
+	for _, obj := range objs {
+		k := key(obj)
+		if _, dup := m[k]; dup {
+			t.Errorf("%s rendered twice", k)
+		}
+		m[k] = obj
+	}
+	return m
+}
+
+// withoutHelmMetadata returns the object without the labels and annotations
+// the chart adds for Helm, and fails if it lacks any of the labels.
+func withoutHelmMetadata(t *testing.T, obj object) object {
+	t.Helper()
+	meta := obj["metadata"].(map[string]any)
+	for field, keys := range map[string][]string{"labels": helmLabels, "annotations": helmAnnotations} {
+		m, _ := meta[field].(map[string]any)
+		for _, k := range keys {
+			if _, ok := m[k]; !ok && field == "labels" {
+				t.Errorf("%s has no label %s", key(obj), k)
+			}
+			delete(m, k)
+		}
+		if m != nil && len(m) == 0 {
+			delete(meta, field)
+		}
+	}
+	return obj
+}
+
+// TestBundles renders the chart with values equivalent to each release
+// bundle (hack/release.sh) and compares the objects with the bundle's.
+func TestBundles(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		set     []string
+		bundles []string // kustomizations of manifests/
+		digest  string
+	}{
+		{name: "defaults are cle-portable.yaml", bundles: []string{"portable"}},
+		{
+			name:    "a pinned image as the release pins it",
+			set:     []string{"image.digest=" + digest},
+			bundles: []string{"portable"}, digest: digest,
+		},
+		{
+			name:    "auto mode without the CRD is cle-native.yaml",
+			set:     []string{"apiMode=auto", "crds.enabled=false"},
+			bundles: []string{"controller"},
+		},
+		{
+			name:    "monitoring and policies are cle-monitoring.yaml and cle-policies.yaml",
+			set:     []string{"monitoring.enabled=true", "monitoring.runbookBaseURL=" + shippedRunbooks, "policies.enabled=true"},
+			bundles: []string{"portable", "monitoring", "policies"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := byKey(t, helmTemplate(t, "cle-system", tc.set...))
+			want := byKey(t, kustomize(t, tc.digest, tc.bundles...))
+			for k, w := range want {
+				if w["kind"] == "Namespace" {
+					// Helm installs into the release's namespace, which it
+					// does not create with the chart's objects.
+					if _, ok := got[k]; ok {
+						t.Errorf("the chart renders %s", k)
+					}
+					continue
+				}
+				g, ok := got[k]
+				if !ok {
+					t.Errorf("the chart does not render %s", k)
+					continue
+				}
+				if diff := cmp.Diff(w, withoutHelmMetadata(t, g), blankLinesIgnored); diff != "" {
+					t.Errorf("%s differs from the bundle's (-bundle +chart):\n%s", k, diff)
+				}
+			}
+			for k := range got {
+				if _, ok := want[k]; !ok {
+					t.Errorf("the chart renders %s, which the bundles do not", k)
+				}
+			}
+		})
+	}
+}
+
+// blankLinesIgnored compares multi-line strings without their blank lines:
+// kustomize writes a folded scalar (>-) with more-indented lines, as the CEL
+// expressions of manifests/policies have, back with a blank line before
+// each of them, which adds a line break to the value it reads (as does
+// kubectl apply of the bundle); the chart keeps the manifest's value. Line
+// breaks are whitespace to CEL.
+var blankLinesIgnored = cmp.FilterValues(func(a, b string) bool {
+	return strings.Contains(a, "\n") || strings.Contains(b, "\n")
+}, cmp.Transformer("blankLinesIgnored", func(s string) string {
+	return blankLines.ReplaceAllString(s, "\n")
+}))
+
+var blankLines = regexp.MustCompile(`\n([ \t]*\n)+`)
+
+// TestValues checks what each value changes.
+func TestValues(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		set       []string
+		check     func(t *testing.T, objs map[string]object)
+	}{
+		{
+			name: "defaults: portable mode, two replicas, the CRD kept",
+			check: func(t *testing.T, objs map[string]object) {
+				wantArg(t, objs, "--api-mode=portable")
+				wantReplicas(t, objs, 2, "6")
+				if got := at(t, crd(t, objs), "metadata", "annotations", "helm.sh/resource-policy"); got != "keep" {
+					t.Errorf("the CRD's helm.sh/resource-policy is %v, want keep", got)
+				}
+				wantImage(t, objs, "ghcr.io/cle-dev/cle:"+appVersion(t))
+				wantKinds(t, objs, "PodDisruptionBudget")
+				wantNoKinds(t, objs, "ServiceMonitor", "PrometheusRule", "ConfigMap", "ValidatingAdmissionPolicy")
+			},
+		},
+		{
+			name: "native mode needs no CRD",
+			set:  []string{"apiMode=native"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantArg(t, objs, "--api-mode=native")
+				wantNoKinds(t, objs, "CustomResourceDefinition")
+			},
+		},
+		{
+			name: "auto mode falls back to portable, so has the CRD",
+			set:  []string{"apiMode=auto"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantArg(t, objs, "--api-mode=auto")
+				crd(t, objs)
+			},
+		},
+		{
+			name: "the CRD not kept",
+			set:  []string{"crds.keep=false"},
+			check: func(t *testing.T, objs map[string]object) {
+				if got := at(t, crd(t, objs), "metadata", "annotations"); got != nil {
+					t.Errorf("the CRD has annotations %v, want none", got)
+				}
+			},
+		},
+		{
+			name: "three replicas, a quota for them, no PodDisruptionBudget",
+			set:  []string{"replicas=3", "podDisruptionBudget.enabled=false"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantReplicas(t, objs, 3, "8")
+				wantNoKinds(t, objs, "PodDisruptionBudget")
+			},
+		},
+		{
+			name: "image: a digest wins, the tag stays as a label",
+			set:  []string{"image.repository=registry.example.com/cle", "image.tag=v9.9.9", "image.digest=" + digest},
+			check: func(t *testing.T, objs map[string]object) {
+				wantImage(t, objs, "registry.example.com/cle:v9.9.9@"+digest)
+			},
+		},
+		{
+			name: "extra arguments after the Deployment's",
+			set:  []string{"extraArgs={--namespaces=a,--workers=32}"},
+			check: func(t *testing.T, objs map[string]object) {
+				args := deploymentArgs(t, objs)
+				if tail := args[len(args)-2:]; !slices.Equal(tail, []string{"--namespaces=a", "--workers=32"}) {
+					t.Errorf("the arguments end with %q, want the extra ones", tail)
+				}
+			},
+		},
+		{
+			name:      "another namespace",
+			namespace: "team-cle",
+			set:       []string{"monitoring.enabled=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				for k, obj := range objs {
+					if ns := at(t, obj, "metadata", "namespace"); ns != nil && ns != "team-cle" {
+						t.Errorf("%s is in namespace %v", k, ns)
+					}
+				}
+				binding := find(t, objs, "ClusterRoleBinding", "cle-controller")
+				if ns := at(t, binding, "subjects").([]any)[0].(map[string]any)["namespace"]; ns != "team-cle" {
+					t.Errorf("cle-controller is bound to the ServiceAccount in %v", ns)
+				}
+				sm := find(t, objs, "ServiceMonitor", "cle-controller")
+				if got := at(t, sm, "spec", "namespaceSelector", "matchNames"); !cmp.Equal(got, []any{"team-cle"}) {
+					t.Errorf("the ServiceMonitor selects namespaces %v", got)
+				}
+			},
+		},
+		{
+			name: "monitoring: runbooks of the chart's release by default, selector labels",
+			set:  []string{"monitoring.enabled=true", "monitoring.labels.release=prometheus"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantRunbooks(t, objs, "https://github.com/cle-dev/cle/blob/"+appVersion(t)+"/docs/operations.md")
+				for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+					if got := at(t, find(t, objs, kind, "cle-controller"), "metadata", "labels", "release"); got != "prometheus" {
+						t.Errorf("%s has label release=%v, want prometheus", kind, got)
+					}
+				}
+			},
+		},
+		{
+			name: "monitoring: runbooks elsewhere",
+			set:  []string{"monitoring.enabled=true", "monitoring.runbookBaseURL=https://wiki.example.com/cle"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantRunbooks(t, objs, "https://wiki.example.com/cle")
+			},
+		},
+		{
+			name: "policies",
+			set:  []string{"policies.enabled=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				for _, name := range []string{"leasecandidates.cle.dev", "coordinated-leases.cle.dev"} {
+					find(t, objs, "ValidatingAdmissionPolicy", name)
+					find(t, objs, "ValidatingAdmissionPolicyBinding", name)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := tc.namespace
+			if ns == "" {
+				ns = "cle-system"
+			}
+			objs := byKey(t, helmTemplate(t, ns, tc.set...))
+			// Every object names the release, which is how the node test
+			// finds what an uninstall leaves.
+			for k, obj := range objs {
+				if got := at(t, obj, "metadata", "labels", "app.kubernetes.io/instance"); got != release {
+					t.Errorf("%s has app.kubernetes.io/instance=%v, want %s", k, got, release)
+				}
+			}
+			tc.check(t, objs)
+		})
+	}
+}
+
+// TestSchema checks that values.schema.json rejects values that are not
+// valid, and that helm says so rather than failing in a template.
+func TestSchema(t *testing.T) {
+	for _, set := range [][]string{
+		{"replicas=0"},
+		{"replicas=-1"},
+		{"replicas=1.5"},
+		{"replicas=two"},
+		{"apiMode=beta"},
+		{"apiMode="},
+		{"replica=2"},
+		{"image.name=cle"},
+		{"image.digest=sha256:abc"},
+		{"image.digest=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"},
+		{"image.tag=v1@sha256:x"},
+		{"image.repository=Registry/CLE"},
+		{"extraArgs={-v=4}"},
+		{"crds.enabled=maybe"},
+		{"crds.upgrade=true"},
+		{"monitoring.enabled=yes"},
+		{"monitoring.runbookBaseURL=docs/operations.md"},
+		{"monitoring.labels.release=null", "monitoring.labels.x=1"},
+		{"policies=true"},
+		{"podDisruptionBudget.maxUnavailable=2"},
+	} {
+		t.Run(strings.Join(set, ","), func(t *testing.T) {
+			args := []string{"template", release, chart}
+			for _, s := range set {
+				args = append(args, "--set", s)
+			}
+			_, stderr, err := run(t, tool(t, "CLE_HELM"), args...)
+			if err == nil {
+				t.Fatalf("helm %s renders, want the schema to reject the values", strings.Join(args, " "))
+			}
+			if !strings.Contains(stderr, "values don't meet the specifications of the schema") {
+				t.Fatalf("helm %s fails, but not on the schema:\n%s", strings.Join(args, " "), stderr)
+			}
+		})
+	}
+}
+
+// TestFilesMirrorManifests checks that every file of files/ is the manifest
+// at the same path under manifests/, so that the chart renders what the
+// bundles ship.
+func TestFilesMirrorManifests(t *testing.T) {
+	files := filepath.Join(chart, "files")
+	n := 0
+	err := filepath.WalkDir(files, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(files, path)
+		if err != nil {
+			return err
+		}
+		n++
+		got, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		want, err := os.ReadFile(filepath.Join(root, "manifests", rel))
+		if err != nil {
+			t.Errorf("charts/cle/files/%s copies no manifest: %v", rel, err)
+			return nil
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("charts/cle/files/%s differs from manifests/%s: cp manifests/%s charts/cle/files/%s", rel, rel, rel, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("charts/cle/files is empty")
+	}
+}
+
+// TestChartVersion checks that the chart in the tree is the version in
+// VERSION, which make release stamps into the chart it packages.
+func TestChartVersion(t *testing.T) {
+	var meta struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	data, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatal(err)
+	}
+	v := versionFile(t)
+	if meta.AppVersion != v || meta.Version != strings.TrimPrefix(v, "v") {
+		t.Errorf("Chart.yaml has version %s, appVersion %s; want %s and %s (VERSION)", meta.Version, meta.AppVersion, strings.TrimPrefix(v, "v"), v)
+	}
+}
+
+func versionFile(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// appVersion is the chart's, which TestChartVersion holds to VERSION.
+func appVersion(t *testing.T) string { return versionFile(t) }
+
+// at returns the value at the path of maps, or nil.
+func at(t *testing.T, obj any, path ...string) any {
+	t.Helper()
+	for _, p := range path {
+		m, ok := obj.(map[string]any)
+		if !ok {
+			return nil
+		}
+		obj = m[p]
+	}
+	return obj
+}
+
+func find(t *testing.T, objs map[string]object, kind, name string) object {
+	t.Helper()
+	for _, obj := range objs {
+		if obj["kind"] == kind && at(t, obj, "metadata", "name") == name {
+			return obj
+		}
+	}
+	t.Fatalf("no %s %s rendered", kind, name)
+	return nil
+}
+
+func crd(t *testing.T, objs map[string]object) object {
+	t.Helper()
+	return find(t, objs, "CustomResourceDefinition", "leasecandidates.cle.dev")
+}
+
+func container(t *testing.T, objs map[string]object) map[string]any {
+	t.Helper()
+	cs := at(t, find(t, objs, "Deployment", "cle-controller"), "spec", "template", "spec", "containers").([]any)
+	return cs[0].(map[string]any)
+}
+
+func deploymentArgs(t *testing.T, objs map[string]object) []string {
+	t.Helper()
+	var args []string
+	for _, a := range container(t, objs)["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	return args
+}
+
+func wantArg(t *testing.T, objs map[string]object, arg string) {
+	t.Helper()
+	if args := deploymentArgs(t, objs); !slices.Contains(args, arg) {
+		t.Errorf("cle-controller runs with %q, want %s", args, arg)
+	}
+}
+
+func wantReplicas(t *testing.T, objs map[string]object, replicas float64, quota string) {
+	t.Helper()
+	if got := at(t, find(t, objs, "Deployment", "cle-controller"), "spec", "replicas"); got != replicas {
+		t.Errorf("the Deployment has %v replicas, want %v", got, replicas)
+	}
+	if got := at(t, find(t, objs, "ResourceQuota", "cle-controller-critical-pods"), "spec", "hard", "pods"); got != quota {
+		t.Errorf("the ResourceQuota admits %v Pods, want %s", got, quota)
+	}
+}
+
+func wantImage(t *testing.T, objs map[string]object, image string) {
+	t.Helper()
+	if got := container(t, objs)["image"]; got != image {
+		t.Errorf("cle-controller runs image %v, want %s", got, image)
+	}
+}
+
+func wantKinds(t *testing.T, objs map[string]object, kinds ...string) {
+	t.Helper()
+	for _, kind := range kinds {
+		if !slices.ContainsFunc(mapsValues(objs), func(o object) bool { return o["kind"] == kind }) {
+			t.Errorf("no %s rendered", kind)
+		}
+	}
+}
+
+func wantNoKinds(t *testing.T, objs map[string]object, kinds ...string) {
+	t.Helper()
+	for k, obj := range objs {
+		if slices.Contains(kinds, obj["kind"].(string)) {
+			t.Errorf("%s rendered", k)
+		}
+	}
+}
+
+func mapsValues(objs map[string]object) []object {
+	var v []object
+	for _, o := range objs {
+		v = append(v, o)
+	}
+	return v
+}
+
+// wantRunbooks checks that every alert's runbook_url is its section of the
+// page, and that the dashboard links the page.
+func wantRunbooks(t *testing.T, objs map[string]object, page string) {
+	t.Helper()
+	n := 0
+	for _, g := range at(t, find(t, objs, "PrometheusRule", "cle-controller"), "spec", "groups").([]any) {
+		for _, r := range at(t, g, "rules").([]any) {
+			alert, ok := at(t, r, "alert").(string)
+			if !ok {
+				continue
+			}
+			n++
+			if got, want := at(t, r, "annotations", "runbook_url"), page+"#"+strings.ToLower(alert); got != want {
+				t.Errorf("alert %s has runbook_url %v, want %s", alert, got, want)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("the PrometheusRule has no alerts")
+	}
+	dashboard, _ := at(t, find(t, objs, "ConfigMap", "cle-dashboard"), "data", "cle.json").(string)
+	if !strings.Contains(dashboard, `"url": "`+page+`#runbooks"`) || page != shippedRunbooks && strings.Contains(dashboard, shippedRunbooks) {
+		t.Errorf("the dashboard does not link the runbooks at %s", page)
+	}
+}

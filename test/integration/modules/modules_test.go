@@ -1,0 +1,298 @@
+// Package modules proves that the released Go modules can be fetched and
+// used as a component outside this repository would: it writes both modules
+// in the layout of a module proxy with the writer make release uses
+// (hack/tools/modproxy), and builds two consumers in modules of their own in
+// a temporary directory, with go get from that proxy and no replace
+// directive: a kubebuilder-style controller-runtime manager adopting cle
+// through contrib/controller-runtime, and a client-go LeaderElector on
+// pkg/lock (testdata/). Each is then run against a real kube-apiserver with
+// cle's election controller, and must be elected.
+package modules
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"debug/buildinfo"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+var server *framework.Server
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{CoordinatedLeaderElection: true, IdleBuiltinController: true},
+		func(s *framework.Server) { server = s })
+}
+
+const (
+	rootModule    = "github.com/cle-dev/cle"
+	contribModule = "github.com/cle-dev/cle/contrib/controller-runtime"
+	// managerLease is the LeaderElectionID of testdata/manager, the
+	// scaffold's.
+	managerLease = "0123abcd.example.com"
+)
+
+func TestFetchedModules(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(data))
+
+	begin := time.Now()
+	proxy := t.TempDir()
+	writer := exec.Command("go", "run", ".", "--version="+version, "--out="+proxy, root, filepath.Join(root, "contrib", "controller-runtime"))
+	writer.Dir = filepath.Join(root, "hack", "tools", "modproxy")
+	writer.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := writer.CombinedOutput(); err != nil {
+		t.Fatalf("write the proxy layout: %v\n%s", err, out)
+	} else {
+		t.Logf("proxy layout written in %s:\n%s", time.Since(begin).Round(time.Millisecond), out)
+	}
+
+	env := consumerEnv(t, proxy)
+	ns := server.CreateNamespace(t)
+	server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: "native"})
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := server.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("controller-runtime", func(t *testing.T) {
+		bin := buildConsumer(t, env, root, "manager", contribModule+"@"+version)
+		checkBuiltFrom(t, bin, map[string]string{rootModule: version, contribModule: version})
+		mgr := framework.StartChild(t, "manager", bin, "--kubeconfig="+kubeconfig, "--leader-elect",
+			"--leader-election-namespace="+ns, "--health-probe-bind-address=0", "--metrics-bind-address=0")
+		waitOutput(t, mgr, "leading")
+		// The scaffold names no identity: the manager's candidate is the
+		// only LeaseCandidate of its Lease, and the Lease must name it.
+		id := onlyCandidate(t, ns, managerLease)
+		waitHolder(t, ns, managerLease, id)
+		t.Logf("the manager %s leads", id)
+	})
+
+	t.Run("client-go", func(t *testing.T) {
+		bin := buildConsumer(t, env, root, "elector", rootModule+"@"+version)
+		checkBuiltFrom(t, bin, map[string]string{rootModule: version})
+		const id = "fetched-elector"
+		elector := framework.StartChild(t, "elector", bin, "--kubeconfig="+kubeconfig, "--namespace="+ns,
+			"--lease=fetched-elector", "--identity="+id)
+		waitOutput(t, elector, "started-leading identity="+id)
+		waitHolder(t, ns, "fetched-elector", id)
+	})
+}
+
+// consumerEnv is the environment of a consumer's go commands. Modules come
+// first from the layout in proxy, then from this machine's module cache (in
+// proxy layout under cache/download), then from wherever go env GOPROXY says;
+// they are extracted into a module cache of the test's own, so that the
+// versions of this repository written here never enter the shared cache
+// (where a later run would find a stale copy of the same version). Builds
+// use -trimpath, whose cache keys do not depend on that cache's location.
+// The checksum database is skipped for this repository's modules only: it
+// has not seen the versions written here. GOENV=off keeps a go env file
+// from adding GOPRIVATE or GONOPROXY, which would bypass the layout.
+func consumerEnv(t *testing.T, proxy string) []string {
+	t.Helper()
+	vars := []string{"GOMODCACHE", "GOPROXY", "GOSUMDB", "GOCACHE"}
+	out, err := exec.Command("go", append([]string{"env"}, vars...)...).Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	values := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(values) != len(vars) {
+		t.Fatalf("go env %s printed %q", strings.Join(vars, " "), out)
+	}
+	goEnv := map[string]string{}
+	for i, v := range vars {
+		goEnv[v] = values[i]
+	}
+	goproxy := "file://" + proxy + ",file://" + filepath.Join(goEnv["GOMODCACHE"], "cache", "download")
+	if goEnv["GOPROXY"] != "" {
+		goproxy += "," + goEnv["GOPROXY"]
+	}
+	return append(os.Environ(),
+		"GOENV=off",
+		"GOPROXY="+goproxy,
+		"GOSUMDB="+goEnv["GOSUMDB"],
+		"GOCACHE="+goEnv["GOCACHE"],
+		"GOMODCACHE="+t.TempDir(),
+		// -modcacherw lets the test's cache be removed with its
+		// temporary directory; -mod=mod lets go build add what the
+		// consumer's imports need beyond what go get added.
+		"GOFLAGS=-mod=mod -modcacherw",
+		"GONOSUMDB=github.com/cle-dev",
+		"GOPRIVATE=", "GONOPROXY=", "GOINSECURE=",
+		"GOWORK=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0",
+		"GIT_TERMINAL_PROMPT=0",
+	)
+}
+
+// buildConsumer makes a module of its own in a temporary directory with
+// testdata/<name>/main.go, go gets module@version into it and builds it.
+// Its go.sum starts with the checksums this repository's modules record for
+// their dependencies, as a component already depending on the same
+// Kubernetes libraries would have, so that the checksum database is asked
+// only about modules they do not list.
+func buildConsumer(t *testing.T, env []string, root, name, moduleAtVersion string) string {
+	t.Helper()
+	begin := time.Now()
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("testdata", name, "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var sums bytes.Buffer
+	for _, f := range []string{"go.sum", filepath.Join("contrib", "controller-runtime", "go.sum")} {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			if !strings.HasPrefix(line, "github.com/cle-dev/") {
+				sums.WriteString(line)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sums.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	for _, args := range [][]string{
+		{"mod", "init", "example.com/" + name},
+		{"get", moduleAtVersion},
+		{"build", "-trimpath", "-o", bin, "."},
+	} {
+		step := time.Now()
+		cmd := exec.Command("go", args...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("go %s: %s", strings.Join(args, " "), time.Since(step).Round(time.Millisecond))
+	}
+	goMod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(goMod)) {
+		if strings.HasPrefix(line, "replace") {
+			t.Fatalf("the consumer's go.mod replaces a module:\n%s", goMod)
+		}
+	}
+	t.Logf("%s built outside the repository in %s", name, time.Since(begin).Round(time.Millisecond))
+	return bin
+}
+
+// checkBuiltFrom checks that the binary holds each module at its version, as
+// fetched (with a checksum), not replaced.
+func checkBuiltFrom(t *testing.T, bin string, want map[string]string) {
+	t.Helper()
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, version := range want {
+		found := false
+		for _, dep := range info.Deps {
+			if dep.Path != path {
+				continue
+			}
+			found = true
+			if dep.Version != version || dep.Replace != nil || dep.Sum == "" {
+				t.Errorf("%s was built with %s %s (sum %q, replaced by %v), want %s fetched", bin, path, dep.Version, dep.Sum, dep.Replace, version)
+			}
+		}
+		if !found {
+			t.Errorf("%s was built without %s", bin, path)
+		}
+	}
+}
+
+// electionTimeout bounds an election of a fetched consumer: the controller
+// gathers candidates for a second, and the elector leads at its next poll
+// (1.3 s with the default timings); a loaded machine may take much longer.
+const electionTimeout = time.Minute
+
+// waitOutput waits until a line of the child's output is line.
+func waitOutput(t *testing.T, c *framework.Child, line string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, electionTimeout, true, func(context.Context) (bool, error) {
+		select {
+		case <-c.Exited():
+			return false, fmt.Errorf("exited")
+		default:
+		}
+		sc := bufio.NewScanner(strings.NewReader(c.Logs()))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if sc.Text() == line {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no line %q from the consumer: %v", line, err)
+	}
+}
+
+// onlyCandidate returns the name of the one LeaseCandidate of lease.
+func onlyCandidate(t *testing.T, ns, lease string) string {
+	t.Helper()
+	list, err := server.Client().CoordinationV1beta1().LeaseCandidates(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, lc := range list.Items {
+		if lc.Spec.LeaseName == lease {
+			names = append(names, lc.Name)
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("LeaseCandidates of %s: %q, want one", lease, names)
+	}
+	return names[0]
+}
+
+// waitHolder waits until the Lease names holder.
+func waitHolder(t *testing.T, ns, lease, holder string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, electionTimeout, true, func(ctx context.Context) (bool, error) {
+		l, err := server.Client().CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			last = "no Lease"
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		last = ptr.Deref(l.Spec.HolderIdentity, "")
+		return last == holder, nil
+	})
+	if err != nil {
+		t.Fatalf("Lease %s holder %q, want %q: %v", lease, last, holder, err)
+	}
+}
