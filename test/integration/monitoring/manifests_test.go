@@ -291,3 +291,28 @@ func TestStaticPodBundle(t *testing.T) {
 		t.Errorf("job %q, want cle-controller (the alerts' job)", job)
 	}
 }
+
+// TestRunbookOverlay: manifests/monitoring-runbooks renders manifests/monitoring
+// with every alert's runbook_url on the page its baseURL names, each keeping
+// its anchor, and nothing else changed (its ConfigMap is not applied; the
+// dashboard's link to the runbooks stays, only Helm's value moves it).
+func TestRunbookOverlay(t *testing.T) {
+	base, overlay := render(t, "monitoring"), render(t, "monitoring-runbooks")
+	if len(base) != len(overlay) {
+		t.Fatalf("the overlay renders %d objects, the base %d", len(overlay), len(base))
+	}
+	const page = "https://runbooks.example.com/cle#"
+	for i := range base {
+		want := string(base[i].raw)
+		if base[i].Kind == "PrometheusRule" {
+			want = strings.ReplaceAll(want, runbookBase, page)
+		}
+		if got := string(overlay[i].raw); got != want {
+			t.Errorf("%s %s differs from the base's with its runbooks moved:\n%s", overlay[i].Kind, overlay[i].Metadata.Name, got)
+		}
+	}
+	rule := string(find(t, overlay, "PrometheusRule", "cle-controller").raw)
+	if n, alerts := strings.Count(rule, "runbook_url: "+page), strings.Count(rule, "- alert:"); n == 0 || n != alerts {
+		t.Errorf("%d of %d alerts have their runbook_url on %s", n, alerts, page)
+	}
+}
