@@ -68,6 +68,8 @@ func TestFetchedModules(t *testing.T) {
 	}
 
 	env := consumerEnv(t, proxy)
+	forgetModules(t, env)
+	t.Cleanup(func() { forgetModules(t, env) })
 	ns := server.CreateNamespace(t)
 	server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: "native"})
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
@@ -101,14 +103,16 @@ func TestFetchedModules(t *testing.T) {
 
 // consumerEnv is the environment of a consumer's go commands. Modules come
 // first from the layout in proxy, then from this machine's module cache (in
-// proxy layout under cache/download), then from wherever go env GOPROXY says;
-// they are extracted into a module cache of the test's own, so that the
-// versions of this repository written here never enter the shared cache
-// (where a later run would find a stale copy of the same version). Builds
-// use -trimpath, whose cache keys do not depend on that cache's location.
-// The checksum database is skipped for this repository's modules only: it
-// has not seen the versions written here. GOENV=off keeps a go env file
-// from adding GOPRIVATE or GONOPROXY, which would bypass the layout.
+// proxy layout under cache/download), then from wherever go env GOPROXY says.
+// They are extracted into this machine's module cache, and built with -race
+// as the integration tests build them, so that the Kubernetes libraries and
+// controller-runtime compiled for those serve the consumers too; the
+// versions of this repository written here are taken out of that cache
+// before and after (forgetModules), so that no run finds a stale copy of the
+// same version. The checksum database is skipped for this repository's
+// modules only: it has not seen the versions written here. GOENV=off keeps a
+// go env file from adding GOPRIVATE or GONOPROXY, which would bypass the
+// layout.
 func consumerEnv(t *testing.T, proxy string) []string {
 	t.Helper()
 	vars := []string{"GOMODCACHE", "GOPROXY", "GOSUMDB", "GOCACHE"}
@@ -133,16 +137,42 @@ func consumerEnv(t *testing.T, proxy string) []string {
 		"GOPROXY="+goproxy,
 		"GOSUMDB="+goEnv["GOSUMDB"],
 		"GOCACHE="+goEnv["GOCACHE"],
-		"GOMODCACHE="+t.TempDir(),
-		// -modcacherw lets the test's cache be removed with its
-		// temporary directory; -mod=mod lets go build add what the
-		// consumer's imports need beyond what go get added.
-		"GOFLAGS=-mod=mod -modcacherw",
+		"GOMODCACHE="+goEnv["GOMODCACHE"],
+		// -mod=mod lets go build add what the consumer's imports need
+		// beyond what go get added.
+		"GOFLAGS=-mod=mod",
 		"GONOSUMDB=github.com/cle-dev",
 		"GOPRIVATE=", "GONOPROXY=", "GOINSECURE=",
-		"GOWORK=off", "GOTOOLCHAIN=local", "CGO_ENABLED=0",
+		"GOWORK=off", "GOTOOLCHAIN=local",
 		"GIT_TERMINAL_PROMPT=0",
 	)
+}
+
+// forgetModules takes this repository's modules out of the module cache of
+// env: the extracted trees and the downloads. The cache keeps its files
+// read-only, so they are made writable first.
+func forgetModules(t *testing.T, env []string) {
+	t.Helper()
+	var modcache string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GOMODCACHE="); ok {
+			modcache = v
+		}
+	}
+	if modcache == "" {
+		t.Fatal("no GOMODCACHE in the consumers' environment")
+	}
+	for _, dir := range []string{filepath.Join(modcache, "github.com", "cle-dev"), filepath.Join(modcache, "cache", "download", "github.com", "cle-dev")} {
+		_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(path, 0o755)
+			}
+			return nil
+		})
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatalf("take this repository's modules out of the module cache: %v", err)
+		}
+	}
 }
 
 // buildConsumer makes a module of its own in a temporary directory with
@@ -181,7 +211,7 @@ func buildConsumer(t *testing.T, env []string, root, name, moduleAtVersion strin
 	for _, args := range [][]string{
 		{"mod", "init", "example.com/" + name},
 		{"get", moduleAtVersion},
-		{"build", "-trimpath", "-o", bin, "."},
+		{"build", "-race", "-o", bin, "."},
 	} {
 		step := time.Now()
 		cmd := exec.Command("go", args...)
