@@ -468,7 +468,15 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 			}
 		case unknown:
 		default:
-			continue // unresponsive: left out
+			// Unresponsive: left out. One that no ping reached is asked
+			// again once its backoff is over, whatever is decided now:
+			// when every candidate is left out, the strategy falls to the
+			// unresponsive ones, and a dead one may make the Lease look
+			// another controller's until then.
+			if !deadline.IsZero() {
+				e.d.wakeAt(deadline)
+			}
+			continue
 		}
 		stale = append(stale, lc)
 		staleJudged = append(staleJudged, judged{lc, state, deadline, rec})

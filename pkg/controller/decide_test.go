@@ -310,6 +310,13 @@ func TestDecide(t *testing.T) {
 		cands: []obsCand{seen(candidate("a", "1.30.0", "1.30.0", withStrategy("Other")), now.Add(-time.Second))},
 		want:  want(ranked(), leftAsIs(), state(leaseUnmanaged), next(ttl)),
 	}, {
+		name: "every candidate passed over, a dead one asking for a strategy handled elsewhere: looked at again when the unreachable one may be pinged",
+		cands: []obsCand{
+			withRec(seen(mid, time.Time{}), func(r *candidateRecord) { r.unreachable = unreachable{until: now.Add(3 * time.Second)} }),
+			withRec(seen(candidate("newer", "1.32.0", "1.32.0", withStrategy("example.com/Future")), time.Time{}), func(r *candidateRecord) { r.unresponsive = true }),
+		},
+		want: want(ranked(), leftAsIs(), state(leaseUnmanaged), next(3*time.Second)),
+	}, {
 		name:   "first election: gather",
 		record: leaseRecord{gathering: gathering{firstJoin: now.Add(-100 * time.Millisecond), lastJoin: now.Add(-100 * time.Millisecond)}},
 		cands:  []obsCand{seen(old, now.Add(-100*time.Millisecond))},
