@@ -870,7 +870,17 @@ func (w *simWorld) checkLeaders() {
 	if bound := w.bound(simBestBound); w.quietBest.IsZero() && w.now.Sub(from) > bound {
 		w.fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.now.Sub(from), bound)
 	}
-	if !w.quietBest.IsZero() && w.steadyFrom.IsZero() && w.now.Sub(w.quietBest) > 30*time.Second {
+	// A candidate that is down (an adopter that lost its term exits, and is
+	// restarted later) or not registered yet may be better than the leader
+	// when it comes back: no steady state until every candidate has run,
+	// registered, for as long.
+	for _, c := range w.cands {
+		if c.proc == nil || c.proc.dead || w.candidates[c.name] == nil {
+			w.lastDown = w.now
+			break
+		}
+	}
+	if !w.quietBest.IsZero() && w.steadyFrom.IsZero() && w.now.Sub(w.quietBest) > 30*time.Second && w.now.Sub(w.lastDown) > 30*time.Second {
 		// Settled: from now on nothing but the holder's renewals and the
 		// candidates' own renewals may be written.
 		w.steadyFrom = w.now

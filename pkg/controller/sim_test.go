@@ -293,6 +293,7 @@ type simWorld struct {
 	noneRan         time.Time // the last instant after faults stopped at which no candidate process ran
 	quietBest       time.Time // when the best candidate first led after faults stopped
 	steadyFrom      time.Time // from then on, no controller write is expected
+	lastDown        time.Time // when some candidate last was down or unregistered
 	ctrlWrites      int       // controller writes since steadyFrom
 	candidateWrites int       // LeaseCandidate writes so far, which may change the ranking
 	// rank caches bestLeads.
