@@ -71,11 +71,17 @@ func TestFetchedModules(t *testing.T) {
 	forgetModules(t, env)
 	t.Cleanup(func() { forgetModules(t, env) })
 	ns := server.CreateNamespace(t)
-	server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: "native"})
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := server.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// The consumers are elected by the cle-controller binary, under a lock
+	// of its own in the test's namespace (the framework idles the one
+	// kube-apiserver's built-in controller holds).
+	ctrl := framework.BuildCommand(t, rootModule+"/cmd/cle-controller")
+	framework.StartChild(t, "cle-controller", ctrl, "--kubeconfig="+kubeconfig, "--api-mode=native",
+		"--namespaces="+ns, "--leader-elect-resource-namespace="+ns, "--leader-elect-resource-name=cle-controller",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "-v=2")
 
 	t.Run("controller-runtime", func(t *testing.T) {
 		bin := buildConsumer(t, env, root, "manager", contribModule+"@"+version)
