@@ -73,6 +73,10 @@ kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cac
 promtool: ## Build promtool into the cache (once per version pinned in hack/tools/prometheus); it checks manifests/monitoring.
 	hack/promtool.sh >/dev/null
 
+.PHONY: krew
+krew: ## Build krew into the cache (once per version pinned in hack/tools/krew); make e2e installs kubectl cle with it, make verify checks plugins/cle.yaml.
+	hack/krew.sh >/dev/null
+
 .PHONY: run
 run: ## Start a local control plane, cle-controller and three example candidates; print the kubectl commands that show the election (Ctrl-C stops all). Never touches another cluster.
 	hack/run.sh

@@ -3,9 +3,10 @@
 # kubelet with containerd, runc and CNI, inside namespaces the test makes.
 # It needs root. What it needs from the distribution (runc, the CNI plugins,
 # iptables, conntrack, iproute2, util-linux) is installed with apt-get when
-# missing; containerd, the Kubernetes binaries and helm are built into the
-# cache (hack/containerd.sh, hack/kube-bin.sh, hack/helm.sh). It tests the
-# release in RELEASE_DIR (default _output/release), made by make release.
+# missing; containerd, the Kubernetes binaries, helm and krew are built into
+# the cache (hack/containerd.sh, hack/kube-bin.sh, hack/helm.sh,
+# hack/krew.sh). It tests the release in RELEASE_DIR (default
+# _output/release), made by make release.
 #
 #   make release VERSION=v0.1.0 && make e2e
 set -o errexit -o nounset -o pipefail
@@ -51,6 +52,7 @@ fi
 CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh kube-apiserver kube-scheduler etcd kubectl kubelet kube-controller-manager kube-proxy)
 CLE_CONTAINERD_DIR=$(hack/containerd.sh)
 CLE_HELM=$(hack/helm.sh)
+CLE_KREW=$(hack/krew.sh)
 CLE_RELEASE_DIR=${release}
-export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_RELEASE_DIR
+export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_KREW CLE_RELEASE_DIR
 go test -count=1 -v -timeout="${E2E_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/e2e/

@@ -14,9 +14,20 @@
 #   cle-monitoring.yaml, cle-monitoring-static-pod.yaml, cle-examples.yaml:
 #                                  the install bundles, one kubectl apply -f each,
 #                                  the image pinned by digest;
-#   kubectl-cle_<v>_<os>_<arch>.tar.gz and cle.krew.yaml: the plugin for linux,
-#                                  darwin and windows (each archive with
-#                                  LICENSE), and its krew manifest;
+#   cle-<chart version>.tgz        the Helm chart charts/cle, its version the
+#                                  release's without the v, its image pinned by
+#                                  digest by default;
+#   kubectl-cle_<v>_<os>_<arch>.tar.gz and plugins/cle.yaml: the plugin for
+#                                  linux, darwin and windows (each archive with
+#                                  its completion helper kubectl_complete-cle
+#                                  and LICENSE), and its krew manifest, the
+#                                  template plugins/cle.yaml rendered;
+#   goproxy/                       the Go modules github.com/cle-dev/cle and
+#                                  github.com/cle-dev/cle/contrib/controller-runtime
+#                                  at <v>, in the layout of a module proxy, as
+#                                  the tags <v> and contrib/controller-runtime/<v>
+#                                  will serve them (GOPROXY=file://.../goproxy
+#                                  fetches them; docs/install.md);
 #   checksums.txt                  sha256 of every file above.
 #
 # IMAGE_REPO is the repository the bundles name (default ghcr.io/cle-dev/cle);
@@ -99,49 +110,71 @@ render cle-monitoring.yaml monitoring
 render cle-monitoring-static-pod.yaml monitoring/static-pod
 render cle-examples.yaml examples
 
-# kubectl-cle for each platform krew installs on, and its krew manifest.
-krew="${out}/cle.krew.yaml"
-cat >"${krew}" <<YAML
-apiVersion: krew.googlecontainertools.github.com/v1alpha2
-kind: Plugin
-metadata:
-  name: cle
-spec:
-  version: ${version}
-  homepage: https://github.com/cle-dev/cle
-  shortDescription: Show coordinated leader elections and who leads
-  description: |
-    kubectl cle shows coordinated leader elections (KEP-4355), run by
-    cle-controller or by the controller built into kube-apiserver: who holds
-    each Lease, who should and why, the candidates in rank order, and which
-    election controller acts. It needs only read access (ClusterRole
-    cle-viewer, aggregated to view).
-  platforms:
-YAML
-for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64; do
+# The Helm chart: version and appVersion the release's, the default image the
+# one built here by digest. The archive helm package writes is repacked with
+# fixed times and owners, so that the same chart gives the same file.
+helm=$(hack/helm.sh)
+chart_version=${version#v}
+mkdir -p "${build}/chart" "${build}/chart-archive"
+cp -R charts/cle "${build}/chart/cle"
+sed -i -e "s|^  repository: ghcr.io/cle-dev/cle\$|  repository: ${repo}|" -e "s|^  digest: \"\"\$|  digest: ${digest}|" "${build}/chart/cle/values.yaml"
+"${helm}" package --version "${chart_version}" --app-version "${version}" -d "${build}/chart" "${build}/chart/cle" >/dev/null
+tar -xzmf "${build}/chart/cle-${chart_version}.tgz" -C "${build}/chart-archive"
+tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "${build}/chart-archive" -cf - cle | gzip -n >"${out}/cle-${chart_version}.tgz"
+if ! grep -qF "image: ${repo}:${version}@${digest}" <<<"$("${helm}" template cle "${out}/cle-${chart_version}.tgz")"; then
+	echo "release: the chart cle-${chart_version}.tgz does not run ${repo}:${version}@${digest} by default" >&2
+	exit 1
+fi
+
+# kubectl-cle for each platform of its krew manifest, plugins/cle.yaml, with
+# its completion helper and the license; then the manifest rendered for this
+# release: its version in place of the template's, each archive's sha256 in
+# place of the zeros.
+sums="${build}/kubectl-cle.sha256"
+: >"${sums}"
+for target in $(sed -n 's|^ *uri: .*/kubectl-cle_[^_]*_\([a-z0-9]*\)_\([a-z0-9]*\)\.tar\.gz$|\1/\2|p' plugins/cle.yaml); do
 	os=${target%/*} arch=${target#*/}
-	exe=kubectl-cle
-	[[ "${os}" == windows ]] && exe=kubectl-cle.exe
+	exe=kubectl-cle complete=kubectl_complete-cle
+	[[ "${os}" == windows ]] && exe=kubectl-cle.exe complete=kubectl_complete-cle.cmd
 	dir="${build}/kubectl-cle_${os}_${arch}"
 	mkdir -p "${dir}"
 	CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch}" go build -trimpath -ldflags "${ldflags}" -o "${dir}/${exe}" ./cmd/kubectl-cle
 	cp LICENSE "${dir}/LICENSE"
+	install -m 0755 "cmd/kubectl-cle/${complete}" "${dir}/${complete}"
 	archive="kubectl-cle_${version}_${os}_${arch}.tar.gz"
 	# The same files give the same archive: names sorted, times and owners fixed.
-	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "${dir}" -cf - "${exe}" LICENSE | gzip -n >"${out}/${archive}"
-	sha=$(sha256sum "${out}/${archive}" | cut -d' ' -f1)
-	cat >>"${krew}" <<YAML
-    - selector:
-        matchLabels:
-          os: ${os}
-          arch: ${arch}
-      uri: https://github.com/cle-dev/cle/releases/download/${version}/${archive}
-      sha256: ${sha}
-      bin: ${exe}
-YAML
+	tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "${dir}" -cf - "${exe}" "${complete}" LICENSE | gzip -n >"${out}/${archive}"
+	(cd "${out}" && sha256sum "${archive}") >>"${sums}"
 done
+mkdir -p "${out}/plugins"
+awk -v to="${version}" -v sums="${sums}" '
+	BEGIN { while ((getline line < sums) > 0) { split(line, f, " "); sum[f[2]] = f[1] } }
+	!started && /^#/ { next } # the comment above the template
+	{ started = 1 }
+	$1 == "version:" && from == "" { from = $2 }
+	from != "" { # the version, literally, wherever it is
+		done = ""; rest = $0
+		while ((i = index(rest, from)) > 0) { done = done substr(rest, 1, i - 1) to; rest = substr(rest, i + length(from)) }
+		$0 = done rest
+	}
+	$1 == "uri:" { n = split($2, p, "/"); archive = p[n] }
+	$1 == "sha256:" {
+		if (!(archive in sum)) { print "release: plugins/cle.yaml names " archive ", not built" >"/dev/stderr"; failed = 1 }
+		sub(/"[0-9a-f]+"/, "\"" sum[archive] "\"")
+		used[archive] = 1; archive = ""
+	}
+	{ print }
+	END {
+		for (a in sum) if (!(a in used)) { print "release: no sha256 of " a " in plugins/cle.yaml" >"/dev/stderr"; failed = 1 }
+		exit failed
+	}' plugins/cle.yaml >"${out}/plugins/cle.yaml"
+
+# The Go modules as a module proxy serves them: a module zip each (without
+# the nested modules), go.mod without its replace directives.
+(cd hack/tools/modproxy && go run . --version="${version}" --time="${created}" --out="${root}/${out}/goproxy" \
+	"${root}" "${root}/contrib/controller-runtime") >&2
 
 rm -rf "${build}"
-(cd "${out}" && find . -maxdepth 1 -type f ! -name checksums.txt -printf '%P\n' | LC_ALL=C sort | xargs sha256sum >checksums.txt)
+(cd "${out}" && { find . -maxdepth 1 -type f ! -name checksums.txt -printf '%P\n'; echo plugins/cle.yaml; } | LC_ALL=C sort | xargs sha256sum >checksums.txt)
 ls -l "${out}" >&2
 echo "${repo}:${version}@${digest}"

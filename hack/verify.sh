@@ -51,6 +51,16 @@ if [[ "${contrib_requires}" != "${version}" ]]; then
   failed=1
 fi
 
+# The krew manifest template passes krew-index's own check (its layout, the
+# name, the platforms); cmd/kubectl-cle's TestKrewManifest checks it against
+# VERSION and what make release builds.
+krew_bin=$(dirname "$(hack/krew.sh)")
+if ! krew_log=$("${krew_bin}/validate-krew-manifest" -manifest plugins/cle.yaml -skip-install 2>&1); then
+  echo "${krew_log}" >&2
+  echo "verify: plugins/cle.yaml is not a valid krew manifest" >&2
+  failed=1
+fi
+
 # Each knockout (hack/sim-knockouts.sh) must still take its fix out of the
 # code as it is now.
 for patch in hack/knockouts/*.patch; do
@@ -63,7 +73,7 @@ done
 # Of the Kubernetes tools modules, the newest is what make test builds;
 # hack/test-matrix.sh checks each of the others before building it.
 kube_tools="hack/tools/kube/$(hack/kube-bin.sh --list | tail -n 1)"
-for mod in . "${kube_tools}" hack/tools/image hack/tools/prometheus hack/tools/helm hack/tools/modproxy contrib/controller-runtime; do
+for mod in . "${kube_tools}" hack/tools/image hack/tools/prometheus hack/tools/helm hack/tools/modproxy hack/tools/krew contrib/controller-runtime; do
   if ! (cd "${mod}" && go mod tidy -diff); then
     echo "verify: ${mod}/go.mod or go.sum is not tidy; run: (cd ${mod} && go mod tidy)" >&2
     failed=1

@@ -13,10 +13,12 @@
 // registry), so every Pod runs the image by the digest the bundles pin.
 //
 // The tests then install the release as a user would (kubectl apply -f of
-// its bundles, helm install of its chart, kubectl cle from its archive) and
-// check what only a node shows: Pod Security admission, probes, the ServiceAccount token and
-// in-cluster configuration, a rolling upgrade of real candidate Pods, and
-// cle-controller as a static Pod electing real kube-scheduler candidates.
+// its bundles, helm install of its chart, kubectl krew install of kubectl
+// cle from its manifest and archive) and check what only a node shows: Pod
+// Security admission, probes, the ServiceAccount token and in-cluster
+// configuration, a rolling upgrade of real candidate Pods, cle-controller as
+// a static Pod electing real kube-scheduler candidates, and kubectl cle run
+// and completed through kubectl.
 //
 // When the tests end everything is stopped in order, and the namespaces die
 // with the inner process. The outer TestMain then removes the empty cgroups
@@ -26,6 +28,6 @@
 //
 // It needs root, util-linux, iproute2, iptables, conntrack, runc and the
 // CNI plugins (hack/e2e.sh installs them from Debian), the binaries of
-// hack/kube-bin.sh, hack/containerd.sh and hack/helm.sh, and a release in
+// hack/kube-bin.sh, hack/containerd.sh, hack/helm.sh and hack/krew.sh, and a release in
 // _output/release (make release). Run it with make e2e.
 package e2e

@@ -52,6 +52,9 @@ type Options struct {
 	printFlags map[string]*genericclioptions.PrintFlags
 	// warnings prints each distinct warning of the API server once.
 	warnings rest.WarningHandlerWithContext
+	// inCluster tells whether client-go would use the in-cluster
+	// configuration when no kubeconfig names a cluster.
+	inCluster func() bool
 }
 
 // NewOptions returns the defaults.
@@ -66,6 +69,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		streams:       streams,
 		printFlags:    map[string]*genericclioptions.PrintFlags{},
 		warnings:      warningPrinter{rest.NewWarningWriter(streams.ErrOut, rest.WarningWriterOptions{Deduplicate: true})},
+		inCluster:     inCluster,
 	}
 }
 
@@ -133,6 +137,7 @@ only read.
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "Lease duration of Leases without leaseDurationSeconds, as with cle-controller's --lease-duration.")
 
 	root.AddCommand(o.statusCommand(), o.describeCommand(), o.watchCommand(), o.versionCommand())
+	o.registerFlagCompletions(root)
 	return root
 }
 
@@ -301,12 +306,10 @@ func (o *Options) setup(ctx context.Context) (kubectlcle.Source, kubectlcle.Judg
 			return kubectlcle.Source{}, kubectlcle.Judge{}, "", fmt.Errorf("invalid --selector: %w", err)
 		}
 	}
-	cfg, err := o.ConfigFlags.ToRESTConfig()
+	cfg, err := o.restConfig()
 	if err != nil {
 		return kubectlcle.Source{}, kubectlcle.Judge{}, "", err
 	}
-	cfg.UserAgent = "kubectl-cle/" + version.Get().Version
-	cfg.WarningHandlerWithContext = o.warnings
 	namespace, _, err := o.ConfigFlags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return kubectlcle.Source{}, kubectlcle.Judge{}, "", err
@@ -454,18 +457,15 @@ func (o *Options) completeLeases(cmd *cobra.Command, args []string, toComplete s
 	}
 	src, _, namespace, err := o.setup(ctx)
 	if err != nil {
-		cobra.CompDebugln(err.Error(), true)
-		return nil, cobra.ShellCompDirectiveError
+		return compError(err)
 	}
 	leases, cands, err := src.Snapshot(ctx, namespace)
 	if err != nil {
-		cobra.CompDebugln(err.Error(), true)
-		return nil, cobra.ShellCompDirectiveError
+		return compError(err)
 	}
 	inputs, err := kubectlcle.Group(leases, cands, kubectlcle.Selection{})
 	if err != nil {
-		cobra.CompDebugln(err.Error(), true)
-		return nil, cobra.ShellCompDirectiveError
+		return compError(err)
 	}
 	var names []string
 	for _, in := range inputs {
