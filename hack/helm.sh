@@ -14,20 +14,19 @@
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/tools.sh
+source "${root}/hack/lib/tools.sh"
 tools="${root}/hack/tools/helm"
 module=helm.sh/helm/v3
-mod_version() { awk -v m="$1" '$1 == "require" { $1 = ""; $0 = $0 } $1 == m && $2 ~ /^v/ { print $2; exit }' "${tools}/go.mod"; }
-version=$(mod_version "${module}")
-client_go=$(mod_version k8s.io/client-go)
+version=$(go_mod_version "${tools}/go.mod" "${module}")
+client_go=$(go_mod_version "${tools}/go.mod" k8s.io/client-go)
 [[ "${version}" =~ ^v3\.[0-9]+\.[0-9]+$ ]] || { echo "helm: cannot read the ${module} version from ${tools}/go.mod" >&2; exit 1; }
 [[ "${client_go}" =~ ^v0\.([0-9]+)\.[0-9]+$ ]] || { echo "helm: cannot read the k8s.io/client-go version from ${tools}/go.mod" >&2; exit 1; }
 kube_minor=${BASH_REMATCH[1]}
 
 # The cache key holds everything that changes the output: the version, the Go
 # toolchain, and the platform.
-key="helm-${version}_$(go env GOVERSION)_$(go env GOOS)-$(go env GOARCH)"
-cache="${CLE_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cle/bin}"
-dir="${cache}/${key}"
+dir=$(tool_cache_dir "helm-${version}")
 bin="${dir}/helm"
 if [[ -x "${bin}" ]]; then
   echo "${bin}"

@@ -13,16 +13,16 @@
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/tools.sh
+source "${root}/hack/lib/tools.sh"
 tools="${root}/hack/tools/krew"
 module=sigs.k8s.io/krew
-version=$(awk -v m="${module}" '$1 == "require" { $1 = ""; $0 = $0 } $1 == m && $2 ~ /^v/ { print $2; exit }' "${tools}/go.mod")
+version=$(go_mod_version "${tools}/go.mod" "${module}")
 [[ "${version}" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "krew: cannot read the ${module} version from ${tools}/go.mod" >&2; exit 1; }
 
 # The cache key holds everything that changes the output: the version, the Go
 # toolchain, and the platform.
-key="krew-${version}_$(go env GOVERSION)_$(go env GOOS)-$(go env GOARCH)"
-cache="${CLE_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cle/bin}"
-dir="${cache}/${key}"
+dir=$(tool_cache_dir "krew-${version}")
 commands=(krew validate-krew-manifest)
 warm=true
 for c in "${commands[@]}"; do

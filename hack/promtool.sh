@@ -16,18 +16,18 @@
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=lib/tools.sh
+source "${root}/hack/lib/tools.sh"
 tools="${root}/hack/tools/prometheus"
 module=github.com/prometheus/prometheus
 # The Go module's v0.3MM.P is Prometheus v3.MM.P.
-mod_version=$(awk -v m="${module}" '$1 == "require" { $1 = ""; $0 = $0 } $1 == m && $2 ~ /^v/ { print $2; exit }' "${tools}/go.mod")
+mod_version=$(go_mod_version "${tools}/go.mod" "${module}")
 [[ "${mod_version}" =~ ^v0\.3([0-9][0-9])\.([0-9]+)$ ]] || { echo "promtool: cannot read the ${module} version (v0.3MM.P) from ${tools}/go.mod" >&2; exit 1; }
 version="3.$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
 
 # The cache key holds everything that changes the output: the version, what
 # is left out, the Go toolchain, and the platform.
-key="promtool-v${version}-kubernetes-sd_$(go env GOVERSION)_$(go env GOOS)-$(go env GOARCH)"
-cache="${CLE_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cle/bin}"
-dir="${cache}/${key}"
+dir=$(tool_cache_dir "promtool-v${version}-kubernetes-sd")
 bin="${dir}/promtool"
 if [[ -x "${bin}" ]]; then
   echo "${bin}"

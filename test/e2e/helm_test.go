@@ -41,10 +41,7 @@ const (
 func TestHelmChart(t *testing.T) {
 	n := cluster
 	ctx := context.Background()
-	helm := os.Getenv(helmEnv)
-	if helm == "" {
-		t.Fatalf("%s is not set: run the node test with make e2e", helmEnv)
-	}
+	helm := toolFromEnv(t, helmEnv)
 	chart := n.release.chart(t)
 
 	// Nothing of the bundles' installs is left to contend with.

@@ -45,10 +45,7 @@ const (
 func TestKrewPlugin(t *testing.T) {
 	n := cluster
 	ctx := context.Background()
-	krew := os.Getenv(krewEnv)
-	if krew == "" {
-		t.Fatalf("%s is not set: run the node test with make e2e", krewEnv)
-	}
+	krew := toolFromEnv(t, krewEnv)
 	manifest := n.release.bundle(filepath.Join("plugins", "cle.yaml"))
 
 	// krew's home as a user's is once krew is set up: its bin directory on

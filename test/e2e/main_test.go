@@ -164,3 +164,14 @@ func cniBinDir() (string, error) {
 }
 
 var cniPlugins = []string{"bridge", "host-local", "loopback", "portmap"}
+
+// toolFromEnv is the path of a tool that hack/e2e.sh built and named in env
+// (the node's network namespace cuts the module proxy off).
+func toolFromEnv(t *testing.T, env string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		t.Fatalf("%s is not set: run the node test with make e2e", env)
+	}
+	return path
+}
