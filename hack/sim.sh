@@ -2,11 +2,12 @@
 # Runs the deterministic simulation of elections (pkg/controller, TestSimulation):
 # the controller's real code and candidates that follow the library's protocol
 # against a model API server, with faults, from one seed per schedule. It
-# prints the seeds run, schedules per second, elections, terms and the fault
+# prints the seeds run, schedules and elections per second, elections, terms and the fault
 # mix; a failing seed prints its trace and the command that replays it.
 #
 #   SEEDS=N    run N seeds (default 10000)
-#   BUDGET=D   run for D of wall-clock time instead (e.g. 60s)
+#   BUDGET=D   run for D of wall-clock time instead (e.g. 60s, 2h); DURATION=D
+#              says the same
 #   FIRST=S    start at seed S (default 1)
 #   SEED=S     replay seed S alone, printing its whole trace
 set -o errexit -o nounset -o pipefail
@@ -16,8 +17,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 args=(-sim.first="${FIRST:-1}")
 if [[ -n "${SEED:-}" ]]; then
   args=(-sim.seed="${SEED}" -test.v)
-elif [[ -n "${BUDGET:-}" ]]; then
-  args+=(-sim.budget="${BUDGET}")
+elif [[ -n "${BUDGET:-${DURATION:-}}" ]]; then
+  args+=(-sim.budget="${BUDGET:-${DURATION}}")
 else
   args+=(-sim.seeds="${SEEDS:-10000}")
 fi

@@ -115,8 +115,8 @@ func TestSimulation(t *testing.T) {
 		t.Fatalf("seed %d: %s\nreplay: go test ./pkg/controller -run TestSimulation -sim.seed=%d -v\n%s", failed, r.violation, failed, strings.Join(tail(r.trace, 200), "\n"))
 	}
 	elapsed := time.Since(start)
-	msg := fmt.Sprintf("simulation: %d seeds in %s (%.0f schedules/s), %s", seeds, elapsed.Round(time.Millisecond),
-		float64(seeds)/elapsed.Seconds(), total.summary())
+	msg := fmt.Sprintf("simulation: %d seeds in %s (%.0f schedules/s, %.0f elections/s), %s", seeds, elapsed.Round(time.Millisecond),
+		float64(seeds)/elapsed.Seconds(), float64(total.elections)/elapsed.Seconds(), total.summary())
 	t.Log(msg)
 	if os.Getenv("SIM_REPORT") != "" {
 		fmt.Println(msg)
