@@ -170,6 +170,11 @@ func (c *simCandidate) start() {
 		drift:  (w.rng.Float64()*2 - 1) * simMaxDrift,
 		own:    &lead.Ownership{Identity: c.name},
 	}
+	if w.builtin != nil {
+		// kube-apiserver's controller compares the candidates' clocks
+		// with its own: within a second here (see simBuiltin).
+		p.offset, p.drift = p.offset/600, p.drift/5
+	}
 	p.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
 		if deleted {
 			p.onLease(nil)
@@ -994,6 +999,9 @@ func runSim(seed uint64, tracing bool) simResult {
 	if w.rng.IntN(4) == 0 {
 		w.addMalformedCandidate()
 	}
+	if builtinRun(seed) {
+		w.addBuiltin()
+	}
 	w.startController()
 	w.scheduleFaults()
 	end := w.start.Add(simFaultPhase + simQuietPhase)
@@ -1076,7 +1084,7 @@ func (w *simWorld) injectFault() {
 			})
 		}
 	case 4: // the Lease is deleted
-		if w.lease != nil {
+		if w.lease != nil && w.builtin == nil { // see simBuiltin
 			w.fault("delete-lease")
 			_, _ = w.writeLease(nil, w.lease.ResourceVersion, "fault")
 		}
@@ -1096,7 +1104,7 @@ func (w *simWorld) injectFault() {
 		w.ctrl = nil
 		w.tracef("controller %d is gone", old.id)
 		w.after(w.durationBetween(0, simLeaseDuration), func() {
-			if w.ctrl == nil {
+			if w.ctrl == nil && !w.builtinActs() {
 				w.startController()
 			}
 		})
@@ -1120,7 +1128,7 @@ func (w *simWorld) injectFault() {
 		w.after(w.durationBetween(time.Second, 40*time.Second), sc.resume)
 	case 10: // someone deletes the Lease and creates it again, vacant
 		// (kubectl, GitOps re-applying it): creates carry no precondition
-		if w.lease != nil {
+		if w.lease != nil && w.builtin == nil { // see simBuiltin
 			w.fault("recreate-lease")
 			_, _ = w.writeLease(nil, w.lease.ResourceVersion, "kubectl")
 			w.after(w.durationBetween(0, 3*time.Second), func() {
@@ -1253,6 +1261,10 @@ func (w *simWorld) stopFaults() {
 	}
 	for _, sc := range slices.Clone(w.ctrls) {
 		sc.resume()
+	}
+	if b := w.builtin; b != nil && b.acting {
+		b.acting, b.stepAt = false, time.Time{}
+		w.tracef("kube-apiserver's election controller stops acting")
 	}
 	if w.ctrl == nil {
 		w.startController()

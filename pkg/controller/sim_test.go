@@ -282,20 +282,23 @@ type simWorld struct {
 	cands    []*simCandidate
 
 	// history of terms: the highest token any term of the Lease had.
-	maxToken        int32
-	anyTerm         bool
-	historyLost     bool          // the next term may restart the tokens
-	quietAt         time.Time     // when faults stopped and what they delayed had arrived
-	lateUntil       time.Time     // see late
-	best            *simCandidate // the best running candidate, since bestFrom
-	bestFrom        time.Time
-	quietLeader     time.Time // when some candidate first led after faults stopped
-	noneRan         time.Time // the last instant after faults stopped at which no candidate process ran
-	quietBest       time.Time // when the best candidate first led after faults stopped
-	steadyFrom      time.Time // from then on, no controller write is expected
-	lastDown        time.Time // when some candidate last was down or unregistered
-	ctrlWrites      int       // controller writes since steadyFrom
-	candidateWrites int       // LeaseCandidate writes so far, which may change the ranking
+	maxToken    int32
+	anyTerm     bool
+	historyLost bool          // the next term may restart the tokens
+	quietAt     time.Time     // when faults stopped and what they delayed had arrived
+	lateUntil   time.Time     // see late
+	best        *simCandidate // the best running candidate, since bestFrom
+	bestFrom    time.Time
+	quietLeader time.Time // when some candidate first led after faults stopped
+	noneRan     time.Time // the last instant after faults stopped at which no candidate process ran
+	quietBest   time.Time // when the best candidate first led after faults stopped
+	steadyFrom  time.Time // from then on, no controller write is expected
+	lastDown    time.Time // when some candidate last was down or unregistered
+	// builtin is kube-apiserver's election controller, in the runs that
+	// have it (see simBuiltin).
+	builtin         *simBuiltin
+	ctrlWrites      int // controller writes since steadyFrom
+	candidateWrites int // LeaseCandidate writes so far, which may change the ranking
 	// rank caches bestLeads.
 	rank struct {
 		key       simRankKey
@@ -439,6 +442,9 @@ func (w *simWorld) nextRV() string {
 
 func (w *simWorld) leaseWatchers() []*simWatcher {
 	var out []*simWatcher
+	if w.builtin != nil {
+		out = append(out, w.builtin.leaseWatch)
+	}
 	for _, sc := range w.ctrls {
 		out = append(out, sc.leaseWatch)
 	}
@@ -452,6 +458,9 @@ func (w *simWorld) leaseWatchers() []*simWatcher {
 
 func (w *simWorld) candidateWatchers(name string) []*simWatcher {
 	var out []*simWatcher
+	if w.builtin != nil {
+		out = append(out, w.builtin.candWatch)
+	}
 	for _, sc := range w.ctrls {
 		out = append(out, sc.candWatch)
 	}

@@ -1,0 +1,386 @@
+package controller
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/utils/ptr"
+)
+
+// simBuiltin is the election controller built into kube-apiserver, as
+// v1.37.2 behaves (pkg/controlplane/controller/leaderelection), in the
+// simulated world: a second writer of the Lease and its candidates. In
+// native mode it and cle-controller contend for one lock, and in a quarter
+// of the runs it holds that lock now and then during the faults, electing
+// by its own rules while cle's replicas stand by; cle acts again when it
+// takes the lock back. It is part of the world, not of cle: its rules are
+// upstream's, for the one Lease of the simulation.
+//
+// Upstream judges a holder's expiry by comparing the holder's renewTime with
+// its own clock, so clocks must agree within LeaseDuration - RenewDeadline
+// (the candidate library's documented assumption under it): in these runs
+// every clock is within a second of true time. And upstream creates a
+// deleted Lease again at once, naming a holder for 5 s, while an adopter's
+// client-go elector that led the deleted Lease acts on until its renew
+// deadline (the candidate library itself stops at the NotFound): these runs
+// delete no Lease, as docs/testing.md says.
+type simBuiltin struct {
+	w      *simWorld
+	offset time.Duration
+	// acting: it holds the shared lock and elects.
+	acting bool
+	// Its informers' copies.
+	lease                 *coordinationv1.Lease
+	cands                 map[string]*coordinationv1beta1.LeaseCandidate
+	leaseWatch, candWatch *simWatcher
+	stepAt                time.Time
+}
+
+// Upstream's constants.
+const (
+	builtinRequeue       = 5 * time.Second
+	builtinLeaseDuration = 5 * time.Second // leaseDurationSeconds of a Lease it elects
+	builtinElection      = 5 * time.Second // how long a ping is awaited
+	builtinCandidateTTL  = 30 * time.Minute
+)
+
+// builtinRun tells whether the run of seed has kube-apiserver's controller
+// in its world: drawn apart from the run's own random numbers, so that the
+// other runs are what they were without it.
+func builtinRun(seed uint64) bool {
+	return rand.New(rand.NewPCG(seed^0x5bd1e995, seed)).IntN(4) == 0
+}
+
+func (w *simWorld) addBuiltin() {
+	b := &simBuiltin{w: w, offset: w.durationBetween(-500*time.Millisecond, 500*time.Millisecond), cands: map[string]*coordinationv1beta1.LeaseCandidate{}}
+	b.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+		if deleted {
+			b.lease = nil
+		} else {
+			b.lease = obj.(*coordinationv1.Lease)
+		}
+		b.enqueue()
+	}}
+	b.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+		lc := obj.(*coordinationv1beta1.LeaseCandidate)
+		if deleted {
+			delete(b.cands, lc.Name)
+			return
+		}
+		b.cands[lc.Name] = lc
+		// Upstream skips a candidate whose answer to a ping is pending.
+		if lc.Spec.PingTime == nil || lc.Spec.RenewTime == nil || !lc.Spec.RenewTime.Before(lc.Spec.PingTime) {
+			b.enqueue()
+		}
+	}}
+	w.builtin = b
+	// Through the faults it takes the lock from cle now and then, and
+	// holds it for a while.
+	for t := w.durationBetween(10*time.Second, 60*time.Second); t < simFaultPhase; t += w.durationBetween(60*time.Second, 150*time.Second) {
+		w.at(w.start.Add(t), b.takeLock)
+	}
+}
+
+func (b *simBuiltin) now() time.Time { return b.w.now.Add(b.offset) }
+
+// takeLock: kube-apiserver holds the election controller's lock once cle's
+// active replica lost it (cle stands by, as a replica that sees the lock
+// renewed by kube-apiserver does), and gives it back later.
+func (b *simBuiltin) takeLock() {
+	w := b.w
+	if !w.faulty || b.acting {
+		return
+	}
+	w.fault("builtin-acts")
+	if sc := w.ctrl; sc != nil {
+		w.ctrl = nil
+		w.tracef("controller %d loses the lock to kube-apiserver", sc.id)
+		if !sc.paused {
+			sc.stop()
+		} // a paused replica acts on when it resumes, deposed (see resume)
+	}
+	w.after(w.durationBetween(0, simControllerLease), func() {
+		if !w.faulty || w.ctrl != nil {
+			return
+		}
+		b.acting = true
+		w.tracef("kube-apiserver's election controller acts")
+		b.enqueue()
+		w.after(w.durationBetween(10*time.Second, 90*time.Second), func() {
+			if b.acting {
+				b.giveBack()
+			}
+		})
+	})
+}
+
+// giveBack ends kube-apiserver's turn: a cle replica takes the lock once it
+// has lapsed.
+func (b *simBuiltin) giveBack() {
+	w := b.w
+	b.acting, b.stepAt = false, time.Time{}
+	w.tracef("kube-apiserver's election controller stops acting")
+	w.after(w.durationBetween(0, simControllerLease), func() {
+		if w.ctrl == nil && !b.acting {
+			w.startController()
+		}
+	})
+}
+
+// enqueue schedules a step at once, unless one is due sooner.
+func (b *simBuiltin) enqueue() { b.schedule(b.w.now) }
+
+func (b *simBuiltin) schedule(t time.Time) {
+	if !b.acting || (!b.stepAt.IsZero() && !t.Before(b.stepAt)) {
+		return
+	}
+	b.stepAt = t
+	b.w.at(t, func() {
+		if !b.acting || !b.stepAt.Equal(t) {
+			return
+		}
+		b.stepAt = time.Time{}
+		if requeue := b.step(); requeue > 0 {
+			b.schedule(b.w.now.Add(requeue))
+		}
+	})
+}
+
+// expired is upstream's isLeaseExpired, on kube-apiserver's clock.
+func (b *simBuiltin) expired(l *coordinationv1.Lease) bool {
+	return l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil ||
+		l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second).Before(b.now())
+}
+
+// step is upstream's reconcileElectionStep for the Lease; it returns the
+// requeue interval (0: none). Its requests complete at once.
+func (b *simBuiltin) step() time.Duration {
+	w := b.w
+	now := b.now()
+	var cands []*coordinationv1beta1.LeaseCandidate
+	for _, name := range slices.Sorted(mapKeys(b.cands)) {
+		lc := b.cands[name]
+		if lc.Spec.LeaseName == simLease && lc.Spec.RenewTime != nil && !lc.Spec.RenewTime.Add(builtinCandidateTTL).Before(now) {
+			cands = append(cands, lc)
+		}
+	}
+	if len(cands) == 0 {
+		return 0
+	}
+	if !b.electionNeeded(cands, now) {
+		return builtinRequeue
+	}
+	canVote := true
+	for _, lc := range cands {
+		ping, renew := lc.Spec.PingTime, lc.Spec.RenewTime
+		if ping != nil && ping.Add(builtinElection).After(now) && renew.Before(ping) {
+			canVote = false
+			continue
+		}
+		if renew.Add(builtinElection).After(now) {
+			continue
+		}
+		if ping == nil || (ping.Add(builtinElection).Before(now) && !renew.Before(ping)) {
+			next := lc.DeepCopy()
+			next.Spec.PingTime = &metav1.MicroTime{Time: now}
+			if err, applied := w.requestError(simCandidatesGR, lc.Name); err != nil && !applied {
+				return builtinRequeue
+			}
+			if _, err := w.writeCandidate(lc.Name, next, lc.ResourceVersion, "kube-apiserver (ping)"); err != nil {
+				return builtinRequeue
+			}
+			canVote = false
+		}
+	}
+	if !canVote {
+		return builtinRequeue
+	}
+	for _, lc := range cands {
+		if lc.Spec.PingTime == nil || !lc.Spec.RenewTime.Before(lc.Spec.PingTime) {
+			continue
+		}
+		if lc.Spec.PingTime.Add(builtinElection).After(now) {
+			return 0 // its answer, or the requeue of an event, comes
+		}
+	}
+	var acked []*coordinationv1beta1.LeaseCandidate
+	for _, lc := range cands {
+		if lc.Spec.RenewTime.Add(builtinElection).After(now) {
+			acked = append(acked, lc)
+		}
+	}
+	if len(acked) == 0 {
+		return 0 // "no available candidates"
+	}
+	strat, ok := builtinStrategy(acked)
+	if !ok {
+		return 0
+	}
+	elected := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{
+		Strategy: ptr.To(strat), LeaseDurationSeconds: ptr.To(int32(builtinLeaseDuration / time.Second)),
+		RenewTime: &metav1.MicroTime{Time: now},
+	}}
+	if strat == coordinationv1.OldestEmulationVersion {
+		best := builtinBest(acked)
+		if best == nil {
+			return 0
+		}
+		elected.Spec.HolderIdentity = ptr.To(best.Name)
+	}
+	if err, applied := w.requestError(simLeasesGR, simLease); err != nil && !applied {
+		return 0
+	}
+	if _, err := w.writeLease(elected, "", "kube-apiserver"); err == nil {
+		b.created()
+		return builtinRequeue
+	} else if !apierrors.IsAlreadyExists(err) {
+		return 0
+	}
+	// The Lease exists: read it, and update it if need be.
+	if err, _ := w.requestError(simLeasesGR, simLease); err != nil || w.lease == nil {
+		return 0
+	}
+	existing := w.lease.DeepCopy()
+	orig := existing.DeepCopy()
+	holder := existing.Spec.HolderIdentity
+	if elected.Spec.HolderIdentity != nil && holder == nil {
+		// Upstream dereferences the existing holder here whatever it is,
+		// and its worker crashes on a Lease with no holder.
+		return 0
+	}
+	isExpired := b.expired(existing)
+	noHolder := elected.Spec.HolderIdentity != nil && *holder == ""
+	expiredNewHolder := isExpired && elected.Spec.HolderIdentity != nil && *holder != *elected.Spec.HolderIdentity
+	differentHolder := elected.Spec.HolderIdentity != nil && *elected.Spec.HolderIdentity != *holder
+	if existing.Spec.Strategy == nil || *existing.Spec.Strategy != strat {
+		existing.Spec.Strategy = ptr.To(strat)
+	}
+	switch {
+	case noHolder || expiredNewHolder:
+		existing.Spec.PreferredHolder = nil
+		existing.Spec.HolderIdentity = elected.Spec.HolderIdentity
+		existing.Spec.RenewTime = &metav1.MicroTime{Time: now}
+		existing.Spec.LeaseDurationSeconds = ptr.To(int32(builtinLeaseDuration / time.Second))
+		existing.Spec.AcquireTime = nil
+	case differentHolder:
+		existing.Spec.PreferredHolder = elected.Spec.HolderIdentity
+	}
+	if reflect.DeepEqual(existing, orig) {
+		return builtinRequeue
+	}
+	if err, applied := w.requestError(simLeasesGR, simLease); err != nil && !applied {
+		return 0
+	}
+	if _, err := w.writeLease(existing, existing.ResourceVersion, "kube-apiserver"); err != nil {
+		return 0
+	}
+	return builtinRequeue
+}
+
+// created notes a Lease kube-apiserver created: it counts no term, so when
+// terms were led before, the next holder numbers its term above only what its
+// own process saw (the deletion case of docs/library.md).
+func (b *simBuiltin) created() {
+	w := b.w
+	if w.anyTerm {
+		w.historyLost = true
+		w.fault("token-history-lost")
+	}
+}
+
+// electionNeeded is upstream's.
+func (b *simBuiltin) electionNeeded(cands []*coordinationv1beta1.LeaseCandidate, now time.Time) bool {
+	l := b.lease
+	if l == nil || b.expired(l) || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+		return true
+	}
+	for _, lc := range cands {
+		if lc.Spec.RenewTime.Add(builtinCandidateTTL / 2).Before(now) {
+			return true
+		}
+	}
+	strat, ok := builtinStrategy(cands)
+	if !ok || strat != coordinationv1.OldestEmulationVersion {
+		return false
+	}
+	best := builtinBest(cands)
+	return best != nil && best.Name != *l.Spec.HolderIdentity
+}
+
+// builtinStrategy is upstream's pickBestStrategy: the strategy of the
+// candidates of the highest binary version, or none if they disagree.
+func builtinStrategy(cands []*coordinationv1beta1.LeaseCandidate) (coordinationv1.CoordinatedLeaseStrategy, bool) {
+	strat, highest := cands[0].Spec.Strategy, builtinVersion(cands[0].Spec.BinaryVersion)
+	for _, lc := range cands[1:] {
+		v := builtinVersion(lc.Spec.BinaryVersion)
+		switch c := versionOrder(highest, v); {
+		case c < 0:
+			strat, highest = lc.Spec.Strategy, v
+		case c == 0 && lc.Spec.Strategy != strat:
+			return "", false
+		}
+	}
+	return strat, true
+}
+
+// builtinBest is upstream's pickBestLeaderOldestEmulationVersion: the lowest
+// emulation version, then binary version, then the oldest creation.
+func builtinBest(cands []*coordinationv1beta1.LeaseCandidate) *coordinationv1beta1.LeaseCandidate {
+	var best *coordinationv1beta1.LeaseCandidate
+	for _, lc := range cands {
+		if _, err := version.ParseGeneric(lc.Spec.EmulationVersion); err != nil {
+			continue
+		}
+		if _, err := version.ParseGeneric(lc.Spec.BinaryVersion); err != nil {
+			continue
+		}
+		if best == nil || builtinCompare(best, lc) > 0 {
+			best = lc
+		}
+	}
+	return best
+}
+
+func builtinCompare(a, b *coordinationv1beta1.LeaseCandidate) int {
+	c := versionOrder(builtinVersion(a.Spec.EmulationVersion), builtinVersion(b.Spec.EmulationVersion))
+	if c == 0 {
+		c = versionOrder(builtinVersion(a.Spec.BinaryVersion), builtinVersion(b.Spec.BinaryVersion))
+	}
+	if c == 0 {
+		if a.CreationTimestamp.After(b.CreationTimestamp.Time) {
+			return 1
+		}
+		return -1
+	}
+	return c
+}
+
+// builtinVersion parses tolerantly, as upstream's semver.ParseTolerant; a
+// version that does not parse is 0.0.0.
+func builtinVersion(s string) *version.Version {
+	if v, err := version.ParseGeneric(s); err == nil {
+		return v
+	}
+	return version.MajorMinor(0, 0)
+}
+
+func versionOrder(a, b *version.Version) int {
+	switch {
+	case a.LessThan(b):
+		return -1
+	case b.LessThan(a):
+		return 1
+	}
+	return 0
+}
+
+// builtinActs tells whether kube-apiserver's controller holds the lock now.
+func (w *simWorld) builtinActs() bool { return w.builtin != nil && w.builtin.acting }
