@@ -843,25 +843,31 @@ func (w *simWorld) checkLeaders() {
 	if !running {
 		w.noneRan = w.now
 	}
+	best, bestLeads := w.bestLeads(leaders)
+	// The best is measured from when it became the best: a candidate
+	// started after faults stopped may be better than the leader.
+	if best != w.best {
+		w.best, w.bestFrom = best, w.now
+	}
+	// Some candidate leads within the bound from when faults stopped, a
+	// candidate ran again, or the best changed: a better candidate that
+	// starts just after another was named, before that one led, is
+	// rightly handed the Lease, and leads after its own first try.
 	leaderFrom := w.quietAt
-	if w.noneRan.After(leaderFrom) {
-		leaderFrom = w.noneRan
+	for _, t := range []time.Time{w.noneRan, w.bestFrom} {
+		if t.After(leaderFrom) {
+			leaderFrom = t
+		}
 	}
 	if bound := w.bound(simLeaderBound); w.quietLeader.IsZero() && w.now.Sub(leaderFrom) > bound {
-		w.fail("no leader %s after faults stopped and %s after a candidate ran again (bound %s)", w.now.Sub(w.quietAt), w.now.Sub(leaderFrom), bound)
+		w.fail("no leader %s after faults stopped and %s after a candidate ran again or the best changed (bound %s)", w.now.Sub(w.quietAt), w.now.Sub(leaderFrom), bound)
 	}
-	best, bestLeads := w.bestLeads(leaders)
 	if bestLeads {
 		if w.quietBest.IsZero() {
 			w.quietBest = w.now
 		}
 	} else if !w.quietBest.IsZero() && w.steadyFrom.IsZero() {
 		w.quietBest = time.Time{} // not settled yet
-	}
-	// The best is measured from when it became the best: a candidate
-	// started after faults stopped may be better than the leader.
-	if best != w.best {
-		w.best, w.bestFrom = best, w.now
 	}
 	if best == nil {
 		// No candidate runs: an adopter that lost its term exits, and its
