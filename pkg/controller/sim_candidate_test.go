@@ -273,9 +273,14 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 	w.late(w.now.Add(sent + back))
 	if w.now.Before(p.partitionedUntil) {
 		// The request never reaches the server: it hangs until its
-		// deadline, or fails when the connection times out.
+		// deadline, or fails when the connection times out. Either is the
+		// partition's doing, even when it ends after the faults stop.
 		if deadline.IsZero() {
-			w.after(w.durationBetween(time.Second, 10*time.Second), func() { finish(nil, errSimUnreachable) })
+			failIn := w.durationBetween(time.Second, 10*time.Second)
+			w.late(w.now.Add(failIn))
+			w.after(failIn, func() { finish(nil, errSimUnreachable) })
+		} else {
+			w.late(w.now.Add(p.untilLocal(deadline.Sub(p.localNow()))))
 		}
 		return func() { finish(nil, context.Canceled) }
 	}
