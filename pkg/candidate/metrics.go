@@ -12,12 +12,11 @@ import (
 // candidate at each scrape, as IsLeader and Token answer then: a term that
 // lapsed while nobody asked (a paused process) is not reported as leading.
 type metrics struct {
-	c          *Candidate
-	leading    *prometheus.Desc
-	term       *prometheus.Desc
-	renewals   *prometheus.HistogramVec
-	refusals   prometheus.Counter
-	constLabel prometheus.Labels
+	c        *Candidate
+	leading  *prometheus.Desc
+	term     *prometheus.Desc
+	renewals *prometheus.HistogramVec
+	refusals prometheus.Counter
 }
 
 // The results of a renewal, for cle_candidate_renewal_duration_seconds.
@@ -30,8 +29,7 @@ const (
 func newMetrics(c *Candidate, reg prometheus.Registerer) (*metrics, error) {
 	labels := prometheus.Labels{"namespace": c.cfg.Namespace, "lease": c.cfg.LeaseName}
 	m := &metrics{
-		c:          c,
-		constLabel: labels,
+		c: c,
 		leading: prometheus.NewDesc("cle_candidate_leading",
 			"1 while this process leads its Lease (IsLeader), 0 otherwise.", nil, labels),
 		term: prometheus.NewDesc("cle_candidate_term",

@@ -21,9 +21,10 @@ import (
 // election settled). Every change of a record is a pure function from the
 // record and what happened (an event, or the result of the controller's own
 // write) to the next record; the methods of observations only find the
-// record, under the lock, and store what the function returns. An object in the cache whose handler has not run yet has
-// no record (or one of an older object); readers then judge it as seen just
-// now, which is what its handler is about to record.
+// record, under the lock, and store what the function returns. An object in
+// the cache whose handler has not run yet has no record (or one of an older
+// object); readers then judge it as seen just now, which is what its handler
+// is about to record.
 
 // candidateRecord is what the controller observed of one LeaseCandidate.
 type candidateRecord struct {
@@ -279,11 +280,7 @@ func (o *observations) observeCandidate(lc *coordinationv1beta1.LeaseCandidate, 
 	key := types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var prev *candidateRecord
-	if r, ok := o.candidates[key]; ok {
-		prev = r
-	}
-	next, renewed := candidateSeen(prev, lc, now, inInitialList)
+	next, renewed := candidateSeen(o.candidates[key], lc, now, inInitialList)
 	o.candidates[key] = &next
 	return renewed
 }

@@ -101,18 +101,19 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 		if !ok {
 			continue
 		}
+		ref := klog.KRef(key.Namespace, key.Name)
 		switch verdict {
 		case verdictUnresponsive:
 			c.opts.Metrics.PingTimeouts.Inc()
 			logger.V(2).Info("Candidate did not answer its ping; excluded until it writes again",
-				"candidate", key, "pingTimeout", c.opts.PingTimeout)
+				"candidate", ref, "pingTimeout", c.opts.PingTimeout)
 			c.gcQueue.AddAfter(key, before.lastRenewal().Add(c.opts.UnresponsiveCandidateTTL).Sub(v.now))
 		case verdictUnreachable:
 			logger.Info("No ping reached the candidate within the ping timeout; passing it over and pinging it again later",
-				"candidate", key, "pingTimeout", c.opts.PingTimeout)
+				"candidate", ref, "pingTimeout", c.opts.PingTimeout)
 		case verdictAskAgain:
 			logger.Info("No ping reached the candidate, the last attempt long ago; pinging it again",
-				"candidate", key, "pingTimeout", c.opts.PingTimeout)
+				"candidate", ref, "pingTimeout", c.opts.PingTimeout)
 		}
 	}
 	switch {
@@ -300,7 +301,7 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 	}
 	c.obs.noteWritten(v.key, v.lease, written, v.now)
 	if w.kind == writeSteer {
-		c.steered(ctx, v, w)
+		c.steered(ctx, v, w, winner)
 		return true, time.Time{}, nil
 	}
 	result := resultElected
@@ -322,8 +323,9 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 	return true, time.Time{}, nil
 }
 
-// steered reports a steer of a live Lease that was written.
-func (c *Controller) steered(ctx context.Context, v *view, w *leaseWrite) {
+// steered reports a steer of a live Lease that was written; winner is the
+// candidate it prefers, as cached (nil: none).
+func (c *Controller) steered(ctx context.Context, v *view, w *leaseWrite, winner *coordinationv1beta1.LeaseCandidate) {
 	logger := klog.FromContext(ctx)
 	want := ptr.Deref(w.lease.Spec.PreferredHolder, "")
 	if w.previousStrategy != w.strategy {
@@ -335,7 +337,7 @@ func (c *Controller) steered(ctx context.Context, v *view, w *leaseWrite) {
 		logger.V(2).Info("Cleared preferredHolder", "holder", w.previousHolder, "was", w.previousPreferred)
 	default:
 		c.opts.Metrics.Preemptions.Inc()
-		c.events.emitChange(v.lease, c.candidateReference(v.candidate(w.winner)), corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
+		c.events.emitChange(v.lease, c.candidateReference(winner), corev1.EventTypeNormal, ReasonPreferredHolderSet, "Preempt",
 			"%s is better than holder %s under %s; asked the holder to hand over", want, w.previousHolder, w.strategy)
 		logger.V(2).Info("Set preferredHolder", "preferredHolder", want, "holder", w.previousHolder, "was", w.previousPreferred)
 	}

@@ -257,13 +257,15 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 		answered = true
 		p.act(func() { done(obj, err) })
 	}
+	var expires time.Time // the deadline in true time (zero: none)
 	if !deadline.IsZero() {
 		timeout := deadline.Sub(p.localNow())
 		if timeout <= 0 {
 			finish(nil, context.DeadlineExceeded)
 			return func() {}
 		}
-		w.after(p.untilLocal(timeout), func() { finish(nil, context.DeadlineExceeded) })
+		expires = w.now.Add(p.untilLocal(timeout))
+		w.at(expires, func() { finish(nil, context.DeadlineExceeded) })
 	}
 	// Both ways take longer on a loaded server: the request is made after
 	// one latency, and its answer arrives after another, so a write may be
@@ -280,7 +282,7 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 			w.late(w.now.Add(failIn))
 			w.after(failIn, func() { finish(nil, errSimUnreachable) })
 		} else {
-			w.late(w.now.Add(p.untilLocal(deadline.Sub(p.localNow()))))
+			w.late(expires)
 		}
 		return func() { finish(nil, context.Canceled) }
 	}
