@@ -55,11 +55,20 @@ func (o *Ownership) Wrote(renew time.Time) {
 	o.sent = append(o.sent, renew)
 }
 
-// Refused forgets a renewal the server certainly did not make.
+// Refused forgets a renewal the server certainly did not make: one attempt,
+// the latest with that renewTime. Attempts based on the same stored version
+// by a process whose clock is behind it carry the same renewTime (see
+// RenewTimeFor), and an earlier one may have been written although its
+// answer was an error.
 func (o *Ownership) Refused(renew time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.sent = slices.DeleteFunc(o.sent, renew.Equal)
+	for i := len(o.sent) - 1; i >= 0; i-- {
+		if o.sent[i].Equal(renew) {
+			o.sent = slices.Delete(o.sent, i, i+1)
+			return
+		}
+	}
 }
 
 // Mine reports whether this process wrote the Lease's renewTime.

@@ -66,6 +66,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -76,6 +77,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/cle-dev/cle/internal/stepped"
 	"github.com/cle-dev/cle/pkg/access"
 )
 
@@ -183,13 +185,8 @@ func (c *Candidate) Run(ctx context.Context) error {
 	c.running.Store(true)
 	defer c.running.Store(false)
 	defer c.mode.stopped()
-	base := klog.FromContext(ctx)
-	if c.cfg.Logger.GetSink() != nil {
-		base = c.cfg.Logger
-	}
-	logger := klog.LoggerWithValues(base,
-		"lease", klog.KRef(c.cfg.Namespace, c.cfg.LeaseName), "identity", c.cfg.Identity)
-	ctx = klog.NewContext(ctx, logger)
+	ctx = c.withLogger(ctx)
+	logger := klog.FromContext(ctx)
 
 	acc, clients, err := c.accessLayer(ctx)
 	if err != nil {
@@ -203,8 +200,7 @@ func (c *Candidate) Run(ctx context.Context) error {
 		return nil // ctx done before the server answered
 	}
 
-	el := newElector(c, acc)
-	reg := newRegistrar(c, acc, writer)
+	el, reg := c.loops(acc, writer)
 
 	// The informers outlive ctx: the shutdown steps read from them.
 	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
@@ -223,11 +219,9 @@ func (c *Candidate) Run(ctx context.Context) error {
 		case <-synced.Done():
 		}
 	}
-	if lc := reg.current(); lc != nil && lc.Spec.LeaseName != c.cfg.LeaseName {
-		return identityInUse(lc, &c.cfg)
+	if err := c.start(ctx, acc, reg); err != nil {
+		return err
 	}
-	logger.V(2).Info("Candidate started", "binaryVersion", c.cfg.BinaryVersion,
-		"emulationVersion", c.cfg.EmulationVersion, "strategy", c.cfg.Strategy, "mode", acc.Mode())
 
 	var loops sync.WaitGroup
 	loops.Go(func() { reg.run(ctx) })
@@ -236,20 +230,60 @@ func (c *Candidate) Run(ctx context.Context) error {
 	c.mode.stopped()
 	loops.Wait()
 
-	// Shutdown: leader work is stopped and IsLeader is false. The
-	// candidate goes first so that the controller cannot elect this process
-	// again once the Lease is released. Each step has its own timeouts, so a
-	// slow delete cannot use up the release's time.
-	shutdownCtx := context.WithoutCancel(ctx)
-	if boolOr(c.cfg.DeleteCandidateOnExit, true) {
-		reg.delete(shutdownCtx)
-	}
-	if boolOr(c.cfg.ReleaseOnCancel, true) && el.mayLetGo() {
-		el.release(shutdownCtx)
-	}
+	c.shutdown(context.WithoutCancel(ctx), el, reg)
 	el.notifications.Wait()
 	logger.V(2).Info("Candidate stopped")
 	return nil
+}
+
+// withLogger is ctx with the candidate's logger (Config.Logger, or ctx's),
+// naming the Lease and the identity.
+func (c *Candidate) withLogger(ctx context.Context) context.Context {
+	base := klog.FromContext(ctx)
+	if c.cfg.Logger.GetSink() != nil {
+		base = c.cfg.Logger
+	}
+	return klog.NewContext(ctx, klog.LoggerWithValues(base,
+		"lease", klog.KRef(c.cfg.Namespace, c.cfg.LeaseName), "identity", c.cfg.Identity))
+}
+
+// loops builds the elector and the registrar on acc, with their informers
+// not started.
+func (c *Candidate) loops(acc access.Interface, writer string) (*elector, *registrar) {
+	return newElector(c, acc), newRegistrar(c, acc, writer)
+}
+
+// start is what happens once both informers have synced, before the loops
+// run: a LeaseCandidate of this Identity that is another Lease's stops Run.
+func (c *Candidate) start(ctx context.Context, acc access.Interface, reg *registrar) error {
+	if lc := reg.current(); lc != nil && lc.Spec.LeaseName != c.cfg.LeaseName {
+		return identityInUse(lc, &c.cfg)
+	}
+	klog.FromContext(ctx).V(2).Info("Candidate started", "binaryVersion", c.cfg.BinaryVersion,
+		"emulationVersion", c.cfg.EmulationVersion, "strategy", c.cfg.Strategy, "mode", acc.Mode())
+	return nil
+}
+
+// shutdown is what happens once the loops have stopped, leader work is
+// stopped and IsLeader is false. The candidate goes first so that the
+// controller cannot elect this process again once the Lease is released.
+// Each step has its own timeouts, so a slow delete cannot use up the
+// release's time.
+func (c *Candidate) shutdown(ctx context.Context, el *elector, reg *registrar) {
+	if boolOr(c.cfg.DeleteCandidateOnExit, true) {
+		reg.delete(ctx)
+	}
+	if boolOr(c.cfg.ReleaseOnCancel, true) && el.mayLetGo() {
+		el.release(ctx)
+	}
+}
+
+// withTimeout is context.WithTimeout for one request, with the timeout also
+// recorded for a simulated server, whose time is the candidate's clock's
+// (see stepped.WithTimeout).
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return stepped.WithTimeout(ctx, d), cancel
 }
 
 // accessLayer returns the injected access layer, or detects one, retrying

@@ -23,14 +23,15 @@ import (
 )
 
 // simCandidate is one candidate identity; proc is its running process (nil
-// while it is down). A process is pkg/candidate's elector with the API
-// replaced by the model server: it decides with the library's own rules
+// while it is down). A library candidate's process runs pkg/candidate
+// itself, its elector, registrar and shutdown, on the model server
+// (sim_library_test.go). An adopter's process (sim_adopter_test.go) runs an
+// External renewed through pkg/lock by client-go's LeaderElector; its
+// elector there is still a copy: it decides with the library's own rules
 // (internal/lead: Next, Renewal, LetGo, Ownership, SeenTerms, Newest) and
 // performs each decision as the library's executor (lease.go) does, each
-// request taking its time and failing as the world draws. Registering the
-// LeaseCandidate and answering pings are modelled after registration.go.
-// An adopter's process (sim_adopter_test.go) runs the same elector as an
-// External, renewed through pkg/lock by client-go's LeaderElector.
+// request taking its time and failing as the world draws, and it registers
+// and answers pings after registration.go.
 type simCandidate struct {
 	w                 *simWorld
 	name              string
@@ -47,7 +48,11 @@ type simCandidate struct {
 }
 
 type simProcess struct {
-	c      *simCandidate
+	c *simCandidate
+	// lib runs a library candidate: pkg/candidate itself (see
+	// sim_library_test.go). The fields below it are the copy of its
+	// elector that adopters' processes run.
+	lib    *simLib
 	id     int
 	offset time.Duration
 	drift  float64
@@ -152,6 +157,9 @@ func (p *simProcess) untilLocal(d time.Duration) time.Duration {
 // successful renewal was sent less than the renew deadline ago on this
 // clock.
 func (p *simProcess) isLeader() bool {
+	if p.lib != nil {
+		return p.lib.isLeader()
+	}
 	return p.leading && p.localNow().Sub(p.renewedAt) < simRenewDeadline
 }
 
@@ -174,6 +182,12 @@ func (c *simCandidate) start() {
 		// kube-apiserver's controller compares the candidates' clocks
 		// with its own: within a second here (see simBuiltin).
 		p.offset, p.drift = p.offset/600, p.drift/5
+	}
+	if c.adopter == simLibrary {
+		c.proc = p
+		w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.name, p.id, c.binary, c.emulation, c.adopter)
+		p.startLibrary()
+		return
 	}
 	p.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
 		if deleted {
@@ -746,6 +760,10 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 // work, the LeaseCandidate is deleted, then the Lease is released if it is
 // still this process's. then runs when that is over.
 func (p *simProcess) stopGracefully(then func()) {
+	if p.lib != nil {
+		p.lib.stop(then)
+		return
+	}
 	if p.ext != nil {
 		p.ext.terminate(then) // the adopter's own shutdown stops the candidate
 		return
@@ -1034,6 +1052,11 @@ func runSim(seed uint64, tracing bool) simResult {
 	for _, sc := range slices.Clone(w.ctrls) {
 		sc.stop() // ends a step in flight: no goroutine outlives the run
 	}
+	for _, c := range w.cands {
+		if c.proc != nil && c.proc.lib != nil {
+			c.proc.lib.kill()
+		}
+	}
 	w.res.violation, w.res.trace = w.violation, w.trace
 	return w.res
 }
@@ -1076,6 +1099,9 @@ func (w *simWorld) injectFault() {
 		if p := c.proc; p != nil && !p.dead {
 			w.fault("crash")
 			p.dead, p.leading = true, false
+			if p.lib != nil {
+				p.lib.kill()
+			}
 			c.proc = nil
 			w.after(w.durationBetween(time.Second, 60*time.Second), func() {
 				if c.proc == nil {

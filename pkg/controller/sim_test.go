@@ -36,9 +36,12 @@ import (
 )
 
 // The deterministic simulation: the controller's real code (event handlers,
-// records, decide, apply) runs for one or more replicas, and the candidate
-// library's real rules (internal/lead) for each candidate process, against
-// a model API server, all driven by one seed. The model server does
+// records, decide, apply) runs for one or more replicas, pkg/candidate
+// itself for each library candidate, and the library's real rules
+// (internal/lead) for each adopter's process, against a model API server,
+// all driven by one seed. Real code that makes requests runs on goroutines
+// that take turns with the simulation (simThread), so that requests are in
+// flight while events arrive and a run stays deterministic. The model server does
 // compare-and-swap on resourceVersion and delivers each watcher's events
 // late (later still while writes are frequent, as a loaded server does) and
 // in order per resource, but in no order across resources. Requests take
@@ -945,11 +948,90 @@ type simTurn struct {
 	err     error
 }
 
-// simRequest is a request of the controller: do is what the server does
-// when it arrives, and the answer goes back on reply.
+// simRequest is a request of a simThread: do is what the server does when
+// it arrives, and the answer goes back on reply. timeout (zero: none) is
+// the request's own, on its process's clock; sleep makes it no request at
+// all, but a wait the world draws.
 type simRequest struct {
-	do    func() (runtime.Object, error)
-	reply chan simReply
+	do      func() (runtime.Object, error)
+	timeout time.Duration
+	sleep   bool
+	reply   chan simReply
+}
+
+// simThread is one goroutine of a process's real code, taking turns with
+// the simulation: the simulation hands it the turn and waits until it
+// makes a request (send takes it) or ends (end takes its result); the
+// answer, delivered later in simulated time, hands it the turn again. Only
+// one of the two runs at a time, so a run stays deterministic.
+type simThread struct {
+	turn    chan simTurn // nil while no goroutine runs
+	pending *simRequest  // the request whose answer it awaits
+	send    func(*simRequest)
+	end     func(simTurn)
+	// cancel, when set, ends the pending request early (its caller's
+	// context ended).
+	cancel func()
+}
+
+func (th *simThread) busy() bool { return th.turn != nil }
+
+// run starts fn on a goroutine and lets it run until it yields.
+func (th *simThread) run(fn func() simTurn) {
+	turn := make(chan simTurn)
+	th.turn = turn
+	go func() { turn <- fn() }()
+	th.await()
+}
+
+func (th *simThread) await() {
+	t := <-th.turn
+	if t.req != nil {
+		th.pending = t.req
+		th.send(t.req)
+		return
+	}
+	th.turn = nil
+	th.end(t)
+}
+
+// request is made on the thread's goroutine: it hands r to the simulation
+// and waits for the answer.
+func (th *simThread) request(r *simRequest) (runtime.Object, error) {
+	r.reply = make(chan simReply)
+	th.turn <- simTurn{req: r}
+	a := <-r.reply
+	return a.obj, a.err
+}
+
+// answer hands r's answer to the thread, which runs until it yields again;
+// an answer to a request it no longer awaits is dropped.
+func (th *simThread) answer(r *simRequest, obj runtime.Object, err error) {
+	if th.pending != r || th.turn == nil {
+		return
+	}
+	th.pending = nil
+	r.reply <- simReply{obj: obj, err: err}
+	th.await()
+}
+
+// abandon ends the thread of a process that is gone: the request it awaits
+// and any it makes after fail at once, and nothing more reaches the
+// server; it returns once the goroutine has ended.
+func (th *simThread) abandon() {
+	if th.turn == nil {
+		return
+	}
+	if th.pending != nil {
+		th.pending.reply <- simReply{err: context.Canceled}
+	}
+	for t := range th.turn {
+		if t.req == nil {
+			break
+		}
+		t.req.reply <- simReply{err: context.Canceled}
+	}
+	th.pending, th.turn, th.cancel = nil, nil, nil
 }
 
 type simReply struct {

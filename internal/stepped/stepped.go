@@ -1,0 +1,63 @@
+// Package stepped lets a deterministic simulation run pkg/candidate's own
+// election loops one step at a time. A Candidate's Run keeps two loops, each
+// on a goroutine woken by its informer or its timer: the elector (the Lease)
+// and the registrar (the LeaseCandidate). Through Loops, the simulation takes
+// the place of those goroutines and timers: it calls a loop's step when the
+// loop would run, and learns when the loop wants to run again. Everything a
+// step does is the library's code, with the access layer and the clock the
+// simulation injects in the candidate's Config.
+//
+// Only pkg/candidate implements it, and only tests use it; being internal,
+// no program outside this module can.
+package stepped
+
+import (
+	"context"
+	"time"
+)
+
+// Loops are the loops of one candidate process, built but not running.
+type Loops interface {
+	// Start is what Run does once both informers have delivered their
+	// initial list, before the loops start: it fails when the candidate's
+	// Identity names another Lease's LeaseCandidate.
+	Start(ctx context.Context) error
+	// StepElector and StepRegistrar are one step of each loop: it acts on
+	// what the informers hold now and returns how long until the loop
+	// wants to step again.
+	StepElector(ctx context.Context) time.Duration
+	StepRegistrar(ctx context.Context) time.Duration
+	// Woken reports, and clears, the wake-ups asked of each loop since the
+	// last call: a change its informer delivered, or (elector) a reader
+	// that found the term lapsed.
+	Woken() (elector, registrar bool)
+	// Shutdown is what Run does once its context is done: stop leading,
+	// delete the LeaseCandidate and release the Lease, as configured.
+	Shutdown(ctx context.Context)
+	// IsLeader and Token are the Candidate's.
+	IsLeader() bool
+	Token() (int32, bool)
+}
+
+// New builds the loops of a candidate from its candidate.Config (passed as
+// any: this package cannot name the type), whose Access and Clock are set.
+// pkg/candidate sets it when it is linked in.
+var New func(cfg any) (Loops, error)
+
+// timeoutKey is the context key of a request's timeout.
+type timeoutKey struct{}
+
+// WithTimeout records on ctx the timeout d the library gave a request (it
+// also sets the context's deadline, on the wall clock). A simulated server
+// reads it with Timeout to end the request after d of the process's own
+// clock, which is not the wall clock.
+func WithTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, timeoutKey{}, d)
+}
+
+// Timeout is the timeout recorded on ctx by WithTimeout, if any; the
+// innermost one counts.
+func Timeout(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(timeoutKey{}).(time.Duration)
+	return d, ok
+}

@@ -1,0 +1,512 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/cle-dev/cle/internal/stepped"
+	"github.com/cle-dev/cle/pkg/access"
+	candidatepkg "github.com/cle-dev/cle/pkg/candidate"
+)
+
+// A library candidate's process runs pkg/candidate itself: its elector and
+// registrar (lease.go, registration.go, term.go), its Start and its
+// Shutdown, built by internal/stepped from a candidate.Config whose access
+// layer is the model server (simLibAccess) and whose clock is the process's
+// own. What the simulation does in their place is what Run's goroutines do:
+// it steps each loop when its timer is due or its informer (fed by the
+// process's watches) wakes it, and each step runs on a goroutine of its own
+// (a simThread) that takes turns with the simulation, one request at a
+// time, so that a run stays deterministic. Leader work returns as soon as
+// its context is cancelled; OnStoppedLeading then takes up to simWorkReturn,
+// so the library's hand-over and release wait for it.
+
+// simLib is the library's side of a simProcess.
+type simLib struct {
+	p     *simProcess
+	loops stepped.Loops
+	clock *testingclock.FakeClock
+	// ctx is Run's context: cancelled by a graceful stop (and when the
+	// process dies, so that no goroutine outlives it).
+	ctx    context.Context
+	cancel context.CancelFunc
+	// leases and cands are the loops' informers, fed by the process's
+	// watches.
+	leases, cands *simInformer
+	// elector and registrar run the loops' steps, and the shutdown on the
+	// elector's; cur is the one running now, whose requests the model
+	// clients take.
+	elector, registrar *simLoop
+	cur                *simThread
+	started            bool
+	stopped            func() // set once a graceful stop has begun
+	shuttingDown       bool   // the shutdown has begun
+	// token and leading are the term last seen, for the term history.
+	token   int32
+	leading bool
+}
+
+// simLoop is one of the library's loops: its thread, and its timer.
+type simLoop struct {
+	name string
+	th   simThread
+	step func(context.Context) time.Duration
+	// gen identifies the pending timer: a newer one replaces it. due: a
+	// wake-up came while a step ran; the loop steps again once it ends.
+	gen int
+	due bool
+}
+
+func (p *simProcess) startLibrary() {
+	w, c := p.c.w, p.c
+	l := &simLib{p: p, clock: testingclock.NewFakeClock(p.localNow())}
+	p.lib = l
+	l.leases = newSimInformer(func(obj any) (string, error) { return simNS + "/" + simLease, nil })
+	l.cands = newSimInformer(func(obj any) (string, error) { return simNS + "/" + c.name, nil })
+	logger := logr.Discard()
+	if w.tracing {
+		logger = funcr.New(func(prefix, args string) { w.tracef("%s/%d: %s", c.name, p.id, args) }, funcr.Options{Verbosity: 4})
+	}
+	l.ctx, l.cancel = context.WithCancel(klog.NewContext(context.Background(), logger))
+	loops, err := stepped.New(candidatepkg.Config{
+		Access: &simLibAccess{l: l}, Clock: l.clock, Logger: logger,
+		Namespace: simNS, LeaseName: simLease, Identity: c.name,
+		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: coordinationv1.OldestEmulationVersion,
+		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
+		CandidateRenewInterval: simCandRenew,
+		Callbacks: candidatepkg.Callbacks{
+			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+			OnStoppedLeading: l.workReturns,
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	l.loops = loops
+	l.elector = &simLoop{name: "elector", step: loops.StepElector}
+	l.registrar = &simLoop{name: "registrar", step: loops.StepRegistrar}
+	for _, lp := range []*simLoop{l.elector, l.registrar} {
+		lp.th.send = func(r *simRequest) { l.send(&lp.th, r) }
+		lp.th.end = func(t simTurn) { l.stepEnded(lp, t.requeue) }
+	}
+	p.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+		p.act(func() { l.deliver(l.leases, obj, deleted) })
+	}}
+	p.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+		p.act(func() { l.deliver(l.cands, obj, deleted) })
+	}}
+	// The informers list what there is, after a lag; the loops start once
+	// both lists are in.
+	var lease, self runtime.Object
+	if w.lease != nil {
+		lease = w.lease.DeepCopy()
+	}
+	if lc := w.candidates[c.name]; lc != nil {
+		self = lc.DeepCopy()
+	}
+	at := w.now.Add(w.lag())
+	p.leaseWatch.last, p.candWatch.last = at, at
+	w.late(at)
+	w.at(at, func() {
+		p.act(func() {
+			l.sync()
+			l.leases.list(lease)
+			l.cands.list(self)
+			if err := l.loops.Start(l.ctx); err != nil {
+				w.fail("%s/%d cannot start: %v", c.name, p.id, err)
+				return
+			}
+			l.started = true
+			l.run(l.registrar)
+			l.run(l.elector)
+		})
+	})
+}
+
+func (l *simLib) sync() { l.clock.SetTime(l.p.localNow()) }
+
+// deliver is one watch event reaching an informer, which wakes the loops
+// it concerns.
+func (l *simLib) deliver(inf *simInformer, obj runtime.Object, deleted bool) {
+	if l.p.dead {
+		return
+	}
+	l.sync()
+	inf.deliver(obj, deleted)
+	l.woken()
+}
+
+// woken steps the loops that were woken, now.
+func (l *simLib) woken() {
+	el, reg := l.loops.Woken()
+	if !l.started {
+		return // Start runs them both
+	}
+	if el {
+		l.wake(l.elector, 0)
+	}
+	if reg {
+		l.wake(l.registrar, 0)
+	}
+}
+
+// wake sets the loop's timer to local duration d.
+func (l *simLib) wake(lp *simLoop, d time.Duration) {
+	p := l.p
+	lp.gen++
+	gen := lp.gen
+	p.c.w.after(p.untilLocal(d), func() {
+		p.act(func() {
+			if gen == lp.gen {
+				l.run(lp)
+			}
+		})
+	})
+}
+
+// run takes one step of the loop, unless one is running: then the loop
+// steps again once it ends, as a wake-up buffered in its channel does.
+func (l *simLib) run(lp *simLoop) {
+	if l.p.dead || l.stopped != nil {
+		return
+	}
+	if lp.th.busy() {
+		lp.due = true
+		return
+	}
+	lp.gen++ // the step sets the timer anew
+	l.turn(&lp.th, func() { lp.th.run(func() simTurn { return simTurn{requeue: lp.step(l.ctx)} }) })
+}
+
+// turn lets th run (start or go on) until it yields, on the process's
+// clock as it is now, then takes what its run changed.
+func (l *simLib) turn(th *simThread, run func()) {
+	l.sync()
+	l.cur = th
+	run()
+	l.cur = nil
+	l.noteTerm()
+	l.woken()
+}
+
+func (l *simLib) stepEnded(lp *simLoop, next time.Duration) {
+	if l.stopped != nil {
+		l.shutdownWhenIdle()
+		return
+	}
+	if lp.due {
+		lp.due = false
+		next = 0
+	}
+	l.wake(lp, next)
+}
+
+// noteTerm records a term that began, for the term history.
+func (l *simLib) noteTerm() {
+	token, leading := l.loops.Token()
+	if leading && (!l.leading || token != l.token) {
+		// Without the library's own record of what it saw before the
+		// naming, a term restarting the tokens after a lost history is
+		// taken as the controller's doing (-1).
+		l.p.c.w.newTerm(l.p, token, -1)
+	}
+	l.token, l.leading = token, leading
+}
+
+// isLeader is IsLeader on the process's clock now. A reader that finds the
+// term lapsed wakes the elector, as in the library.
+func (l *simLib) isLeader() bool {
+	l.sync()
+	ok := l.loops.IsLeader()
+	l.woken()
+	return ok
+}
+
+// workReturns is OnStoppedLeading: leader work takes up to simWorkReturn to
+// wind down, and the loop that stopped it waits.
+func (l *simLib) workReturns() {
+	_, _ = l.cur.request(&simRequest{sleep: true})
+}
+
+// send makes a request of the thread: a sleep, or one to the model server,
+// taking the time, failures and partitions the world draws; the answer
+// reaches the thread when the process runs.
+func (l *simLib) send(th *simThread, r *simRequest) {
+	w, p := l.p.c.w, l.p
+	answer := func(obj runtime.Object, err error) {
+		th.cancel = nil
+		l.turn(th, func() { th.answer(r, obj, err) })
+	}
+	if r.sleep {
+		w.after(w.durationBetween(0, simWorkReturn), func() { p.act(func() { answer(nil, nil) }) })
+		return
+	}
+	var deadline time.Time
+	if r.timeout > 0 {
+		deadline = p.localNow().Add(r.timeout)
+	}
+	th.cancel = p.request(deadline, r.do, answer)
+}
+
+// stop is a graceful stop: Run's context ends, which cancels the loops'
+// requests in flight; once both loops have returned, the shutdown runs
+// (stop leading, delete the LeaseCandidate, release) on the elector's
+// thread, and then is called.
+func (l *simLib) stop(then func()) {
+	if l.stopped != nil {
+		return
+	}
+	l.stopped = then
+	l.cancel()
+	for _, lp := range []*simLoop{l.elector, l.registrar} {
+		if cancel := lp.th.cancel; cancel != nil {
+			cancel()
+		}
+	}
+	l.shutdownWhenIdle()
+}
+
+func (l *simLib) shutdownWhenIdle() {
+	if l.elector.th.busy() || l.registrar.th.busy() || l.shuttingDown {
+		return
+	}
+	l.shuttingDown = true
+	l.elector.th.end = func(simTurn) {
+		l.p.dead = true
+		l.stopped()
+	}
+	l.turn(&l.elector.th, func() {
+		l.elector.th.run(func() simTurn {
+			l.loops.Shutdown(context.WithoutCancel(l.ctx))
+			return simTurn{}
+		})
+	})
+}
+
+// kill ends the process at once (a crash, or the end of the run): its
+// threads' requests fail and nothing more reaches the server; leader work
+// returns.
+func (l *simLib) kill() {
+	l.p.dead = true
+	l.cancel()
+	for _, lp := range []*simLoop{l.elector, l.registrar} {
+		l.cur = &lp.th // its requests, failing at once, until it ends
+		lp.th.abandon()
+	}
+	l.cur = nil
+}
+
+// simLibAccess is the library's access layer: the model server, reached
+// through the process's running thread, and the process's informers.
+type simLibAccess struct{ l *simLib }
+
+func (a *simLibAccess) Mode() access.Mode          { return access.ModeNative }
+func (a *simLibAccess) ControllerLockName() string { return access.NativeControllerLock }
+func (a *simLibAccess) LeaseCandidates(string) access.CandidateClient {
+	return simLibCandidates{a.l}
+}
+func (a *simLibAccess) CandidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "LeaseCandidate", Namespace: lc.Namespace, Name: lc.Name}
+}
+func (a *simLibAccess) Leases(string) access.LeaseClient { return simLibLeases{a.l} }
+func (a *simLibAccess) NewCandidateInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	return a.l.cands
+}
+func (a *simLibAccess) NewLeaseInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	return a.l.leases
+}
+
+// call makes one request of the running thread; do is what the server does
+// when it arrives. A request whose context has ended fails at once, as
+// client-go's does.
+func (l *simLib) call(ctx context.Context, do func() (runtime.Object, error)) (runtime.Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	timeout, _ := stepped.Timeout(ctx)
+	return l.cur.request(&simRequest{do: do, timeout: timeout})
+}
+
+func (l *simLib) who() string { return fmt.Sprintf("%s/%d", l.p.c.name, l.p.id) }
+
+type simLibLeases struct{ l *simLib }
+
+func (c simLibLeases) Get(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	w := c.l.p.c.w
+	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
+		if w.lease == nil {
+			return nil, apierrors.NewNotFound(simLeasesGR, name)
+		}
+		return w.lease.DeepCopy(), nil
+	})
+	lease, _ := obj.(*coordinationv1.Lease)
+	return lease, err
+}
+
+func (c simLibLeases) Create(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	panic("the library does not create Leases")
+}
+
+func (c simLibLeases) Update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	w := c.l.p.c.w
+	lease = lease.DeepCopy()
+	before := ""
+	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
+		if w.lease != nil {
+			before = holderIdentity(w.lease)
+		}
+		written, err := w.writeLease(lease, lease.ResourceVersion, c.l.who())
+		if written == nil {
+			return nil, err
+		}
+		return written, err
+	})
+	written, _ := obj.(*coordinationv1.Lease)
+	if err == nil && before == c.l.p.c.name && holderIdentity(written) != before && holderIdentity(written) != "" {
+		w.res.handovers++
+	}
+	return written, err
+}
+
+func (c simLibLeases) Delete(context.Context, string, *metav1.Preconditions) error {
+	panic("the library does not delete Leases")
+}
+
+type simLibCandidates struct{ l *simLib }
+
+func (c simLibCandidates) Get(ctx context.Context, name string) (*coordinationv1beta1.LeaseCandidate, error) {
+	w := c.l.p.c.w
+	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
+		lc := w.candidates[name]
+		if lc == nil {
+			return nil, apierrors.NewNotFound(simCandidatesGR, name)
+		}
+		return lc.DeepCopy(), nil
+	})
+	lc, _ := obj.(*coordinationv1beta1.LeaseCandidate)
+	return lc, err
+}
+
+func (c simLibCandidates) Create(ctx context.Context, lc *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
+	return c.write(ctx, lc, "")
+}
+
+func (c simLibCandidates) Update(ctx context.Context, lc *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
+	return c.write(ctx, lc, lc.ResourceVersion)
+}
+
+func (c simLibCandidates) write(ctx context.Context, lc *coordinationv1beta1.LeaseCandidate, rv string) (*coordinationv1beta1.LeaseCandidate, error) {
+	w := c.l.p.c.w
+	lc = lc.DeepCopy()
+	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
+		written, err := w.writeCandidate(lc.Name, lc, rv, c.l.who())
+		if written == nil {
+			return nil, err
+		}
+		return written, err
+	})
+	written, _ := obj.(*coordinationv1beta1.LeaseCandidate)
+	return written, err
+}
+
+func (c simLibCandidates) Delete(ctx context.Context, name string, pre *metav1.Preconditions) error {
+	w := c.l.p.c.w
+	_, err := c.l.call(ctx, func() (runtime.Object, error) {
+		cur := w.candidates[name]
+		switch {
+		case cur == nil:
+			return nil, apierrors.NewNotFound(simCandidatesGR, name)
+		case pre != nil && pre.UID != nil && *pre.UID != cur.UID:
+			return nil, apierrors.NewConflict(simCandidatesGR, name, fmt.Errorf("UID precondition failed"))
+		}
+		_, err := w.writeCandidate(name, nil, cur.ResourceVersion, c.l.who()+" (shutdown)")
+		return nil, err
+	})
+	return err
+}
+
+// simInformer is an informer the simulation feeds: its store, and the
+// handlers registered on it called as a shared informer calls them. Only
+// what the library uses is implemented.
+type simInformer struct {
+	cache.SharedIndexInformer
+	store    cache.Indexer
+	handlers []cache.ResourceEventHandler
+	synced   chan struct{}
+}
+
+func newSimInformer(key cache.KeyFunc) *simInformer {
+	return &simInformer{store: cache.NewIndexer(key, cache.Indexers{}), synced: make(chan struct{})}
+}
+
+func (i *simInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	i.handlers = append(i.handlers, h)
+	return simRegistration{i}, nil
+}
+
+func (i *simInformer) GetStore() cache.Store     { return i.store }
+func (i *simInformer) GetIndexer() cache.Indexer { return i.store }
+
+// list is the initial list: obj (nil: none) added as in the initial list.
+func (i *simInformer) list(obj runtime.Object) {
+	if obj != nil {
+		_ = i.store.Add(obj)
+		for _, h := range i.handlers {
+			h.OnAdd(obj, true)
+		}
+	}
+	close(i.synced)
+}
+
+// deliver is one watch event.
+func (i *simInformer) deliver(obj runtime.Object, deleted bool) {
+	old, exists, _ := i.store.Get(obj)
+	switch {
+	case deleted:
+		if !exists {
+			return
+		}
+		_ = i.store.Delete(old)
+		for _, h := range i.handlers {
+			h.OnDelete(old)
+		}
+	case exists:
+		_ = i.store.Update(obj)
+		for _, h := range i.handlers {
+			h.OnUpdate(old, obj)
+		}
+	default:
+		_ = i.store.Add(obj)
+		for _, h := range i.handlers {
+			h.OnAdd(obj, false)
+		}
+	}
+}
+
+type simRegistration struct{ i *simInformer }
+
+func (r simRegistration) HasSynced() bool {
+	select {
+	case <-r.i.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r simRegistration) HasSyncedChecker() cache.DoneChecker { return r }
+func (r simRegistration) Name() string                        { return "simulated informer" }
+func (r simRegistration) Done() <-chan struct{}               { return r.i.synced }
