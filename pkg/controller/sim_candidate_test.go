@@ -187,6 +187,7 @@ func (c *simCandidate) start() {
 		c.proc = p
 		w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.name, p.id, c.binary, c.emulation, c.adopter)
 		p.startLibrary()
+		p.leaderWrites()
 		return
 	}
 	p.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
@@ -222,6 +223,7 @@ func (c *simCandidate) start() {
 		})
 	})
 	p.register()
+	p.leaderWrites()
 	if c.adopter != simLibrary {
 		p.ext = newSimElector(p, c.adopter)
 		p.ext.start()
@@ -833,8 +835,63 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 		}
 		w.maxToken = token
 	}
+	if w.anyTerm && token <= w.maxToken {
+		// The documented deletion case: whoever deletes a Lease a fenced
+		// resource depends on resets the fence (docs/library.md).
+		w.tracef("the witness's fence is reset: the Lease's token history was lost")
+		w.witness = 0
+	}
 	w.anyTerm, w.historyLost = true, false
 	w.maxToken = max(w.maxToken, token)
+}
+
+// leaderWrites is leader work writing to the fenced witness every 0.5 to 3
+// s of its clock while the process may act as leader, with its term's
+// token; it ends with the process. Its draws come from a stream of their
+// own, so that they change nothing else a seed draws.
+func (p *simProcess) leaderWrites() {
+	w := p.c.w
+	w.after(p.untilLocal(w.durationBetweenFrom(w.witnessRng, 500*time.Millisecond, 3*time.Second)), func() {
+		p.act(func() {
+			if token, ok := p.leaderToken(); ok {
+				w.witnessWrite(p, token)
+			}
+			p.leaderWrites()
+		})
+	})
+}
+
+// leaderToken is the token leader work writes with, when it may act: the
+// library's Token; an adopter's, the token of the term its leader work
+// started in.
+func (p *simProcess) leaderToken() (int32, bool) {
+	if p.lib != nil {
+		return p.lib.leaderToken()
+	}
+	return p.token, p.acts()
+}
+
+// witnessWrite sends one write of leader work to the witness, a resource
+// that rejects tokens below the highest it accepted. It arrives after a
+// latency (never, from a partitioned process). A rejection is the fence
+// doing its work when the writer no longer leads (a write held by a pause,
+// or slow), and a violation when the writer's term may still act as
+// leader: then a term with a higher token wrote while it led.
+func (w *simWorld) witnessWrite(p *simProcess, token int32) {
+	if w.now.Before(p.partitionedUntil) {
+		return
+	}
+	w.after(w.durationBetweenFrom(w.witnessRng, time.Millisecond, 20*time.Millisecond+w.lagBase), func() {
+		w.res.witnessWrites++
+		if token >= w.witness {
+			w.witness = token
+			return
+		}
+		w.res.fenced++
+		if now, leads := p.leaderToken(); leads && now == token && !p.dead && p.c.proc == p {
+			w.fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.name, p.id, w.witness)
+		}
+	})
 }
 
 // checkLeaders checks, at the present true instant, that at most one process
@@ -1003,6 +1060,7 @@ func (w *simWorld) bestCandidate() *simCandidate {
 func runSim(seed uint64, tracing bool) simResult {
 	w := &simWorld{
 		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		witnessRng: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
 		start:      time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
 		candidates: map[string]*coordinationv1beta1.LeaseCandidate{},
 		tracing:    tracing,

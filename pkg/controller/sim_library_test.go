@@ -235,6 +235,15 @@ func (l *simLib) isLeader() bool {
 	return ok
 }
 
+// leaderToken is what leader work asks before it writes: Token, on the
+// process's clock now (a lapsed term wakes the elector, as IsLeader).
+func (l *simLib) leaderToken() (int32, bool) {
+	l.sync()
+	token, ok := l.loops.Token()
+	l.woken()
+	return token, ok
+}
+
 // workReturns is OnStoppedLeading: leader work takes up to simWorkReturn to
 // wind down, and the loop that stopped it waits.
 func (l *simLib) workReturns() {

@@ -178,6 +178,9 @@ func tail(s []string, n int) []string {
 // simResult is what one or more runs did.
 type simResult struct {
 	elections, terms, handovers, controllerWrites, pings int
+	// witnessWrites are leader work's writes that reached the witness;
+	// fenced, those it rejected for an older token.
+	witnessWrites, fenced int
 	// toLeader and toBest are the longest waits, once faults stopped, for
 	// some candidate and for the best one to lead.
 	toLeader, toBest time.Duration
@@ -195,6 +198,8 @@ func (r *simResult) add(o simResult) {
 	r.handovers += o.handovers
 	r.controllerWrites += o.controllerWrites
 	r.pings += o.pings
+	r.witnessWrites += o.witnessWrites
+	r.fenced += o.fenced
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
 	if r.faults == nil {
 		r.faults = map[string]int{}
@@ -218,8 +223,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%d elections, %d terms, %d handovers, %d controller writes, %d pings; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -257,7 +262,11 @@ func (q *simEvents) Pop() any {
 }
 
 type simWorld struct {
-	rng     *rand.Rand
+	rng *rand.Rand
+	// witnessRng draws what leader work's writes to the witness do.
+	witnessRng *rand.Rand
+	// witness is the highest token the fenced witness accepted.
+	witness int32
 	start   time.Time
 	now     time.Time
 	events  simEvents
@@ -357,10 +366,14 @@ func (w *simWorld) fail(format string, args ...any) {
 
 // durationBetween draws a duration in [lo, hi).
 func (w *simWorld) durationBetween(lo, hi time.Duration) time.Duration {
+	return w.durationBetweenFrom(w.rng, lo, hi)
+}
+
+func (w *simWorld) durationBetweenFrom(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
-	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)))
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
 
 // lag is how late a watcher receives an event written now: a base, a share
@@ -575,18 +588,12 @@ type simController struct {
 	cstore     cache.Indexer
 	ctx        context.Context
 	stepAt     time.Time // the next step scheduled (zero: none)
-	// A step runs on a goroutine of its own, as the controller's worker
-	// does, and takes turns with the simulation: it runs until it makes a
-	// request or ends, and a request's answer, delivered later in simulated
-	// time, lets it go on. Meanwhile the simulation goes on, and watch
-	// events reach the replica's informers while its request is in flight.
-	// Only one of the two runs at a time, so a run stays deterministic.
-	// inStep: a step's goroutine has not ended; stepDue: a step became due
-	// meanwhile (the one worker takes it next); turn carries the step's
-	// requests and its end.
-	inStep, stepDue bool
-	turn            chan simTurn
-	pending         *simRequest // the request whose answer the step awaits
+	// A step runs on a goroutine of its own (th), as the controller's
+	// worker does, taking turns with the simulation: watch events reach
+	// the replica's informers while its request is in flight. stepDue: a
+	// step became due while one ran (the one worker takes it next).
+	th      simThread
+	stepDue bool
 	// sawToken is the highest leaseTransitions this replica was shown
 	// while candidates referenced the Lease: a Lease no candidate
 	// references is dropped, and no record of it kept (see noteToken).
@@ -645,6 +652,8 @@ func (w *simWorld) startController() {
 		panic(err)
 	}
 	sc.c = c
+	sc.th.send = sc.send
+	sc.th.end = sc.stepEnded
 	sc.lstore, sc.cstore = inf.Leases[0].GetIndexer(), inf.Candidates[0].GetIndexer()
 	sc.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) { sc.deliverLease(obj.(*coordinationv1.Lease), deleted) }}
 	sc.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
@@ -851,7 +860,7 @@ func (sc *simController) relist(cands []*coordinationv1beta1.LeaseCandidate, lea
 }
 
 func (sc *simController) stop() {
-	sc.abandonStep()
+	sc.th.abandon()
 	sc.dead = true
 	sc.w.ctrls = slices.DeleteFunc(sc.w.ctrls, func(o *simController) bool { return o == sc })
 	sc.c.queue.ShutDown()
@@ -925,19 +934,15 @@ func (sc *simController) schedule(t time.Time) {
 }
 
 func (sc *simController) step() {
-	if sc.inStep {
+	if sc.th.busy() {
 		sc.stepDue = true
 		return
 	}
 	sc.sync()
-	sc.inStep = true
-	turn := make(chan simTurn)
-	sc.turn = turn
-	go func() {
+	sc.th.run(func() simTurn {
 		requeue, err := sc.c.reconcile(sc.ctx, types.NamespacedName{Namespace: simNS, Name: simLease})
-		turn <- simTurn{requeue: requeue, err: err}
-	}()
-	sc.await()
+		return simTurn{requeue: requeue, err: err}
+	})
 }
 
 // simTurn is what a step's goroutine hands the simulation: a request to
@@ -1039,15 +1044,9 @@ type simReply struct {
 	err error
 }
 
-// await lets the step's goroutine run until it makes its next request,
-// which it sends, or ends.
-func (sc *simController) await() {
-	t := <-sc.turn
-	if t.req != nil {
-		sc.send(t.req)
-		return
-	}
-	sc.inStep = false
+// stepEnded takes a step's end, and takes the step that became due
+// meanwhile.
+func (sc *simController) stepEnded(t simTurn) {
 	sc.stepDone(t.requeue, t.err)
 	if sc.stepDue && !sc.dead {
 		sc.stepDue = false
@@ -1058,10 +1057,7 @@ func (sc *simController) await() {
 // request is made by the step's goroutine: it hands the request to the
 // simulation and waits for the answer.
 func (sc *simController) request(do func() (runtime.Object, error)) (runtime.Object, error) {
-	r := &simRequest{do: do, reply: make(chan simReply)}
-	sc.turn <- simTurn{req: r}
-	a := <-r.reply
-	return a.obj, a.err
+	return sc.th.request(&simRequest{do: do})
 }
 
 // send makes a request of the step: it reaches the server after one
@@ -1069,7 +1065,6 @@ func (sc *simController) request(do func() (runtime.Object, error)) (runtime.Obj
 // loaded server; the replica gets it when it runs (not while paused).
 func (sc *simController) send(r *simRequest) {
 	w := sc.w
-	sc.pending = r
 	sent := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
 	back := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
 	w.late(w.now.Add(sent + back))
@@ -1083,33 +1078,10 @@ func (sc *simController) send(r *simRequest) {
 	})
 	w.after(sent+back, func() {
 		sc.act(func() {
-			if !sc.inStep || sc.pending != r {
-				return // abandoned
-			}
 			sc.sync()
-			sc.pending = nil
-			r.reply <- simReply{obj: obj, err: err}
-			sc.await()
+			sc.th.answer(r, obj, err) // dropped when abandoned
 		})
 	})
-}
-
-// abandonStep ends a step in flight of a replica that is gone: the
-// request it waits for and any it makes after fail at once, and nothing
-// more reaches the server.
-func (sc *simController) abandonStep() {
-	if !sc.inStep {
-		return
-	}
-	sc.inStep = false
-	sc.pending.reply <- simReply{err: context.Canceled}
-	for t := range sc.turn {
-		if t.req == nil {
-			break
-		}
-		t.req.reply <- simReply{err: context.Canceled}
-	}
-	sc.pending, sc.turn = nil, nil
 }
 
 // stepDone takes a step's result: the next step when the controller asked
