@@ -181,6 +181,8 @@ type simResult struct {
 	// witnessWrites are leader work's writes that reached the witness;
 	// fenced, those it rejected for an older token.
 	witnessWrites, fenced int
+	// collected counts candidates the garbage collector deleted.
+	collected int
 	// toLeader and toBest are the longest waits, once faults stopped, for
 	// some candidate and for the best one to lead.
 	toLeader, toBest time.Duration
@@ -200,6 +202,7 @@ func (r *simResult) add(o simResult) {
 	r.pings += o.pings
 	r.witnessWrites += o.witnessWrites
 	r.fenced += o.fenced
+	r.collected += o.collected
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
 	if r.faults == nil {
 		r.faults = map[string]int{}
@@ -223,8 +226,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced), %d candidates collected; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.collected, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -587,18 +590,19 @@ type simController struct {
 	lstore     cache.Indexer
 	cstore     cache.Indexer
 	ctx        context.Context
-	stepAt     time.Time // the next step scheduled (zero: none)
-	// A step runs on a goroutine of its own (th), as the controller's
-	// worker does, taking turns with the simulation: watch events reach
-	// the replica's informers while its request is in flight. stepDue: a
-	// step became due while one ran (the one worker takes it next).
-	th      simThread
-	stepDue bool
+	// The replica's two workers run its real processNext and processNextGC
+	// on goroutines of their own (simThread), taking turns with the
+	// simulation: watch events reach the replica's informers while a
+	// request is in flight. Each takes items from its simQueue (the
+	// controller's queue and gcQueue); cur is the one running, whose
+	// requests the model clients take; kicked: a worker's look at its
+	// queue is scheduled.
+	worker, gcWorker simWorker
+	cur              *simThread
 	// sawToken is the highest leaseTransitions this replica was shown
 	// while candidates referenced the Lease: a Lease no candidate
 	// references is dropped, and no record of it kept (see noteToken).
 	sawToken int32
-	failures int // consecutive failed steps, for the backoff
 	// lockSent is when (local) the last successful renewal of the
 	// controller's own lock was sent: the replica writes no Lease once it
 	// is older than the renew deadline (Options.Holding).
@@ -652,8 +656,14 @@ func (w *simWorld) startController() {
 		panic(err)
 	}
 	sc.c = c
-	sc.th.send = sc.send
-	sc.th.end = sc.stepEnded
+	sc.worker = simWorker{sc: sc, process: c.processNext}
+	sc.gcWorker = simWorker{sc: sc, process: c.processNextGC}
+	c.queue = newSimQueue(sc, sc.worker.kick)
+	c.gcQueue = newSimQueue(sc, sc.gcWorker.kick)
+	for _, wk := range []*simWorker{&sc.worker, &sc.gcWorker} {
+		wk.th.send = func(r *simRequest) { sc.send(&wk.th, r) }
+		wk.th.end = func(simTurn) { wk.kick() }
+	}
 	sc.lstore, sc.cstore = inf.Leases[0].GetIndexer(), inf.Candidates[0].GetIndexer()
 	sc.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) { sc.deliverLease(obj.(*coordinationv1.Lease), deleted) }}
 	sc.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
@@ -701,7 +711,6 @@ func (sc *simController) list(cands []*coordinationv1beta1.LeaseCandidate, lease
 		sc.c.onLease(lease)
 	}
 	sc.noteToken()
-	sc.drain()
 }
 
 // noteToken raises sawToken to the cached Lease's leaseTransitions while
@@ -775,7 +784,7 @@ func (sc *simController) resume() {
 	deposed := w.ctrl != sc
 	w.tracef("controller %d resumes (deposed: %v)", sc.id, deposed)
 	if deposed && w.rng.IntN(2) == 0 {
-		sc.step() // on what it knew before the pause
+		sc.worker.run() // on what it knew before the pause
 	}
 	for _, fn := range held {
 		sc.act(fn)
@@ -856,11 +865,14 @@ func (sc *simController) relist(cands []*coordinationv1beta1.LeaseCandidate, lea
 		sc.c.onLease(lease)
 	}
 	sc.noteToken()
-	sc.drain()
 }
 
 func (sc *simController) stop() {
-	sc.th.abandon()
+	for _, wk := range []*simWorker{&sc.worker, &sc.gcWorker} {
+		sc.cur = &wk.th // its requests, failing at once, until it ends
+		wk.th.abandon()
+	}
+	sc.cur = nil
 	sc.dead = true
 	sc.w.ctrls = slices.DeleteFunc(sc.w.ctrls, func(o *simController) bool { return o == sc })
 	sc.c.queue.ShutDown()
@@ -904,45 +916,56 @@ func (sc *simController) apply(store cache.Indexer, obj runtime.Object, deleted 
 		h.AddFunc(obj, false)
 	}
 	sc.noteToken()
-	sc.drain()
 }
 
-// drain takes the keys the handlers queued and schedules a step at once.
-func (sc *simController) drain() {
-	for sc.c.queue.Len() > 0 {
-		key, _ := sc.c.queue.Get()
-		sc.c.queue.Done(key)
-		sc.schedule(sc.w.now)
-	}
+// simWorker is one of the replica's workers: a goroutine running process
+// (processNext or processNextGC) for each item of its queue, one at a time.
+type simWorker struct {
+	sc      *simController
+	process func(context.Context) bool
+	th      simThread
+	kicked  bool
 }
 
-// schedule runs a step at t unless one is due earlier.
-func (sc *simController) schedule(t time.Time) {
-	if !sc.stepAt.IsZero() && !t.Before(sc.stepAt) {
+// kick has the worker look at its queue now, unless it is busy: it looks
+// again when it is done.
+func (wk *simWorker) kick() {
+	if wk.kicked {
 		return
 	}
-	sc.stepAt = t
-	sc.w.at(t, func() {
-		sc.act(func() {
-			if !sc.stepAt.Equal(t) {
-				return
-			}
-			sc.stepAt = time.Time{}
-			sc.step()
-		})
+	wk.kicked = true
+	sc := wk.sc
+	sc.w.at(sc.w.now, func() {
+		wk.kicked = false
+		sc.act(wk.run)
 	})
 }
 
-func (sc *simController) step() {
-	if sc.th.busy() {
-		sc.stepDue = true
+// run takes the next item, if there is one and the worker is idle.
+func (wk *simWorker) run() {
+	sc := wk.sc
+	if sc.dead || wk.th.busy() {
 		return
 	}
+	if q := sc.queueOf(wk); q.Len() == 0 || q.ShuttingDown() {
+		return
+	}
+	sc.turn(&wk.th, func() { wk.th.run(func() simTurn { wk.process(sc.ctx); return simTurn{} }) })
+}
+
+func (sc *simController) queueOf(wk *simWorker) *simQueue {
+	if wk == &sc.gcWorker {
+		return sc.c.gcQueue.(*simQueue)
+	}
+	return sc.c.queue.(*simQueue)
+}
+
+// turn lets th run until it yields, on the replica's clock as it is now.
+func (sc *simController) turn(th *simThread, run func()) {
 	sc.sync()
-	sc.th.run(func() simTurn {
-		requeue, err := sc.c.reconcile(sc.ctx, types.NamespacedName{Namespace: simNS, Name: simLease})
-		return simTurn{requeue: requeue, err: err}
-	})
+	sc.cur = th
+	run()
+	sc.cur = nil
 }
 
 // simTurn is what a step's goroutine hands the simulation: a request to
@@ -1044,26 +1067,16 @@ type simReply struct {
 	err error
 }
 
-// stepEnded takes a step's end, and takes the step that became due
-// meanwhile.
-func (sc *simController) stepEnded(t simTurn) {
-	sc.stepDone(t.requeue, t.err)
-	if sc.stepDue && !sc.dead {
-		sc.stepDue = false
-		sc.schedule(sc.w.now)
-	}
-}
-
-// request is made by the step's goroutine: it hands the request to the
-// simulation and waits for the answer.
+// request is made by the running worker's goroutine: it hands the
+// request to the simulation and waits for the answer.
 func (sc *simController) request(do func() (runtime.Object, error)) (runtime.Object, error) {
-	return sc.th.request(&simRequest{do: do})
+	return sc.cur.request(&simRequest{do: do})
 }
 
 // send makes a request of the step: it reaches the server after one
 // latency, and its answer the replica after another, both longer on a
 // loaded server; the replica gets it when it runs (not while paused).
-func (sc *simController) send(r *simRequest) {
+func (sc *simController) send(th *simThread, r *simRequest) {
 	w := sc.w
 	sent := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
 	back := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
@@ -1078,38 +1091,9 @@ func (sc *simController) send(r *simRequest) {
 	})
 	w.after(sent+back, func() {
 		sc.act(func() {
-			sc.sync()
-			sc.th.answer(r, obj, err) // dropped when abandoned
+			sc.turn(th, func() { th.answer(r, obj, err) }) // dropped when abandoned
 		})
 	})
-}
-
-// stepDone takes a step's result: the next step when the controller asked
-// for one, sooner after a failure (with backoff).
-func (sc *simController) stepDone(requeue time.Duration, err error) {
-	w := sc.w
-	sc.drain()
-	next := time.Duration(0)
-	if requeue > 0 {
-		// The controller asked on its own clock; the wait passes at its rate.
-		next = max(time.Duration(float64(requeue)/(1+sc.drift)), time.Nanosecond) + time.Nanosecond
-	}
-	if err != nil {
-		w.tracef("controller %d step failed: %v", sc.id, err)
-		backoff := min(5*time.Millisecond<<min(sc.failures, 20), 1000*time.Second)
-		sc.failures++
-		if next == 0 || backoff < next {
-			next = backoff
-		}
-	} else {
-		sc.failures = 0
-	}
-	if next > 0 {
-		if requeue > 0 {
-			sc.c.noteDue(types.NamespacedName{Namespace: simNS, Name: simLease}, sc.clock.Now().Add(requeue))
-		}
-		sc.schedule(w.now.Add(next))
-	}
 }
 
 // simAccess is the controller's client of the model server.
@@ -1246,8 +1230,44 @@ func (c simCandidateClient) Update(_ context.Context, lc *coordinationv1beta1.Le
 	return written, err
 }
 
-func (c simCandidateClient) Delete(context.Context, string, *metav1.Preconditions) error {
-	panic("the garbage collector does not run in the simulation")
+// Delete is the garbage collector's: conditional on the UID and
+// resourceVersion it judged.
+func (c simCandidateClient) Delete(_ context.Context, name string, pre *metav1.Preconditions) error {
+	w := c.sc.w
+	_, err := c.sc.request(func() (runtime.Object, error) {
+		err, applied := w.requestError(simCandidatesGR, name)
+		if err != nil && !applied {
+			return nil, err
+		}
+		cur := w.candidates[name]
+		switch {
+		case cur == nil:
+			return nil, apierrors.NewNotFound(simCandidatesGR, name)
+		case pre == nil || pre.UID == nil || pre.ResourceVersion == nil:
+			panic("the garbage collector deletes a candidate only as judged")
+		case *pre.UID != cur.UID || *pre.ResourceVersion != cur.ResourceVersion:
+			return nil, apierrors.NewConflict(simCandidatesGR, name, errors.New("precondition failed"))
+		}
+		w.collected(name)
+		_, werr := w.writeCandidate(name, nil, cur.ResourceVersion, fmt.Sprintf("controller %d (garbage collection)", c.sc.id))
+		if werr != nil {
+			return nil, werr
+		}
+		return nil, err
+	})
+	return err
+}
+
+// collected checks a garbage collection: never of the candidate of a
+// process that runs and can reach the server, which renews it well within
+// the TTL.
+func (w *simWorld) collected(name string) {
+	w.res.collected++
+	for _, c := range w.cands {
+		if c.name == name && c.proc != nil && !c.proc.dead && !c.proc.paused && !w.faulty {
+			w.fail("the garbage collector deleted the candidate of %s/%d, which runs", c.name, c.proc.id)
+		}
+	}
 }
 
 func (w *simWorld) controllerWrote(what string) {
