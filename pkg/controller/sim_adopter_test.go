@@ -438,6 +438,7 @@ func (e *simElector) cancel() {
 func (e *simElector) startWork() {
 	e.work, e.workCancelled, e.stalled = true, false, e.p.paused
 	e.tracef("LEADER WORK STARTS")
+	e.p.leaderWrites(e.p.token)
 }
 
 // cancelWork cancels leader work; it returns within simWorkStop.

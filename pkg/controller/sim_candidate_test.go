@@ -187,7 +187,6 @@ func (c *simCandidate) start() {
 		c.proc = p
 		w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.name, p.id, c.binary, c.emulation, c.adopter)
 		p.startLibrary()
-		p.leaderWrites()
 		return
 	}
 	p.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
@@ -223,7 +222,6 @@ func (c *simCandidate) start() {
 		})
 	})
 	p.register()
-	p.leaderWrites()
 	if c.adopter != simLibrary {
 		p.ext = newSimElector(p, c.adopter)
 		p.ext.start()
@@ -845,18 +843,19 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 	w.maxToken = max(w.maxToken, token)
 }
 
-// leaderWrites is leader work writing to the fenced witness every 0.5 to 3
-// s of its clock while the process may act as leader, with its term's
-// token; it ends with the process. Its draws come from a stream of their
-// own, so that they change nothing else a seed draws.
-func (p *simProcess) leaderWrites() {
+// leaderWrites is leader work, from the start of a term: it writes to the
+// fenced witness every 0.5 to 3 s of its clock, with its term's token,
+// asking first whether it may act (a paused process asks when it resumes);
+// it ends when the answer is no. Its draws come from a stream of their own,
+// so that they change nothing else a seed draws.
+func (p *simProcess) leaderWrites(token int32) {
 	w := p.c.w
 	w.after(p.untilLocal(w.durationBetweenFrom(w.witnessRng, 500*time.Millisecond, 3*time.Second)), func() {
 		p.act(func() {
-			if token, ok := p.leaderToken(); ok {
+			if now, ok := p.leaderToken(); ok && now == token {
 				w.witnessWrite(p, token)
+				p.leaderWrites(token)
 			}
-			p.leaderWrites()
 		})
 	})
 }
@@ -1093,7 +1092,14 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	w.startController()
 	w.scheduleFaults()
-	end := w.start.Add(simFaultPhase + simQuietPhase)
+	quiet := simQuietPhase
+	if seed%simLongEvery == 0 {
+		// Drawn from a stream of its own: the rest of the schedule is the
+		// same as in a short run.
+		quiet = simLongQuiet + time.Duration(rand.New(rand.NewPCG(seed, 0x2545f4914f6cdd1d)).Int64N(int64(2*simLongQuiet)))
+		w.tracef("a long run: the quiet phase lasts %s", quiet)
+	}
+	end := w.start.Add(simFaultPhase + quiet)
 	w.at(w.start.Add(simFaultPhase), w.stopFaults)
 	for w.events.Len() > 0 && w.violation == "" {
 		ev := heap.Pop(&w.events).(*simEvent)
@@ -1107,6 +1113,7 @@ func runSim(seed uint64, tracing bool) simResult {
 	if w.violation == "" {
 		w.checkRecords()
 	}
+	w.res.simulated = w.now.Sub(w.start)
 	for _, sc := range slices.Clone(w.ctrls) {
 		sc.stop() // ends a step in flight: no goroutine outlives the run
 	}

@@ -222,6 +222,7 @@ func (l *simLib) noteTerm() {
 		// naming, a term restarting the tokens after a lost history is
 		// taken as the controller's doing (-1).
 		l.p.c.w.newTerm(l.p, token, -1)
+		l.p.leaderWrites(token)
 	}
 	l.token, l.leading = token, leading
 }

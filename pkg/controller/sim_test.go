@@ -75,6 +75,13 @@ const (
 	simLease         = "lease"
 	simFaultPhase    = 6 * time.Minute
 	simQuietPhase    = 4 * time.Minute
+	// One run in simLongEvery has a quiet phase of simLongQuiet to
+	// simLongQuiet*3 instead: long enough for the candidate TTL (30m), the
+	// garbage collection of a candidate that left (10m) and a deleted
+	// Lease's record (30m) to run out, with every process renewing on its
+	// own schedule meanwhile.
+	simLongEvery = 20
+	simLongQuiet = 45 * time.Minute
 	// simMaxDrift bounds how fast or slow any process's clock runs.
 	simMaxDrift = 0.005
 	// The controller's own leader election: a standby takes over a lease
@@ -183,6 +190,8 @@ type simResult struct {
 	witnessWrites, fenced int
 	// collected counts candidates the garbage collector deleted.
 	collected int
+	// simulated is the simulated time the runs covered.
+	simulated time.Duration
 	// toLeader and toBest are the longest waits, once faults stopped, for
 	// some candidate and for the best one to lead.
 	toLeader, toBest time.Duration
@@ -203,6 +212,7 @@ func (r *simResult) add(o simResult) {
 	r.witnessWrites += o.witnessWrites
 	r.fenced += o.fenced
 	r.collected += o.collected
+	r.simulated += o.simulated
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
 	if r.faults == nil {
 		r.faults = map[string]int{}
@@ -226,8 +236,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced), %d candidates collected; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.collected, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced), %d candidates collected; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.collected, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
