@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -110,12 +111,12 @@ func (p *simProcess) startLibrary() {
 	}}
 	// The informers list what there is, after a lag; the loops start once
 	// both lists are in.
-	var lease, self runtime.Object
+	var lease, self []runtime.Object
 	if w.lease != nil {
-		lease = w.lease.DeepCopy()
+		lease = append(lease, w.lease.DeepCopy())
 	}
 	if lc := w.candidates[c.name]; lc != nil {
-		self = lc.DeepCopy()
+		self = append(self, lc.DeepCopy())
 	}
 	at := w.now.Add(w.lag())
 	p.leaseWatch.last, p.candWatch.last = at, at
@@ -123,8 +124,8 @@ func (p *simProcess) startLibrary() {
 	w.at(at, func() {
 		p.act(func() {
 			l.sync()
-			l.leases.list(lease)
-			l.cands.list(self)
+			l.leases.list(lease...)
+			l.cands.list(self...)
 			if err := l.loops.Start(l.ctx); err != nil {
 				w.fail("%s/%d cannot start: %v", c.name, p.id, err)
 				return
@@ -470,15 +471,45 @@ func (i *simInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.Resou
 func (i *simInformer) GetStore() cache.Store     { return i.store }
 func (i *simInformer) GetIndexer() cache.Indexer { return i.store }
 
-// list is the initial list: obj (nil: none) added as in the initial list.
-func (i *simInformer) list(obj runtime.Object) {
-	if obj != nil {
+// AddIndexers adds indexers to the store, as before the informer runs.
+func (i *simInformer) AddIndexers(indexers cache.Indexers) error { return i.store.AddIndexers(indexers) }
+
+// list is the initial list: each object added as in the initial list.
+func (i *simInformer) list(objs ...runtime.Object) {
+	for _, obj := range objs {
 		_ = i.store.Add(obj)
 		for _, h := range i.handlers {
 			h.OnAdd(obj, true)
 		}
 	}
 	close(i.synced)
+}
+
+// relist replaces the store's content with a new list, as an informer does
+// after its watch expired: what changed is delivered as an update or an
+// add, and what is gone as a DeletedFinalStateUnknown carrying the last copy
+// the store had, however old; what did not change is not delivered.
+func (i *simInformer) relist(objs []runtime.Object) {
+	listed := map[string]bool{}
+	for _, obj := range objs {
+		key, _ := cache.MetaNamespaceKeyFunc(obj)
+		listed[key] = true
+		old, exists, _ := i.store.Get(obj)
+		if exists && old.(metav1.Object).GetResourceVersion() == obj.(metav1.Object).GetResourceVersion() {
+			continue
+		}
+		i.deliver(obj, false)
+	}
+	for _, key := range slices.Sorted(slices.Values(i.store.ListKeys())) {
+		if listed[key] {
+			continue
+		}
+		old, _, _ := i.store.GetByKey(key)
+		_ = i.store.Delete(old)
+		for _, h := range i.handlers {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: key, Obj: old})
+		}
+	}
 }
 
 // deliver is one watch event.

@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
@@ -290,6 +289,7 @@ type simWorld struct {
 
 	rv         int64
 	lease      *coordinationv1.Lease
+	lock       *coordinationv1.Lease // the controllers' own, as last renewed
 	candidates map[string]*coordinationv1beta1.LeaseCandidate
 	// writeTimes are the recent writes, for the load-dependent watch lag.
 	writeTimes []time.Time
@@ -597,8 +597,9 @@ type simController struct {
 	drift      float64
 	leaseWatch *simWatcher
 	candWatch  *simWatcher
-	lstore     cache.Indexer
-	cstore     cache.Indexer
+	// linf and cinf are the replica's informers, fed by its watches; the
+	// controller registered its handlers on them.
+	linf, cinf *simInformer
 	ctx        context.Context
 	// The replica's two workers run its real processNext and processNextGC
 	// on goroutines of their own (simThread), taking turns with the
@@ -657,7 +658,8 @@ func (w *simWorld) startController() {
 	sc.ctx = klog.NewContext(context.Background(), logger)
 	sc.clock = testingclock.NewFakeClock(sc.localNow())
 	acc := &simAccess{sc: sc}
-	inf := NewInformers(access.NewNative(fake.NewClientset()), []string{simNS}, 0)
+	sc.linf, sc.cinf = newSimInformer(cache.MetaNamespaceKeyFunc), newSimInformer(cache.MetaNamespaceKeyFunc)
+	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: []string{simNS}}
 	holding := func() bool {
 		return !sc.lockSent.IsZero() && sc.localNow().Sub(sc.lockSent) < simControllerRenewDeadline
 	}
@@ -674,11 +676,8 @@ func (w *simWorld) startController() {
 		wk.th.send = func(r *simRequest) { sc.send(&wk.th, r) }
 		wk.th.end = func(simTurn) { wk.kick() }
 	}
-	sc.lstore, sc.cstore = inf.Leases[0].GetIndexer(), inf.Candidates[0].GetIndexer()
-	sc.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) { sc.deliverLease(obj.(*coordinationv1.Lease), deleted) }}
-	sc.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
-		sc.deliverCandidate(obj.(*coordinationv1beta1.LeaseCandidate), deleted)
-	}}
+	sc.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) { sc.deliver(sc.linf, obj, deleted) }}
+	sc.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) { sc.deliver(sc.cinf, obj, deleted) }}
 	w.ctrl = sc
 	w.ctrls = append(w.ctrls, sc)
 	sc.renewLock()
@@ -689,16 +688,17 @@ func (w *simWorld) startController() {
 // listAfterLag lists the server's objects now and hands them to deliver
 // (list or relist) after a lag; the watches deliver what is written from
 // now on after it.
-func (sc *simController) listAfterLag(deliver func([]*coordinationv1beta1.LeaseCandidate, *coordinationv1.Lease)) {
+func (sc *simController) listAfterLag(deliver func(cands, leases []runtime.Object)) {
 	w := sc.w
 	listAt := w.now.Add(w.lag())
-	var cands []*coordinationv1beta1.LeaseCandidate
+	var cands, leases []runtime.Object
 	for _, name := range slices.Sorted(mapKeys(w.candidates)) {
 		cands = append(cands, w.candidates[name].DeepCopy())
 	}
-	var lease *coordinationv1.Lease
-	if w.lease != nil {
-		lease = w.lease.DeepCopy()
+	for _, l := range []*coordinationv1.Lease{w.lock, w.lease} {
+		if l != nil {
+			leases = append(leases, l.DeepCopy())
+		}
 	}
 	for _, sw := range []*simWatcher{sc.leaseWatch, sc.candWatch} {
 		if listAt.After(sw.last) {
@@ -706,30 +706,24 @@ func (sc *simController) listAfterLag(deliver func([]*coordinationv1beta1.LeaseC
 		}
 	}
 	w.late(listAt)
-	w.at(listAt, func() { sc.act(func() { deliver(cands, lease) }) })
+	w.at(listAt, func() { sc.act(func() { deliver(cands, leases) }) })
 }
 
-// list is the informers' initial list.
-func (sc *simController) list(cands []*coordinationv1beta1.LeaseCandidate, lease *coordinationv1.Lease) {
+// list is the informers' initial list: candidates first.
+func (sc *simController) list(cands, leases []runtime.Object) {
 	sc.sync()
-	for _, lc := range cands {
-		_ = sc.cstore.Add(lc)
-		sc.c.onCandidateAdd(lc, true)
-	}
-	if lease != nil {
-		_ = sc.lstore.Add(lease)
-		sc.c.onLease(lease)
-	}
+	sc.cinf.list(cands...)
+	sc.linf.list(leases...)
 	sc.noteToken()
 }
 
 // noteToken raises sawToken to the cached Lease's leaseTransitions while
 // candidates reference the Lease.
 func (sc *simController) noteToken() {
-	if len(sc.cstore.ListKeys()) == 0 {
+	if len(sc.cinf.store.ListKeys()) == 0 {
 		return
 	}
-	if obj, ok, _ := sc.lstore.GetByKey(simNS + "/" + simLease); ok {
+	if obj, ok, _ := sc.linf.store.GetByKey(simNS + "/" + simLease); ok {
 		sc.sawToken = max(sc.sawToken, ptr.Deref(obj.(*coordinationv1.Lease).Spec.LeaseTransitions, 0))
 	}
 }
@@ -768,6 +762,7 @@ func (sc *simController) renewLock() {
 					RenewTime:      ptr.To(metav1.NewMicroTime(renew)),
 				},
 			}
+			w.lock = lock
 			w.writeTimes = append(w.writeTimes, w.now)
 			for _, other := range w.ctrls {
 				other.leaseWatch.send(lock.DeepCopy(), false)
@@ -835,45 +830,13 @@ func (sc *simController) expireWatches(d time.Duration) {
 	})
 }
 
-// relist replaces the stores' content with a new list, as an informer does
-// after its watch expired: what changed is delivered as an update or an
-// add, and what is gone as a DeletedFinalStateUnknown carrying the last
-// copy the store had, however old. Candidates first, then the Lease; the
-// controllers' own lock is not part of the list.
-func (sc *simController) relist(cands []*coordinationv1beta1.LeaseCandidate, lease *coordinationv1.Lease) {
+// relist is the informers' relist after their watches expired (see
+// simInformer.relist): candidates first, then the Leases.
+func (sc *simController) relist(cands, leases []runtime.Object) {
 	sc.sync()
 	sc.w.tracef("controller %d relists", sc.id)
-	listed := map[string]bool{}
-	for _, lc := range cands {
-		listed[lc.Name] = true
-		old, exists, _ := sc.cstore.Get(lc)
-		switch {
-		case !exists:
-			_ = sc.cstore.Add(lc)
-			sc.c.onCandidateAdd(lc, false)
-		case old.(*coordinationv1beta1.LeaseCandidate).ResourceVersion != lc.ResourceVersion:
-			_ = sc.cstore.Update(lc)
-			sc.c.onCandidateUpdate(old, lc)
-		}
-	}
-	for _, obj := range sc.cstore.List() {
-		if lc := obj.(*coordinationv1beta1.LeaseCandidate); !listed[lc.Name] {
-			_ = sc.cstore.Delete(lc)
-			sc.c.onCandidateDelete(cache.DeletedFinalStateUnknown{Key: simNS + "/" + lc.Name, Obj: lc})
-		}
-	}
-	old, exists, _ := sc.lstore.GetByKey(simNS + "/" + simLease)
-	switch {
-	case lease == nil && exists:
-		_ = sc.lstore.Delete(old)
-		sc.c.onLeaseDelete(cache.DeletedFinalStateUnknown{Key: simNS + "/" + simLease, Obj: old})
-	case lease != nil && !exists:
-		_ = sc.lstore.Add(lease)
-		sc.c.onLease(lease)
-	case lease != nil && old.(*coordinationv1.Lease).ResourceVersion != lease.ResourceVersion:
-		_ = sc.lstore.Update(lease)
-		sc.c.onLease(lease)
-	}
+	sc.cinf.relist(cands)
+	sc.linf.relist(leases)
 	sc.noteToken()
 }
 
@@ -889,43 +852,14 @@ func (sc *simController) stop() {
 	sc.c.gcQueue.ShutDown()
 }
 
-func (sc *simController) deliverLease(l *coordinationv1.Lease, deleted bool) {
-	sc.deliver(sc.lstore, l, deleted, cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    func(obj any, _ bool) { sc.c.onLease(obj) },
-		UpdateFunc: func(_, obj any) { sc.c.onLease(obj) },
-		DeleteFunc: sc.c.onLeaseDelete,
+// deliver is one watch event reaching one of the replica's informers, which
+// calls the controller's handlers.
+func (sc *simController) deliver(inf *simInformer, obj runtime.Object, deleted bool) {
+	sc.act(func() {
+		sc.sync()
+		inf.deliver(obj, deleted)
+		sc.noteToken()
 	})
-}
-
-func (sc *simController) deliverCandidate(lc *coordinationv1beta1.LeaseCandidate, deleted bool) {
-	sc.deliver(sc.cstore, lc, deleted, cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: sc.c.onCandidateAdd, UpdateFunc: sc.c.onCandidateUpdate, DeleteFunc: sc.c.onCandidateDelete,
-	})
-}
-
-// deliver applies one watch event to the replica's store and calls the
-// handler its informer would, then schedules the steps the handler queued.
-func (sc *simController) deliver(store cache.Indexer, obj runtime.Object, deleted bool, h cache.ResourceEventHandlerDetailedFuncs) {
-	sc.act(func() { sc.apply(store, obj, deleted, h) })
-}
-
-func (sc *simController) apply(store cache.Indexer, obj runtime.Object, deleted bool, h cache.ResourceEventHandlerDetailedFuncs) {
-	sc.sync()
-	old, exists, _ := store.Get(obj)
-	switch {
-	case deleted:
-		if exists {
-			_ = store.Delete(old)
-			h.DeleteFunc(old)
-		}
-	case exists:
-		_ = store.Update(obj)
-		h.UpdateFunc(old, obj)
-	default:
-		_ = store.Add(obj)
-		h.AddFunc(obj, false)
-	}
-	sc.noteToken()
 }
 
 // simWorker is one of the replica's workers: a goroutine running process
