@@ -41,6 +41,8 @@ type simCandidate struct {
 	// adopter is how the process takes part: the library itself, or
 	// client-go's elector or a controller-runtime manager over pkg/lock.
 	adopter simAdopter
+	// strategy is the strategy its processes ask for.
+	strategy coordinationv1.CoordinatedLeaseStrategy
 	// releasesAsClientGo: its release writes leaseDurationSeconds 1, as
 	// client-go's elector with ReleaseOnCancel does (every other candidate,
 	// so that no random draw, and no seed's schedule, changes).
@@ -164,7 +166,7 @@ func (p *simProcess) isLeader() bool {
 }
 
 func (w *simWorld) addCandidate(name, binary, emulation string, adopter simAdopter) *simCandidate {
-	c := &simCandidate{w: w, name: name, binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1, adopter: adopter}
+	c := &simCandidate{w: w, name: name, binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1, adopter: adopter, strategy: w.strategy}
 	w.cands = append(w.cands, c)
 	return c
 }
@@ -329,7 +331,7 @@ func (p *simProcess) register() {
 		cur := w.candidates[c.name]
 		lc := &coordinationv1beta1.LeaseCandidate{Spec: coordinationv1beta1.LeaseCandidateSpec{
 			LeaseName: simLease, BinaryVersion: c.binary, EmulationVersion: c.emulation,
-			Strategy: coordinationv1.OldestEmulationVersion, RenewTime: &now,
+			Strategy: c.strategy, RenewTime: &now,
 		}}
 		if cur == nil {
 			return w.writeCandidate(c.name, lc, "", c.name)
@@ -337,6 +339,9 @@ func (p *simProcess) register() {
 		if cur.Spec.RenewTime != nil && !now.After(cur.Spec.RenewTime.Time) {
 			lc.Spec.RenewTime = ptr.To(metav1.NewMicroTime(cur.Spec.RenewTime.Add(time.Microsecond)))
 		}
+		// As the registrar: what it does not own (annotations, a pending
+		// ping) is kept.
+		lc.Annotations, lc.Spec.PingTime = cur.Annotations, cur.Spec.PingTime
 		return w.writeCandidate(c.name, lc, cur.ResourceVersion, c.name)
 	}, func(obj runtime.Object, err error) {
 		if err != nil {
@@ -1008,7 +1013,7 @@ func leaderNames(leaders []*simCandidate) []string {
 // merit: among equals whoever holds keeps leading.
 func (w *simWorld) asGoodAs(leader, best *simCandidate) bool {
 	lc, blc := w.candidates[leader.name], w.candidates[best.name]
-	return lc != nil && blc != nil && (strategy.OldestEmulationVersion{}).CompareMerit(lc, blc) == 0
+	return lc != nil && blc != nil && w.ranking().CompareMerit(lc, blc) == 0
 }
 
 // bestLeads is the best candidate, and whether the one leader is as good
@@ -1047,7 +1052,7 @@ func (w *simWorld) bestCandidate() *simCandidate {
 		if c.proc == nil || c.proc.dead || w.candidates[c.name] == nil {
 			continue
 		}
-		if best == nil || (strategy.OldestEmulationVersion{}).Compare(w.candidates[c.name], w.candidates[best.name]) < 0 {
+		if best == nil || w.ranking().Compare(w.candidates[c.name], w.candidates[best.name]) < 0 {
 			best = c
 		}
 	}
@@ -1068,7 +1073,13 @@ func runSim(seed uint64, tracing bool) simResult {
 	w.faulty = true
 	w.errorRate = []float64{0, 0.02, 0.1, 0.3}[w.rng.IntN(4)]
 	w.lagBase = []time.Duration{time.Millisecond, 50 * time.Millisecond, 500 * time.Millisecond}[w.rng.IntN(3)]
-	w.tracef("seed %d: error rate %.2f, watch lag %s", seed, w.errorRate, w.lagBase)
+	w.strategy = coordinationv1.OldestEmulationVersion
+	if w.rng.IntN(4) == 0 {
+		// An operator ranks the candidates with cle.dev/priority
+		// annotations, changing them during the faults (see annotate).
+		w.strategy = strategy.PriorityName
+	}
+	w.tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.errorRate, w.lagBase, w.strategy)
 
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
 	n := 2 + w.rng.IntN(4)
@@ -1148,7 +1159,7 @@ func (w *simWorld) injectFault() {
 		}
 		return w.cands[w.rng.IntN(len(w.cands))]
 	}
-	switch k := w.rng.IntN(14); k {
+	switch k := w.rng.IntN(15); k {
 	case 0, 1: // SIGSTOP, then SIGCONT
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused {
@@ -1257,6 +1268,10 @@ func (w *simWorld) injectFault() {
 			p.partitionedUntil = w.now.Add(d)
 			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = p.partitionedUntil, p.partitionedUntil
 		}
+	case 14: // an operator sets, changes or removes a candidate's priority
+		if w.strategy == strategy.PriorityName {
+			w.annotate(pick().name)
+		}
 	case 13: // one process's watches stall, its requests go through
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
@@ -1284,6 +1299,51 @@ func (w *simWorld) injectFault() {
 			}
 		})
 	}
+}
+
+// simPriorities are the priorities an operator gives candidates ("": the
+// annotation removed, priority 0).
+var simPriorities = []string{"", "0", "1", "5", "10", "-3"}
+
+// annotate is an operator (kubectl annotate) setting a candidate's
+// cle.dev/priority, or removing it: an update conditional on the version it
+// read, as kubectl's; the candidate's process keeps annotations it does not
+// own, and a LeaseCandidate it creates again has none.
+func (w *simWorld) annotate(name string) {
+	cur := w.candidates[name]
+	if cur == nil {
+		return
+	}
+	w.fault("annotate-priority")
+	if w.annotated == nil {
+		w.annotated = map[string]time.Time{}
+	}
+	w.annotated[name] = w.now
+	next := cur.DeepCopy()
+	if value := simPriorities[w.rng.IntN(len(simPriorities))]; value == "" {
+		delete(next.Annotations, strategy.PriorityAnnotation)
+	} else {
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		next.Annotations[strategy.PriorityAnnotation] = value
+	}
+	_, _ = w.writeCandidate(name, next, cur.ResourceVersion, "kubectl annotate ("+next.Annotations[strategy.PriorityAnnotation]+")")
+}
+
+// reranked reports an operator's change of the candidate's priority recent
+// enough (30 s) that a controller may not have seen it yet.
+func (w *simWorld) reranked(name string) bool {
+	at, ok := w.annotated[name]
+	return ok && w.now.Sub(at) < 30*time.Second
+}
+
+// ranking is the strategy the running candidates ask for, which ranks them.
+func (w *simWorld) ranking() strategy.Strategy {
+	if w.strategy == strategy.PriorityName {
+		return strategy.Priority{}
+	}
+	return strategy.OldestEmulationVersion{}
 }
 
 // addDeadCandidate leaves behind the LeaseCandidate of a replica that died
@@ -1325,7 +1385,7 @@ func (w *simWorld) addMalformedCandidate() {
 	renew = func() {
 		lc := &coordinationv1beta1.LeaseCandidate{
 			Spec: coordinationv1beta1.LeaseCandidateSpec{
-				LeaseName: simLease, BinaryVersion: v[0], EmulationVersion: v[1], Strategy: coordinationv1.OldestEmulationVersion,
+				LeaseName: simLease, BinaryVersion: v[0], EmulationVersion: v[1], Strategy: w.strategy,
 				RenewTime: ptr.To(metav1.NewMicroTime(w.now)),
 			},
 		}

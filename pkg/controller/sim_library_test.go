@@ -85,7 +85,7 @@ func (p *simProcess) startLibrary() {
 	loops, err := stepped.New(candidatepkg.Config{
 		Access: &simLibAccess{l: l}, Clock: l.clock, Logger: logger,
 		Namespace: simNS, LeaseName: simLease, Identity: c.name,
-		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: coordinationv1.OldestEmulationVersion,
+		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: c.strategy,
 		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
 		CandidateRenewInterval: simCandRenew,
 		Callbacks: candidatepkg.Callbacks{

@@ -290,6 +290,10 @@ type simWorld struct {
 	rv         int64
 	lease      *coordinationv1.Lease
 	lock       *coordinationv1.Lease // the controllers' own, as last renewed
+	// strategy is the strategy the candidates ask for; annotated is when
+	// an operator last changed each candidate's priority.
+	strategy  coordinationv1.CoordinatedLeaseStrategy
+	annotated map[string]time.Time
 	candidates map[string]*coordinationv1beta1.LeaseCandidate
 	// writeTimes are the recent writes, for the load-dependent watch lag.
 	writeTimes []time.Time
@@ -1232,7 +1236,10 @@ func (w *simWorld) checkPreference(before, after *coordinationv1.Lease) {
 	if holder == nil || preferred == nil {
 		return
 	}
-	if !strategy.Preempts(strategy.OldestEmulationVersion{}, preferred, holder) {
+	if w.reranked(holder.Name) || w.reranked(pref) {
+		return // the controller may have judged their merit before an operator changed it
+	}
+	if !strategy.Preempts(w.ranking(), preferred, holder) {
 		w.fail("preferredHolder %s set over holder %s, which it does not beat on merit", pref, holderIdentity(after))
 	}
 }
