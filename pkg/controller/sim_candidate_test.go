@@ -1096,6 +1096,9 @@ func runSim(seed uint64, tracing bool) simResult {
 		w.addDeadCandidate()
 	}
 	if w.rng.IntN(4) == 0 {
+		w.at(w.start.Add(w.durationBetween(30*time.Second, simFaultPhase-3*time.Minute)), w.rollout)
+	}
+	if w.rng.IntN(4) == 0 {
 		w.addMalformedCandidate()
 	}
 	if builtinRun(seed) {
@@ -1299,6 +1302,47 @@ func (w *simWorld) injectFault() {
 			}
 		})
 	}
+}
+
+// rollout changes the strategy the candidates ask for, one candidate after
+// another, as a rolling update of their Deployment does: each running
+// process stops gracefully and starts again asking for the other strategy,
+// and one that is down starts with it. Meanwhile the candidates at the
+// highest binary version may disagree (a conflict), and the controller
+// leaves the Lease as it is. It ends well before the faults stop.
+func (w *simWorld) rollout() {
+	to := coordinationv1.OldestEmulationVersion
+	if w.strategy == to {
+		to = strategy.PriorityName
+	}
+	w.fault("strategy-rollout")
+	w.tracef("a rollout moves every candidate to %s", to)
+	w.rollingOut = true
+	at := time.Duration(0)
+	for _, c := range w.cands {
+		at += w.durationBetween(5*time.Second, 20*time.Second)
+		w.after(at, func() {
+			w.tracef("the rollout restarts %s asking for %s", c.name, to)
+			c.strategy = to
+			p := c.proc
+			if p == nil || p.dead || p.stopping || (p.lib != nil && p.lib.stopped != nil) {
+				return // it starts with the new strategy
+			}
+			p.resume()
+			p.stopGracefully(func() {
+				c.proc = nil
+				w.after(w.durationBetween(time.Second, 5*time.Second), func() {
+					if c.proc == nil {
+						c.start()
+					}
+				})
+			})
+		})
+	}
+	w.after(at, func() {
+		w.strategy = to
+		w.rollingOut = false
+	})
 }
 
 // simPriorities are the priorities an operator gives candidates ("": the

@@ -294,6 +294,9 @@ type simWorld struct {
 	// an operator last changed each candidate's priority.
 	strategy  coordinationv1.CoordinatedLeaseStrategy
 	annotated map[string]time.Time
+	// rollingOut: a rollout of another strategy is under way (see
+	// rollout), and w.strategy is not yet every candidate's.
+	rollingOut bool
 	candidates map[string]*coordinationv1beta1.LeaseCandidate
 	// writeTimes are the recent writes, for the load-dependent watch lag.
 	writeTimes []time.Time
@@ -1236,7 +1239,7 @@ func (w *simWorld) checkPreference(before, after *coordinationv1.Lease) {
 	if holder == nil || preferred == nil {
 		return
 	}
-	if w.reranked(holder.Name) || w.reranked(pref) {
+	if w.rollingOut || w.reranked(holder.Name) || w.reranked(pref) {
 		return // the controller may have judged their merit before an operator changed it
 	}
 	if !strategy.Preempts(w.ranking(), preferred, holder) {
