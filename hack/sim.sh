@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the deterministic simulation of elections (pkg/controller, TestSimulation):
-# the controller's real code and candidates that follow the library's protocol
-# against a model API server, with faults, from one seed per schedule. It
+# the controller's real code, pkg/candidate's own loops for library candidates
+# and the library's rules for adopters, against a model API server, with
+# faults, from one seed per schedule. It
 # prints the seeds run, schedules and elections per second, elections, terms and the fault
 # mix; a failing seed prints its trace and the command that replays it.
 #

@@ -1131,10 +1131,8 @@ func runSim(seed uint64, tracing bool) simResult {
 	for _, sc := range slices.Clone(w.ctrls) {
 		sc.stop() // ends a step in flight: no goroutine outlives the run
 	}
-	for _, c := range w.cands {
-		if c.proc != nil && c.proc.lib != nil {
-			c.proc.lib.kill()
-		}
+	for _, l := range w.libs {
+		l.kill() // no goroutine outlives the run
 	}
 	w.res.violation, w.res.trace = w.violation, w.trace
 	return w.res

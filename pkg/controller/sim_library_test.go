@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/clock"
 
 	"github.com/cle-dev/cle/internal/stepped"
 	"github.com/cle-dev/cle/pkg/access"
@@ -39,7 +39,7 @@ import (
 type simLib struct {
 	p     *simProcess
 	loops stepped.Loops
-	clock *testingclock.FakeClock
+	clock *simClock
 	// ctx is Run's context: cancelled by a graceful stop (and when the
 	// process dies, so that no goroutine outlives it).
 	ctx    context.Context
@@ -73,8 +73,9 @@ type simLoop struct {
 
 func (p *simProcess) startLibrary() {
 	w, c := p.c.w, p.c
-	l := &simLib{p: p, clock: testingclock.NewFakeClock(p.localNow())}
+	l := &simLib{p: p, clock: &simClock{now: p.localNow()}}
 	p.lib = l
+	w.libs = append(w.libs, l)
 	l.leases = newSimInformer(func(obj any) (string, error) { return simNS + "/" + simLease, nil })
 	l.cands = newSimInformer(func(obj any) (string, error) { return simNS + "/" + c.name, nil })
 	logger := logr.Discard()
@@ -137,7 +138,18 @@ func (p *simProcess) startLibrary() {
 	})
 }
 
-func (l *simLib) sync() { l.clock.SetTime(l.p.localNow()) }
+func (l *simLib) sync() { l.clock.now = l.p.localNow() }
+
+// simClock is a process's clock as the stepped loops read it: set by the
+// simulation before it lets the process's code run. The loops set no
+// timers; the simulation keeps their timers.
+type simClock struct {
+	clock.WithTicker // timers: not used
+	now              time.Time
+}
+
+func (c *simClock) Now() time.Time                  { return c.now }
+func (c *simClock) Since(t time.Time) time.Duration { return c.now.Sub(t) }
 
 // deliver is one watch event reaching an informer, which wakes the loops
 // it concerns.
@@ -296,7 +308,7 @@ func (l *simLib) shutdownWhenIdle() {
 	}
 	l.shuttingDown = true
 	l.elector.th.end = func(simTurn) {
-		l.p.dead = true
+		l.kill() // Run has returned: its goroutines end
 		l.stopped()
 	}
 	l.turn(&l.elector.th, func() {

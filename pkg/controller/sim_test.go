@@ -290,6 +290,8 @@ type simWorld struct {
 	rv         int64
 	lease      *coordinationv1.Lease
 	lock       *coordinationv1.Lease // the controllers' own, as last renewed
+	// libs are every library process of the run, ended with it.
+	libs []*simLib
 	// strategy is the strategy the candidates ask for; annotated is when
 	// an operator last changed each candidate's priority.
 	strategy  coordinationv1.CoordinatedLeaseStrategy
@@ -677,6 +679,8 @@ func (w *simWorld) startController() {
 	sc.c = c
 	sc.worker = simWorker{sc: sc, process: c.processNext}
 	sc.gcWorker = simWorker{sc: sc, process: c.processNextGC}
+	c.queue.ShutDown() // client-go's queues give way to the simulation's
+	c.gcQueue.ShutDown()
 	c.queue = newSimQueue(sc, sc.worker.kick)
 	c.gcQueue = newSimQueue(sc, sc.gcWorker.kick)
 	for _, wk := range []*simWorker{&sc.worker, &sc.gcWorker} {
@@ -919,6 +923,25 @@ func (sc *simController) turn(th *simThread, run func()) {
 	sc.cur = nil
 }
 
+// TestSimulationEndsItsGoroutines: a run ends every goroutine it started
+// (the threads of the real code, leader work, client-go's queues the
+// simulation replaces), so that thousands of seeds in one process do not
+// pile them up.
+func TestSimulationEndsItsGoroutines(t *testing.T) {
+	before := goruntime.NumGoroutine()
+	for seed := uint64(1); seed <= 40; seed++ {
+		runSim(seed, false)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for goruntime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after 40 runs, %d before:\n%s", goruntime.NumGoroutine(), before, buf[:goruntime.Stack(buf, true)])
+		}
+		goruntime.Gosched()
+	}
+}
+
 // simTurn is what a step's goroutine hands the simulation: a request to
 // make, or (req nil) its end.
 type simTurn struct {
@@ -939,13 +962,16 @@ type simRequest struct {
 }
 
 // simThread is one goroutine of a process's real code, taking turns with
-// the simulation: the simulation hands it the turn and waits until it
-// makes a request (send takes it) or ends (end takes its result); the
-// answer, delivered later in simulated time, hands it the turn again. Only
-// one of the two runs at a time, so a run stays deterministic.
+// the simulation: the simulation hands it work and waits until it makes a
+// request (send takes it) or ends (end takes its result); the answer,
+// delivered later in simulated time, hands it the turn again. Only one of
+// the two runs at a time, so a run stays deterministic. The goroutine is
+// kept for the thread's next work (its stack stays grown) until close.
 type simThread struct {
-	turn    chan simTurn // nil while no goroutine runs
-	pending *simRequest  // the request whose answer it awaits
+	jobs    chan func() simTurn // nil until the first work, and after close
+	turns   chan simTurn
+	running bool
+	pending *simRequest // the request whose answer it awaits
 	send    func(*simRequest)
 	end     func(simTurn)
 	// cancel, when set, ends the pending request early (its caller's
@@ -953,24 +979,31 @@ type simThread struct {
 	cancel func()
 }
 
-func (th *simThread) busy() bool { return th.turn != nil }
+func (th *simThread) busy() bool { return th.running }
 
-// run starts fn on a goroutine and lets it run until it yields.
+// run hands fn to the goroutine and lets it run until it yields.
 func (th *simThread) run(fn func() simTurn) {
-	turn := make(chan simTurn)
-	th.turn = turn
-	go func() { turn <- fn() }()
+	if th.jobs == nil {
+		th.jobs, th.turns = make(chan func() simTurn), make(chan simTurn)
+		go func(jobs <-chan func() simTurn, turns chan<- simTurn) {
+			for fn := range jobs {
+				turns <- fn()
+			}
+		}(th.jobs, th.turns)
+	}
+	th.running = true
+	th.jobs <- fn
 	th.await()
 }
 
 func (th *simThread) await() {
-	t := <-th.turn
+	t := <-th.turns
 	if t.req != nil {
 		th.pending = t.req
 		th.send(t.req)
 		return
 	}
-	th.turn = nil
+	th.running = false
 	th.end(t)
 }
 
@@ -978,7 +1011,7 @@ func (th *simThread) await() {
 // and waits for the answer.
 func (th *simThread) request(r *simRequest) (runtime.Object, error) {
 	r.reply = make(chan simReply)
-	th.turn <- simTurn{req: r}
+	th.turns <- simTurn{req: r}
 	a := <-r.reply
 	return a.obj, a.err
 }
@@ -986,7 +1019,7 @@ func (th *simThread) request(r *simRequest) (runtime.Object, error) {
 // answer hands r's answer to the thread, which runs until it yields again;
 // an answer to a request it no longer awaits is dropped.
 func (th *simThread) answer(r *simRequest, obj runtime.Object, err error) {
-	if th.pending != r || th.turn == nil {
+	if th.pending != r || !th.running {
 		return
 	}
 	th.pending = nil
@@ -994,23 +1027,26 @@ func (th *simThread) answer(r *simRequest, obj runtime.Object, err error) {
 	th.await()
 }
 
-// abandon ends the thread of a process that is gone: the request it awaits
+// abandon ends the work of a process that is gone: the request it awaits
 // and any it makes after fail at once, and nothing more reaches the
-// server; it returns once the goroutine has ended.
+// server; it returns once the work has ended. Then the goroutine ends.
 func (th *simThread) abandon() {
-	if th.turn == nil {
-		return
-	}
-	if th.pending != nil {
-		th.pending.reply <- simReply{err: context.Canceled}
-	}
-	for t := range th.turn {
-		if t.req == nil {
-			break
+	if th.running {
+		if th.pending != nil {
+			th.pending.reply <- simReply{err: context.Canceled}
 		}
-		t.req.reply <- simReply{err: context.Canceled}
+		for t := range th.turns {
+			if t.req == nil {
+				break
+			}
+			t.req.reply <- simReply{err: context.Canceled}
+		}
+		th.pending, th.running, th.cancel = nil, false, nil
 	}
-	th.pending, th.turn, th.cancel = nil, nil, nil
+	if th.jobs != nil {
+		close(th.jobs)
+		th.jobs = nil
+	}
 }
 
 type simReply struct {
