@@ -484,7 +484,9 @@ func (i *simInformer) GetStore() cache.Store     { return i.store }
 func (i *simInformer) GetIndexer() cache.Indexer { return i.store }
 
 // AddIndexers adds indexers to the store, as before the informer runs.
-func (i *simInformer) AddIndexers(indexers cache.Indexers) error { return i.store.AddIndexers(indexers) }
+func (i *simInformer) AddIndexers(indexers cache.Indexers) error {
+	return i.store.AddIndexers(indexers)
+}
 
 // list is the initial list: each object added as in the initial list.
 func (i *simInformer) list(objs ...runtime.Object) {

@@ -81,9 +81,9 @@ func (q *simQueue) Done(item types.NamespacedName) {
 	}
 }
 
-func (q *simQueue) ShutDown()              { q.shutDown = true }
-func (q *simQueue) ShutDownWithDrain()     { q.shutDown = true }
-func (q *simQueue) ShuttingDown() bool     { return q.shutDown }
+func (q *simQueue) ShutDown()                        { q.shutDown = true }
+func (q *simQueue) ShutDownWithDrain()               { q.shutDown = true }
+func (q *simQueue) ShuttingDown() bool               { return q.shutDown }
 func (q *simQueue) Forget(item types.NamespacedName) { q.limiter.Forget(item) }
 func (q *simQueue) NumRequeues(item types.NamespacedName) int {
 	return q.limiter.NumRequeues(item)

@@ -287,9 +287,9 @@ type simWorld struct {
 	trace   []string
 	res     simResult
 
-	rv         int64
-	lease      *coordinationv1.Lease
-	lock       *coordinationv1.Lease // the controllers' own, as last renewed
+	rv    int64
+	lease *coordinationv1.Lease
+	lock  *coordinationv1.Lease // the controllers' own, as last renewed
 	// libs are every library process of the run, ended with it.
 	libs []*simLib
 	// strategy is the strategy the candidates ask for; annotated is when
