@@ -11,8 +11,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -383,7 +385,9 @@ func (c *Controller) storesFor(stores map[string][]cache.Indexer, ns string) []c
 	return stores[ns]
 }
 
-// candidatesOf returns the candidates of a Lease from the caches.
+// candidatesOf returns the candidates of a Lease from the caches, by
+// namespace and name, so that a step's requests, logs and Events come in
+// one order whatever order the cache keeps.
 func (c *Controller) candidatesOf(key types.NamespacedName) []*coordinationv1beta1.LeaseCandidate {
 	var out []*coordinationv1beta1.LeaseCandidate
 	for _, store := range c.storesFor(c.candidateStores, key.Namespace) {
@@ -397,6 +401,9 @@ func (c *Controller) candidatesOf(key types.NamespacedName) []*coordinationv1bet
 			}
 		}
 	}
+	slices.SortFunc(out, func(a, b *coordinationv1beta1.LeaseCandidate) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return out
 }
 
