@@ -238,17 +238,18 @@ func (b *simBuiltin) step() time.Duration {
 	if err, applied := w.requestError(simLeasesGR, simLease); err != nil && !applied {
 		return 0
 	}
-	if _, err := w.writeLease(elected, "", "kube-apiserver"); err == nil {
+	e := w.elections[0] // the runs with kube-apiserver's controller have one Lease
+	if _, err := w.writeLease(e, elected, "", "kube-apiserver"); err == nil {
 		b.created()
 		return builtinRequeue
 	} else if !apierrors.IsAlreadyExists(err) {
 		return 0
 	}
 	// The Lease exists: read it, and update it if need be.
-	if err, _ := w.requestError(simLeasesGR, simLease); err != nil || w.lease == nil {
+	if err, _ := w.requestError(simLeasesGR, simLease); err != nil || e.lease == nil {
 		return 0
 	}
-	existing := w.lease.DeepCopy()
+	existing := e.lease.DeepCopy()
 	orig := existing.DeepCopy()
 	holder := existing.Spec.HolderIdentity
 	if elected.Spec.HolderIdentity != nil && holder == nil {
@@ -279,7 +280,7 @@ func (b *simBuiltin) step() time.Duration {
 	if err, applied := w.requestError(simLeasesGR, simLease); err != nil && !applied {
 		return 0
 	}
-	if _, err := w.writeLease(existing, existing.ResourceVersion, "kube-apiserver"); err != nil {
+	if _, err := w.writeLease(e, existing, existing.ResourceVersion, "kube-apiserver"); err != nil {
 		return 0
 	}
 	return builtinRequeue
@@ -289,9 +290,9 @@ func (b *simBuiltin) step() time.Duration {
 // terms were led before, the next holder numbers its term above only what its
 // own process saw (the deletion case of docs/library.md).
 func (b *simBuiltin) created() {
-	w := b.w
-	if w.anyTerm {
-		w.historyLost = true
+	w, e := b.w, b.w.elections[0]
+	if e.anyTerm {
+		e.historyLost = true
 		w.fault("token-history-lost")
 	}
 }

@@ -41,6 +41,10 @@ type simCandidate struct {
 	// adopter is how the process takes part: the library itself, or
 	// client-go's elector or a controller-runtime manager over pkg/lock.
 	adopter simAdopter
+	// e is the election of the Lease it is a candidate for.
+	e *simElection
+	// refusals counts its starts refused for a taken Identity.
+	refusals int
 	// strategy is the strategy its processes ask for.
 	strategy coordinationv1.CoordinatedLeaseStrategy
 	// releasesAsClientGo: its release writes leaseDurationSeconds 1, as
@@ -165,9 +169,10 @@ func (p *simProcess) isLeader() bool {
 	return p.leading && p.localNow().Sub(p.renewedAt) < simRenewDeadline
 }
 
-func (w *simWorld) addCandidate(name, binary, emulation string, adopter simAdopter) *simCandidate {
-	c := &simCandidate{w: w, name: name, binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1, adopter: adopter, strategy: w.strategy}
+func (w *simWorld) addCandidate(e *simElection, name, binary, emulation string, adopter simAdopter) *simCandidate {
+	c := &simCandidate{w: w, e: e, name: name, binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1, adopter: adopter, strategy: w.strategy}
 	w.cands = append(w.cands, c)
+	e.cands = append(e.cands, c)
 	return c
 }
 
@@ -210,8 +215,8 @@ func (c *simCandidate) start() {
 	// Its watches list what there is, after a lag; the elector starts
 	// once the Lease's list is in.
 	var lease *coordinationv1.Lease
-	if w.lease != nil {
-		lease = w.lease.DeepCopy()
+	if c.e.lease != nil {
+		lease = c.e.lease.DeepCopy()
 	}
 	at := w.now.Add(w.lag())
 	p.leaseWatch.last, p.candWatch.last = at, at
@@ -330,7 +335,7 @@ func (p *simProcess) register() {
 	p.request(time.Time{}, func() (runtime.Object, error) {
 		cur := w.candidates[c.name]
 		lc := &coordinationv1beta1.LeaseCandidate{Spec: coordinationv1beta1.LeaseCandidateSpec{
-			LeaseName: simLease, BinaryVersion: c.binary, EmulationVersion: c.emulation,
+			LeaseName: c.e.name, BinaryVersion: c.binary, EmulationVersion: c.emulation,
 			Strategy: c.strategy, RenewTime: &now,
 		}}
 		if cur == nil {
@@ -622,7 +627,7 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 		p.own.Wrote(renewTime)
 		rv := base.ResourceVersion
 		p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-			return w.writeLease(renewal, rv, fmt.Sprintf("%s/%d", p.c.name, p.id))
+			return w.writeLease(p.c.e, renewal, rv, fmt.Sprintf("%s/%d", p.c.name, p.id))
 		}, func(obj runtime.Object, err error) {
 			p.cancelRequest = nil
 			if apierrors.IsConflict(err) {
@@ -660,12 +665,11 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 
 // reread is the Get after a conflict, within the same deadline.
 func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease, error)) {
-	w := p.c.w
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-		if w.lease == nil {
-			return nil, apierrors.NewNotFound(simLeasesGR, simLease)
+		if e := p.c.e; e.lease != nil {
+			return e.lease.DeepCopy(), nil
 		}
-		return w.lease.DeepCopy(), nil
+		return nil, apierrors.NewNotFound(simLeasesGR, p.c.e.name)
 	}, func(obj runtime.Object, err error) {
 		p.cancelRequest = nil
 		if err != nil {
@@ -735,7 +739,7 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 	rv := lease.ResourceVersion
 	deadline := p.localNow().Add(simRenewDeadline)
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-		return w.writeLease(next, rv, fmt.Sprintf("%s/%d (let go to %q)", p.c.name, p.id, to))
+		return w.writeLease(p.c.e, next, rv, fmt.Sprintf("%s/%d (let go to %q)", p.c.name, p.id, to))
 	}, func(obj runtime.Object, err error) {
 		p.cancelRequest = nil
 		switch {
@@ -830,22 +834,23 @@ func (p *simProcess) shutdown() {
 // the Lease again (historyLost) and the new leader's process has not seen
 // it either (seenBefore, the most it saw before the naming).
 func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
+	e := p.c.e
 	w.res.terms++
 	w.tracef("%s/%d STARTS LEADING token=%d", p.c.name, p.id, token)
-	if w.anyTerm && token <= w.maxToken {
-		if !w.historyLost || seenBefore >= w.maxToken {
-			w.fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.name, p.id, token, w.maxToken)
+	if e.anyTerm && token <= e.maxToken {
+		if !e.historyLost || seenBefore >= e.maxToken {
+			w.fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.name, p.id, token, e.maxToken)
 		}
-		w.maxToken = token
+		e.maxToken = token
 	}
-	if w.anyTerm && token <= w.maxToken {
+	if e.anyTerm && token <= e.maxToken {
 		// The documented deletion case: whoever deletes a Lease a fenced
 		// resource depends on resets the fence (docs/library.md).
 		w.tracef("the witness's fence is reset: the Lease's token history was lost")
-		w.witness = 0
+		e.witness = 0
 	}
-	w.anyTerm, w.historyLost = true, false
-	w.maxToken = max(w.maxToken, token)
+	e.anyTerm, e.historyLost = true, false
+	e.maxToken = max(e.maxToken, token)
 }
 
 // leaderWrites is leader work, from the start of a term: it writes to the
@@ -885,75 +890,96 @@ func (w *simWorld) witnessWrite(p *simProcess, token int32) {
 	if w.now.Before(p.partitionedUntil) {
 		return
 	}
+	e := p.c.e
 	w.after(w.durationBetweenFrom(w.witnessRng, time.Millisecond, 20*time.Millisecond+w.lagBase), func() {
 		w.res.witnessWrites++
-		if token >= w.witness {
-			w.witness = token
+		if token >= e.witness {
+			e.witness = token
 			return
 		}
 		w.res.fenced++
 		if now, leads := p.leaderToken(); leads && now == token && !p.dead && p.c.proc == p {
-			w.fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.name, p.id, w.witness)
+			w.fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.name, p.id, e.witness)
 		}
 	})
 }
 
 // checkLeaders checks, at the present true instant, that at most one process
-// may act as leader, and follows the liveness bounds after faults stopped.
+// may act as leader of each Lease, and follows the liveness bounds after
+// faults stopped.
 func (w *simWorld) checkLeaders() {
+	steady := true
+	for _, e := range w.elections {
+		w.checkElection(e)
+		steady = steady && !e.steadyFrom.IsZero()
+	}
+	if steady && !w.steadyLag {
+		w.steadyLag = true
+		w.after(w.durationBetween(0, 30*time.Second), w.lagInSteadyState)
+	}
+}
+
+func (w *simWorld) checkElection(e *simElection) {
 	// Most steps have at most one leader: the slice stays on the stack.
 	var buf [2]*simCandidate
 	leaders := buf[:0]
-	for _, c := range w.cands {
+	for _, c := range e.cands {
 		if p := c.proc; p != nil && !p.dead && p.acts() {
 			leaders = append(leaders, c)
 		}
 	}
 	if len(leaders) > 1 {
-		w.fail("two processes may act as leader: %v", leaderNames(leaders))
+		w.fail("two processes may act as leader of %s: %v", e.name, leaderNames(leaders))
 	}
 	if w.quietAt.IsZero() || w.now.Before(w.quietAt) {
 		return
 	}
-	if len(leaders) == 1 && w.quietLeader.IsZero() {
-		w.quietLeader = w.now
+	if len(leaders) == 1 && e.quietLeader.IsZero() {
+		e.quietLeader = w.now
 	}
 	// While no candidate process runs (adopters that lost their term exit,
 	// and their Deployment restarts them 1 to 30 s later), nobody can lead:
 	// the bound counts from when one runs again, a candidate joining, as
 	// the best's bound below does.
 	running := false
-	for _, c := range w.cands {
+	for _, c := range e.cands {
 		running = running || (c.proc != nil && !c.proc.dead)
 	}
 	if !running {
-		w.noneRan = w.now
+		e.noneRan = w.now
 	}
-	best, bestLeads := w.bestLeads(leaders)
+	best, bestLeads := w.bestLeads(e, leaders)
 	// The best is measured from when it became the best: a candidate
 	// started after faults stopped may be better than the leader.
-	if best != w.best {
-		w.best, w.bestFrom = best, w.now
+	if best != e.best {
+		e.best, e.bestFrom = best, w.now
 	}
 	// Some candidate leads within the bound from when faults stopped, a
 	// candidate ran again, or the best changed: a better candidate that
 	// starts just after another was named, before that one led, is
 	// rightly handed the Lease, and leads after its own first try.
 	leaderFrom := w.quietAt
-	for _, t := range []time.Time{w.noneRan, w.bestFrom} {
+	for _, t := range []time.Time{e.noneRan, e.bestFrom} {
 		if t.After(leaderFrom) {
 			leaderFrom = t
 		}
 	}
-	if bound := w.bound(simLeaderBound); w.quietLeader.IsZero() && w.now.Sub(leaderFrom) > bound {
+	if bound := w.bound(simLeaderBound); e.quietLeader.IsZero() && w.now.Sub(leaderFrom) > bound {
 		w.fail("no leader %s after faults stopped and %s after a candidate ran again or the best changed (bound %s)", w.now.Sub(w.quietAt), w.now.Sub(leaderFrom), bound)
 	}
+	if e.sharedIdentity {
+		// Which of the two processes named alike is registered, and so
+		// ranked, changes as their LeaseCandidate is deleted and created
+		// again; the one that is not may hold its Lease meanwhile, renewing
+		// it, and the controller leaves a holder that is no candidate be.
+		return
+	}
 	if bestLeads {
-		if w.quietBest.IsZero() {
-			w.quietBest = w.now
+		if e.quietBest.IsZero() {
+			e.quietBest = w.now
 		}
-	} else if !w.quietBest.IsZero() && w.steadyFrom.IsZero() {
-		w.quietBest = time.Time{} // not settled yet
+	} else if !e.quietBest.IsZero() && e.steadyFrom.IsZero() {
+		e.quietBest = time.Time{} // not settled yet
 	}
 	if best == nil {
 		// No candidate runs: an adopter that lost its term exits, and its
@@ -961,32 +987,31 @@ func (w *simWorld) checkLeaders() {
 		return
 	}
 	from := w.quietAt
-	if w.bestFrom.After(from) {
-		from = w.bestFrom
+	if e.bestFrom.After(from) {
+		from = e.bestFrom
 	}
-	if bound := w.bound(simBestBound); w.quietBest.IsZero() && w.now.Sub(from) > bound {
+	if bound := w.bound(simBestBound); e.quietBest.IsZero() && w.now.Sub(from) > bound {
 		w.fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.now.Sub(from), bound)
 	}
 	// A candidate that is down (an adopter that lost its term exits, and is
 	// restarted later) or not registered yet may be better than the leader
 	// when it comes back: no steady state until every candidate has run,
 	// registered, for as long.
-	for _, c := range w.cands {
-		if c.proc == nil || c.proc.dead || w.candidates[c.name] == nil {
-			w.lastDown = w.now
+	for _, c := range e.cands {
+		if c.proc == nil || c.proc.dead || c.registered() == nil {
+			e.lastDown = w.now
 			break
 		}
 	}
-	if !w.quietBest.IsZero() && w.steadyFrom.IsZero() && w.now.Sub(w.quietBest) > 30*time.Second && w.now.Sub(w.lastDown) > 30*time.Second {
+	if !e.quietBest.IsZero() && e.steadyFrom.IsZero() && w.now.Sub(e.quietBest) > 30*time.Second && w.now.Sub(e.lastDown) > 30*time.Second {
 		// Settled: from now on nothing but the holder's renewals and the
 		// candidates' own renewals may be written.
-		w.steadyFrom = w.now
-		w.res.toLeader = max(w.res.toLeader, w.quietLeader.Sub(w.quietAt))
-		w.res.toBest = max(w.res.toBest, w.quietBest.Sub(from))
-		w.tracef("steady state from here")
-		w.after(w.durationBetween(0, 30*time.Second), w.lagInSteadyState)
+		e.steadyFrom = w.now
+		w.res.toLeader = max(w.res.toLeader, e.quietLeader.Sub(w.quietAt))
+		w.res.toBest = max(w.res.toBest, e.quietBest.Sub(from))
+		w.tracef("steady state of %s from here", e.name)
 	}
-	if !w.steadyFrom.IsZero() && !bestLeads {
+	if !e.steadyFrom.IsZero() && !bestLeads {
 		w.fail("leadership changed in steady state: leaders %v", leaderNames(leaders))
 	}
 }
@@ -1012,17 +1037,26 @@ func leaderNames(leaders []*simCandidate) []string {
 // asGoodAs reports whether the leader is the best candidate's equal on
 // merit: among equals whoever holds keeps leading.
 func (w *simWorld) asGoodAs(leader, best *simCandidate) bool {
-	lc, blc := w.candidates[leader.name], w.candidates[best.name]
+	lc, blc := leader.registered(), best.registered()
 	return lc != nil && blc != nil && w.ranking().CompareMerit(lc, blc) == 0
+}
+
+// registered is c's LeaseCandidate, nil when there is none for its Lease
+// (another Lease's candidate may have its name: see addElections).
+func (c *simCandidate) registered() *coordinationv1beta1.LeaseCandidate {
+	if lc := c.w.candidates[c.name]; lc != nil && lc.Spec.LeaseName == c.e.name {
+		return lc
+	}
+	return nil
 }
 
 // bestLeads is the best candidate, and whether the one leader is as good
 // as it. Ranking parses versions, so the answer is kept while nothing it
 // depends on changes: the stored candidates (candidateWrites), which
 // processes run, the leader.
-func (w *simWorld) bestLeads(leaders []*simCandidate) (*simCandidate, bool) {
+func (w *simWorld) bestLeads(e *simElection, leaders []*simCandidate) (*simCandidate, bool) {
 	key := simRankKey{candidateWrites: w.candidateWrites}
-	for i, c := range w.cands {
+	for i, c := range e.cands {
 		if c.proc != nil && !c.proc.dead {
 			key.running |= 1 << i
 		}
@@ -1030,12 +1064,12 @@ func (w *simWorld) bestLeads(leaders []*simCandidate) (*simCandidate, bool) {
 	if len(leaders) == 1 {
 		key.leader = leaders[0]
 	}
-	if w.rank.valid && w.rank.key == key {
-		return w.rank.best, w.rank.bestLeads
+	if e.rank.valid && e.rank.key == key {
+		return e.rank.best, e.rank.bestLeads
 	}
-	best := w.bestCandidate()
+	best := w.bestCandidate(e)
 	bestLeads := len(leaders) == 1 && best != nil && w.asGoodAs(leaders[0], best)
-	w.rank.key, w.rank.valid, w.rank.best, w.rank.bestLeads = key, true, best, bestLeads
+	e.rank.key, e.rank.valid, e.rank.best, e.rank.bestLeads = key, true, best, bestLeads
 	return best, bestLeads
 }
 
@@ -1046,13 +1080,13 @@ type simRankKey struct {
 }
 
 // bestCandidate is the candidate that should lead: the best running one.
-func (w *simWorld) bestCandidate() *simCandidate {
+func (w *simWorld) bestCandidate(e *simElection) *simCandidate {
 	var best *simCandidate
-	for _, c := range w.cands {
-		if c.proc == nil || c.proc.dead || w.candidates[c.name] == nil {
+	for _, c := range e.cands {
+		if c.proc == nil || c.proc.dead || c.registered() == nil {
 			continue
 		}
-		if best == nil || w.ranking().Compare(w.candidates[c.name], w.candidates[best.name]) < 0 {
+		if best == nil || w.ranking().Compare(c.registered(), best.registered()) < 0 {
 			best = c
 		}
 	}
@@ -1081,6 +1115,8 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	w.tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.errorRate, w.lagBase, w.strategy)
 
+	primary := &simElection{name: simLease}
+	w.elections = []*simElection{primary}
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
 	n := 2 + w.rng.IntN(4)
 	for i := range n {
@@ -1089,7 +1125,7 @@ func runSim(seed uint64, tracing bool) simResult {
 		if w.rng.IntN(2) == 0 && emulation != "1.36.0" {
 			binary = "1.36.0"
 		}
-		c := w.addCandidate(fmt.Sprintf("c%d", i), binary, emulation, simAdopter(w.rng.IntN(3)))
+		c := w.addCandidate(primary, fmt.Sprintf("c%d", i), binary, emulation, simAdopter(w.rng.IntN(3)))
 		w.after(w.durationBetween(0, 3*time.Second), c.start)
 	}
 	if w.rng.IntN(4) == 0 {
@@ -1103,6 +1139,8 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	if builtinRun(seed) {
 		w.addBuiltin()
+	} else if rand.New(rand.NewPCG(seed, 0x7a3f15e1c2d4b689)).IntN(simManyLeasesEvery) == 0 {
+		w.addElections()
 	}
 	w.startController()
 	w.scheduleFaults()
@@ -1149,16 +1187,17 @@ func (w *simWorld) injectFault() {
 	if !w.faulty {
 		return
 	}
+	e := w.pickElection()
 	pick := func() *simCandidate {
 		// Mostly the holder: that is where faults hurt.
-		if w.lease != nil && w.rng.IntN(2) == 0 {
-			for _, c := range w.cands {
-				if c.name == holderIdentity(w.lease) {
+		if e.lease != nil && w.rng.IntN(2) == 0 {
+			for _, c := range e.cands {
+				if c.name == holderIdentity(e.lease) {
 					return c
 				}
 			}
 		}
-		return w.cands[w.rng.IntN(len(w.cands))]
+		return e.cands[w.rng.IntN(len(e.cands))]
 	}
 	switch k := w.rng.IntN(15); k {
 	case 0, 1: // SIGSTOP, then SIGCONT
@@ -1200,9 +1239,9 @@ func (w *simWorld) injectFault() {
 			})
 		}
 	case 4: // the Lease is deleted
-		if w.lease != nil && w.builtin == nil { // see simBuiltin
+		if e.lease != nil && w.builtin == nil { // see simBuiltin
 			w.fault("delete-lease")
-			_, _ = w.writeLease(nil, w.lease.ResourceVersion, "fault")
+			_, _ = w.writeLease(e, nil, e.lease.ResourceVersion, "fault")
 		}
 	case 5: // a candidate is deleted
 		c := pick()
@@ -1244,12 +1283,12 @@ func (w *simWorld) injectFault() {
 		w.after(w.durationBetween(time.Second, 40*time.Second), sc.resume)
 	case 10: // someone deletes the Lease and creates it again, vacant
 		// (kubectl, GitOps re-applying it): creates carry no precondition
-		if w.lease != nil && w.builtin == nil { // see simBuiltin
+		if e.lease != nil && w.builtin == nil { // see simBuiltin
 			w.fault("recreate-lease")
-			_, _ = w.writeLease(nil, w.lease.ResourceVersion, "kubectl")
+			_, _ = w.writeLease(e, nil, e.lease.ResourceVersion, "kubectl")
 			w.after(w.durationBetween(0, 3*time.Second), func() {
-				if w.lease == nil && w.faulty {
-					_, _ = w.writeLease(&coordinationv1.Lease{}, "", "kubectl")
+				if e.lease == nil && w.faulty {
+					_, _ = w.writeLease(e, &coordinationv1.Lease{}, "", "kubectl")
 				}
 			})
 		}
@@ -1341,6 +1380,54 @@ func (w *simWorld) rollout() {
 		w.strategy = to
 		w.rollingOut = false
 	})
+}
+
+// simManyLeasesEvery: one run in so many (of those without kube-apiserver's
+// controller, whose model elects one Lease) has more Leases.
+const simManyLeasesEvery = 5
+
+// addElections adds one or two more Leases in the namespace, each with two
+// or three candidates of its own, so that the controller elects several at
+// once with one worker. In half of these runs one of them is misconfigured
+// with the Identity of a library candidate of the first Lease (two
+// components on one host, both named after it): one LeaseCandidate of that
+// name exists, and whichever process finds it taken by the other Lease says
+// so (ErrIdentityInUse) and exits, or keeps trying without touching it,
+// while the other takes part.
+func (w *simWorld) addElections() {
+	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
+	shared := ""
+	if w.rng.IntN(2) == 0 {
+		for _, c := range w.elections[0].cands {
+			if c.adopter == simLibrary {
+				shared = c.name
+				break
+			}
+		}
+	}
+	for i, name := range []string{"lease-b", "lease-d"}[:1+w.rng.IntN(2)] {
+		e := &simElection{name: name}
+		w.elections = append(w.elections, e)
+		for j := range 2 + w.rng.IntN(2) {
+			emulation := versions[w.rng.IntN(len(versions))]
+			id, adopter := fmt.Sprintf("%s%d", name[len(name)-1:], j), simAdopter(w.rng.IntN(3))
+			if i == 0 && j == 0 && shared != "" {
+				id, adopter = shared, simLibrary
+				e.sharedIdentity, w.elections[0].sharedIdentity = true, true
+				w.tracef("%s's candidate %s has the Identity of %s's", name, id, w.elections[0].name)
+			}
+			c := w.addCandidate(e, id, "1.36.0", emulation, adopter)
+			w.after(w.durationBetween(0, 3*time.Second), c.start)
+		}
+	}
+}
+
+// pickElection draws the Lease a fault hits (no draw when the run has one).
+func (w *simWorld) pickElection() *simElection {
+	if len(w.elections) == 1 {
+		return w.elections[0]
+	}
+	return w.elections[w.rng.IntN(len(w.elections))]
 }
 
 // simPriorities are the priorities an operator gives candidates ("": the
@@ -1502,7 +1589,7 @@ func (w *simWorld) checkRecords() {
 	if n := len(obs.candidates); n > len(w.candidates) {
 		w.fail("the controller keeps %d candidate records for %d candidates", n, len(w.candidates))
 	}
-	if n := len(obs.leases); n > 1 {
-		w.fail("the controller keeps %d Lease records for one Lease", n)
+	if n := len(obs.leases); n > len(w.elections) {
+		w.fail("the controller keeps %d Lease records for %d Leases", n, len(w.elections))
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -76,7 +77,7 @@ func (p *simProcess) startLibrary() {
 	l := &simLib{p: p, clock: &simClock{now: p.localNow()}}
 	p.lib = l
 	w.libs = append(w.libs, l)
-	l.leases = newSimInformer(func(obj any) (string, error) { return simNS + "/" + simLease, nil })
+	l.leases = newSimInformer(func(obj any) (string, error) { return c.e.key(), nil })
 	l.cands = newSimInformer(func(obj any) (string, error) { return simNS + "/" + c.name, nil })
 	logger := logr.Discard()
 	if w.tracing {
@@ -85,7 +86,7 @@ func (p *simProcess) startLibrary() {
 	l.ctx, l.cancel = context.WithCancel(klog.NewContext(context.Background(), logger))
 	loops, err := stepped.New(candidatepkg.Config{
 		Access: &simLibAccess{l: l}, Clock: l.clock, Logger: logger,
-		Namespace: simNS, LeaseName: simLease, Identity: c.name,
+		Namespace: simNS, LeaseName: c.e.name, Identity: c.name,
 		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: c.strategy,
 		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
 		CandidateRenewInterval: simCandRenew,
@@ -113,8 +114,8 @@ func (p *simProcess) startLibrary() {
 	// The informers list what there is, after a lag; the loops start once
 	// both lists are in.
 	var lease, self []runtime.Object
-	if w.lease != nil {
-		lease = append(lease, w.lease.DeepCopy())
+	if c.e.lease != nil {
+		lease = append(lease, c.e.lease.DeepCopy())
 	}
 	if lc := w.candidates[c.name]; lc != nil {
 		self = append(self, lc.DeepCopy())
@@ -128,7 +129,24 @@ func (p *simProcess) startLibrary() {
 			l.leases.list(lease...)
 			l.cands.list(self...)
 			if err := l.loops.Start(l.ctx); err != nil {
-				w.fail("%s/%d cannot start: %v", c.name, p.id, err)
+				if !errors.Is(err, candidatepkg.ErrIdentityInUse) {
+					w.fail("%s/%d cannot start: %v", c.name, p.id, err)
+					return
+				}
+				// Run returns the error and the process exits; the kubelet
+				// starts it again after a back-off that doubles from 10s
+				// to 5m, as for a container that keeps crashing.
+				w.tracef("%s/%d exits: %v", c.name, p.id, err)
+				w.res.identityInUse++
+				l.kill()
+				c.proc = nil
+				backoff := min(10*time.Second<<min(c.refusals, 5), 5*time.Minute)
+				c.refusals++
+				w.after(backoff, func() {
+					if c.proc == nil {
+						c.start()
+					}
+				})
 				return
 			}
 			l.started = true
@@ -368,12 +386,12 @@ func (l *simLib) who() string { return fmt.Sprintf("%s/%d", l.p.c.name, l.p.id) 
 type simLibLeases struct{ l *simLib }
 
 func (c simLibLeases) Get(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	w := c.l.p.c.w
+	e := c.l.p.c.w.electionOf(name)
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
-		if w.lease == nil {
+		if e == nil || e.lease == nil {
 			return nil, apierrors.NewNotFound(simLeasesGR, name)
 		}
-		return w.lease.DeepCopy(), nil
+		return e.lease.DeepCopy(), nil
 	})
 	lease, _ := obj.(*coordinationv1.Lease)
 	return lease, err
@@ -388,10 +406,14 @@ func (c simLibLeases) Update(ctx context.Context, lease *coordinationv1.Lease) (
 	lease = lease.DeepCopy()
 	before := ""
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
-		if w.lease != nil {
-			before = holderIdentity(w.lease)
+		e := w.electionOf(lease.Name)
+		if e == nil {
+			return nil, apierrors.NewNotFound(simLeasesGR, lease.Name)
 		}
-		written, err := w.writeLease(lease, lease.ResourceVersion, c.l.who())
+		if e.lease != nil {
+			before = holderIdentity(e.lease)
+		}
+		written, err := w.writeLease(e, lease, lease.ResourceVersion, c.l.who())
 		if written == nil {
 			return nil, err
 		}
