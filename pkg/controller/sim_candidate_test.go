@@ -835,6 +835,9 @@ func (p *simProcess) shutdown() {
 // it either (seenBefore, the most it saw before the naming).
 func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 	e := p.c.e
+	if e.unhandled {
+		w.fail("%s/%d leads %s, whose candidates ask for %s, which nobody handles", p.c.name, p.id, e.name, simUnhandledStrategy)
+	}
 	w.res.terms++
 	w.tracef("%s/%d STARTS LEADING token=%d", p.c.name, p.id, token)
 	if e.anyTerm && token <= e.maxToken {
@@ -911,7 +914,7 @@ func (w *simWorld) checkLeaders() {
 	steady := true
 	for _, e := range w.elections {
 		w.checkElection(e)
-		steady = steady && !e.steadyFrom.IsZero()
+		steady = steady && (!e.steadyFrom.IsZero() || e.unhandled)
 	}
 	if steady && !w.steadyLag {
 		w.steadyLag = true
@@ -920,6 +923,9 @@ func (w *simWorld) checkLeaders() {
 }
 
 func (w *simWorld) checkElection(e *simElection) {
+	if e.unhandled {
+		return // nobody leads it (newTerm and the controller's writes check it)
+	}
 	// Most steps have at most one leader: the slice stays on the stack.
 	var buf [2]*simCandidate
 	leaders := buf[:0]
@@ -1357,6 +1363,9 @@ func (w *simWorld) rollout() {
 	w.rollingOut = true
 	at := time.Duration(0)
 	for _, c := range w.cands {
+		if c.e.unhandled {
+			continue
+		}
 		at += w.durationBetween(5*time.Second, 20*time.Second)
 		w.after(at, func() {
 			w.tracef("the rollout restarts %s asking for %s", c.name, to)
@@ -1408,6 +1417,9 @@ func (w *simWorld) addElections() {
 	for i, name := range []string{"lease-b", "lease-d"}[:1+w.rng.IntN(2)] {
 		e := &simElection{name: name}
 		w.elections = append(w.elections, e)
+		// The second asks for a strategy cle does not handle: no
+		// controller of cle's may name a holder.
+		e.unhandled = i == 1
 		for j := range 2 + w.rng.IntN(2) {
 			emulation := versions[w.rng.IntN(len(versions))]
 			id, adopter := fmt.Sprintf("%s%d", name[len(name)-1:], j), simAdopter(w.rng.IntN(3))
@@ -1417,10 +1429,17 @@ func (w *simWorld) addElections() {
 				w.tracef("%s's candidate %s has the Identity of %s's", name, id, w.elections[0].name)
 			}
 			c := w.addCandidate(e, id, "1.36.0", emulation, adopter)
+			if e.unhandled {
+				c.strategy = simUnhandledStrategy
+			}
 			w.after(w.durationBetween(0, 3*time.Second), c.start)
 		}
 	}
 }
+
+// simUnhandledStrategy is a strategy no controller handles, asked for by
+// every candidate of a Lease in some runs (see addElections).
+const simUnhandledStrategy coordinationv1.CoordinatedLeaseStrategy = "example.com/Future"
 
 // pickElection draws the Lease a fault hits (no draw when the run has one).
 func (w *simWorld) pickElection() *simElection {

@@ -346,8 +346,9 @@ type simElection struct {
 	// witness is the highest token the Lease's fenced witness accepted.
 	witness int32
 	// sharedIdentity: one of its candidates has the Identity of another
-	// Lease's (see addElections).
-	sharedIdentity bool
+	// Lease's; unhandled: its candidates ask for a strategy nobody handles
+	// (see addElections).
+	sharedIdentity, unhandled bool
 	best           *simCandidate // the best running candidate, since bestFrom
 	bestFrom       time.Time
 	quietLeader    time.Time // when some candidate first led after faults stopped
@@ -1214,6 +1215,9 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 		return nil, werr
 	}
 	w.controllerWrote(e, "lease")
+	if e.unhandled && holderIdentity(written) != "" {
+		w.fail("controller %d named %s the holder of %s, whose candidates ask for %s, which it does not handle", c.sc.id, holderIdentity(written), e.name, simUnhandledStrategy)
+	}
 	if e.anyTerm && c.sc.sawToken[e.name] < e.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken {
 		// A replica that never saw the Lease's highest token while
 		// candidates referenced it creates it again after a deletion, or
