@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cle-dev/cle/internal/stepped"
-	"github.com/cle-dev/cle/pkg/access"
 	candidatepkg "github.com/cle-dev/cle/pkg/candidate"
 )
 
@@ -85,7 +83,8 @@ func (p *simProcess) startLibrary() {
 	}
 	l.ctx, l.cancel = context.WithCancel(klog.NewContext(context.Background(), logger))
 	loops, err := stepped.New(candidatepkg.Config{
-		Access: &simLibAccess{l: l}, Clock: l.clock, Logger: logger,
+		Access: &simAccess{leases: simLibLeases{l}, candidates: simLibCandidates{l}, leaseInf: l.leases, candInf: l.cands},
+		Clock:  l.clock, Logger: logger,
 		Namespace: simNS, LeaseName: c.e.name, Identity: c.name,
 		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: c.strategy,
 		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
@@ -348,26 +347,6 @@ func (l *simLib) kill() {
 		lp.th.abandon()
 	}
 	l.cur = nil
-}
-
-// simLibAccess is the library's access layer: the model server, reached
-// through the process's running thread, and the process's informers.
-type simLibAccess struct{ l *simLib }
-
-func (a *simLibAccess) Mode() access.Mode          { return access.ModeNative }
-func (a *simLibAccess) ControllerLockName() string { return access.NativeControllerLock }
-func (a *simLibAccess) LeaseCandidates(string) access.CandidateClient {
-	return simLibCandidates{a.l}
-}
-func (a *simLibAccess) CandidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
-	return &corev1.ObjectReference{Kind: "LeaseCandidate", Namespace: lc.Namespace, Name: lc.Name}
-}
-func (a *simLibAccess) Leases(string) access.LeaseClient { return simLibLeases{a.l} }
-func (a *simLibAccess) NewCandidateInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
-	return a.l.cands
-}
-func (a *simLibAccess) NewLeaseInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
-	return a.l.leases
 }
 
 // call makes one request of the running thread; do is what the server does

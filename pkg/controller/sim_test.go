@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/google/go-cmp/cmp"
 	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -349,13 +349,13 @@ type simElection struct {
 	// Lease's; unhandled: its candidates ask for a strategy nobody handles
 	// (see addElections).
 	sharedIdentity, unhandled bool
-	best           *simCandidate // the best running candidate, since bestFrom
-	bestFrom       time.Time
-	quietLeader    time.Time // when some candidate first led after faults stopped
-	noneRan        time.Time // the last instant after faults stopped at which no candidate process ran
-	quietBest      time.Time // when the best candidate first led after faults stopped
-	steadyFrom     time.Time // from then on, no controller write is expected
-	lastDown       time.Time // when some candidate last was down or unregistered
+	best                      *simCandidate // the best running candidate, since bestFrom
+	bestFrom                  time.Time
+	quietLeader               time.Time // when some candidate first led after faults stopped
+	noneRan                   time.Time // the last instant after faults stopped at which no candidate process ran
+	quietBest                 time.Time // when the best candidate first led after faults stopped
+	steadyFrom                time.Time // from then on, no controller write is expected
+	lastDown                  time.Time // when some candidate last was down or unregistered
 	// rank caches bestLeads.
 	rank struct {
 		key       simRankKey
@@ -706,7 +706,7 @@ func (w *simWorld) startController() {
 	}
 	sc.ctx = klog.NewContext(context.Background(), logger)
 	sc.clock = testingclock.NewFakeClock(sc.localNow())
-	acc := &simAccess{sc: sc}
+	acc := &simAccess{leases: simLeaseClient{sc}, candidates: simCandidateClient{sc}}
 	sc.linf, sc.cinf = newSimInformer(cache.MetaNamespaceKeyFunc), newSimInformer(cache.MetaNamespaceKeyFunc)
 	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: []string{simNS}}
 	holding := func() bool {
@@ -1145,23 +1145,34 @@ func (sc *simController) send(th *simThread, r *simRequest) {
 	})
 }
 
-// simAccess is the controller's client of the model server.
-type simAccess struct{ sc *simController }
+// simAccess is an access layer on the model server: its clients, and the
+// informers the process's watches feed (nil: the process builds none).
+type simAccess struct {
+	leases            access.LeaseClient
+	candidates        access.CandidateClient
+	leaseInf, candInf *simInformer
+}
 
 func (a *simAccess) Mode() access.Mode          { return access.ModeNative }
 func (a *simAccess) ControllerLockName() string { return access.NativeControllerLock }
 func (a *simAccess) LeaseCandidates(string) access.CandidateClient {
-	return simCandidateClient{a.sc}
+	return a.candidates
 }
 func (a *simAccess) CandidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "LeaseCandidate", Namespace: lc.Namespace, Name: lc.Name}
 }
-func (a *simAccess) Leases(string) access.LeaseClient { return simLeaseClient{a.sc} }
+func (a *simAccess) Leases(string) access.LeaseClient { return a.leases }
 func (a *simAccess) NewCandidateInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
-	panic("not used")
+	if a.candInf == nil {
+		panic("not used")
+	}
+	return a.candInf
 }
 func (a *simAccess) NewLeaseInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
-	panic("not used")
+	if a.leaseInf == nil {
+		panic("not used")
+	}
+	return a.leaseInf
 }
 
 type simLeaseClient struct{ sc *simController }
