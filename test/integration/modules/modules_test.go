@@ -151,6 +151,12 @@ func consumerEnv(t *testing.T, proxy string) []string {
 		"GOPRIVATE=", "GONOPROXY=", "GOINSECURE=",
 		"GOWORK=off", "GOTOOLCHAIN=local",
 		"GIT_TERMINAL_PROMPT=0",
+		// Each run publishes the tree as it is under the same version. The
+		// go command indexes a module in the module cache by its version,
+		// a released version never changing, and would build a package
+		// with the imports an earlier run's tree had; the index is turned
+		// off so that the consumers see what this run published.
+		"GODEBUG=goindex=0",
 	)
 }
 
