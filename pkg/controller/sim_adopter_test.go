@@ -382,6 +382,7 @@ func (e *simElector) exit() {
 	p.dead = true
 	e.work = false
 	c.proc = nil
+	c.e.exitedAt = w.now
 	if e.onExit != nil {
 		e.onExit()
 		return

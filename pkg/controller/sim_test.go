@@ -345,6 +345,9 @@ type simElection struct {
 	historyLost bool // the next term may restart the tokens
 	// witness is the highest token the Lease's fenced witness accepted.
 	witness int32
+	// exitedAt is when one of its adopters' processes last exited on its
+	// own (after losing its term).
+	exitedAt time.Time
 	// sharedIdentity: one of its candidates has the Identity of another
 	// Lease's; unhandled: its candidates ask for a strategy nobody handles
 	// (see addElections).
