@@ -164,7 +164,8 @@ func (p *simProcess) untilLocal(d time.Duration) time.Duration {
 // clock.
 func (p *simProcess) isLeader() bool {
 	if p.lib != nil {
-		return p.lib.isLeader()
+		_, ok := p.lib.leaderToken()
+		return ok
 	}
 	return p.leading && p.localNow().Sub(p.renewedAt) < simRenewDeadline
 }
@@ -845,8 +846,6 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 			w.fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.name, p.id, token, e.maxToken)
 		}
 		e.maxToken = token
-	}
-	if e.anyTerm && token <= e.maxToken {
 		// The documented deletion case: whoever deletes a Lease a fenced
 		// resource depends on resets the fence (docs/library.md).
 		w.tracef("the witness's fence is reset: the Lease's token history was lost")
@@ -1103,13 +1102,17 @@ type simRankKey struct {
 
 // bestCandidate is the candidate that should lead: the best running one.
 func (w *simWorld) bestCandidate(e *simElection) *simCandidate {
-	var best *simCandidate
+	var (
+		best   *simCandidate
+		bestLC *coordinationv1beta1.LeaseCandidate
+	)
 	for _, c := range e.cands {
-		if c.proc == nil || c.proc.dead || c.registered() == nil {
+		lc := c.registered()
+		if c.proc == nil || c.proc.dead || lc == nil {
 			continue
 		}
-		if best == nil || w.ranking().Compare(c.registered(), best.registered()) < 0 {
-			best = c
+		if best == nil || w.ranking().Compare(lc, bestLC) < 0 {
+			best, bestLC = c, lc
 		}
 	}
 	return best

@@ -25,7 +25,7 @@ import (
 // A library candidate's process runs pkg/candidate itself: its elector and
 // registrar (lease.go, registration.go, term.go), its Start and its
 // Shutdown, built by internal/stepped from a candidate.Config whose access
-// layer is the model server (simLibAccess) and whose clock is the process's
+// layer is the model server (simAccess) and whose clock is the process's
 // own. What the simulation does in their place is what Run's goroutines do:
 // it steps each loop when its timer is due or its informer (fed by the
 // process's watches) wakes it, and each step runs on a goroutine of its own
@@ -61,7 +61,6 @@ type simLib struct {
 
 // simLoop is one of the library's loops: its thread, and its timer.
 type simLoop struct {
-	name string
 	th   simThread
 	step func(context.Context) time.Duration
 	// gen identifies the pending timer: a newer one replaces it. due: a
@@ -98,8 +97,8 @@ func (p *simProcess) startLibrary() {
 		panic(err)
 	}
 	l.loops = loops
-	l.elector = &simLoop{name: "elector", step: loops.StepElector}
-	l.registrar = &simLoop{name: "registrar", step: loops.StepRegistrar}
+	l.elector = &simLoop{step: loops.StepElector}
+	l.registrar = &simLoop{step: loops.StepRegistrar}
 	for _, lp := range []*simLoop{l.elector, l.registrar} {
 		lp.th.send = func(r *simRequest) { l.send(&lp.th, r) }
 		lp.th.end = func(t simTurn) { l.stepEnded(lp, t.requeue) }
@@ -257,17 +256,9 @@ func (l *simLib) noteTerm() {
 	l.token, l.leading = token, leading
 }
 
-// isLeader is IsLeader on the process's clock now. A reader that finds the
-// term lapsed wakes the elector, as in the library.
-func (l *simLib) isLeader() bool {
-	l.sync()
-	ok := l.loops.IsLeader()
-	l.woken()
-	return ok
-}
-
-// leaderToken is what leader work asks before it writes: Token, on the
-// process's clock now (a lapsed term wakes the elector, as IsLeader).
+// leaderToken is Token on the process's clock now, what leader work asks
+// before it writes; ok is IsLeader. A reader that finds the term lapsed
+// wakes the elector, as in the library.
 func (l *simLib) leaderToken() (int32, bool) {
 	l.sync()
 	token, ok := l.loops.Token()

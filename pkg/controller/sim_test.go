@@ -724,8 +724,8 @@ func (w *simWorld) startController() {
 	sc.gcWorker = simWorker{sc: sc, process: c.processNextGC}
 	c.queue.ShutDown() // client-go's queues give way to the simulation's
 	c.gcQueue.ShutDown()
-	c.queue = newSimQueue(sc, sc.worker.kick)
-	c.gcQueue = newSimQueue(sc, sc.gcWorker.kick)
+	sc.worker.queue, sc.gcWorker.queue = newSimQueue(sc, sc.worker.kick), newSimQueue(sc, sc.gcWorker.kick)
+	c.queue, c.gcQueue = sc.worker.queue, sc.gcWorker.queue
 	for _, wk := range []*simWorker{&sc.worker, &sc.gcWorker} {
 		wk.th.send = func(r *simRequest) { sc.send(&wk.th, r) }
 		wk.th.end = func(simTurn) { wk.kick() }
@@ -929,6 +929,7 @@ func (sc *simController) deliver(inf *simInformer, obj runtime.Object, deleted b
 // (processNext or processNextGC) for each item of its queue, one at a time.
 type simWorker struct {
 	sc      *simController
+	queue   *simQueue
 	process func(context.Context) bool
 	th      simThread
 	kicked  bool
@@ -954,17 +955,10 @@ func (wk *simWorker) run() {
 	if sc.dead || wk.th.busy() {
 		return
 	}
-	if q := sc.queueOf(wk); q.Len() == 0 || q.ShuttingDown() {
+	if wk.queue.Len() == 0 || wk.queue.ShuttingDown() {
 		return
 	}
 	sc.turn(&wk.th, func() { wk.th.run(func() simTurn { wk.process(sc.ctx); return simTurn{} }) })
-}
-
-func (sc *simController) queueOf(wk *simWorker) *simQueue {
-	if wk == &sc.gcWorker {
-		return sc.c.gcQueue.(*simQueue)
-	}
-	return sc.c.queue.(*simQueue)
 }
 
 // turn lets th run until it yields, on the replica's clock as it is now.
