@@ -35,8 +35,7 @@ type WatchLag struct {
 }
 
 // lagProbe is one write to recognise in the watch, by the renewTime it
-// writes: the watch delivers it, or a later version, with that renewTime or
-// a later one (renewals never move it back). It is recorded before the write
+// writes: the watch delivers it, or a later version (see unseenAfter). It is recorded before the write
 // is sent, since the watch may deliver the write before its response comes.
 type lagProbe struct {
 	renewTime time.Time
@@ -105,12 +104,28 @@ func (w *WatchLag) observe(lease *coordinationv1.Lease) {
 	if !ok {
 		return
 	}
-	probes = slices.DeleteFunc(probes, func(p lagProbe) bool { return !renew.Before(p.renewTime) })
+	probes = unseenAfter(probes, renew)
 	if len(probes) == 0 {
 		delete(w.pending, key)
 		return
 	}
 	w.pending[key] = probes
+}
+
+// unseenAfter is what is still awaited of probes once the watch showed a version
+// with renewTime renew. The writes are this controller's, sent one after the
+// other: the one the watch shows, known by its renewTime, follows every
+// earlier one, whose renewTimes a wall clock set back meanwhile may have put
+// later. A renewTime none of them wrote (another writer's, or one merged
+// into the newest probe) shows those it is not before, as renewals move it
+// forward while the clock is not set back.
+func unseenAfter(probes []lagProbe, renew time.Time) []lagProbe {
+	for i := len(probes) - 1; i >= 0; i-- {
+		if probes[i].renewTime.Equal(renew) {
+			return probes[i+1:]
+		}
+	}
+	return slices.DeleteFunc(probes, func(p lagProbe) bool { return !renew.Before(p.renewTime) })
 }
 
 // forget drops what is awaited of a Lease that is gone.

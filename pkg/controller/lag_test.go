@@ -66,6 +66,15 @@ func TestWatchLag(t *testing.T) {
 			}
 			return w.At(t0.Add(121 * time.Second))
 		}, 15 * time.Second},
+		{"a write delivered shows every earlier one, also after the clock was set back", func(w *WatchLag) time.Duration {
+			w.ExpectRenewal("ns", "l", t0, t0)
+			w.ExpectRenewal("ns", "l", t0.Add(2*time.Second), t0.Add(2*time.Second))
+			// The wall clock is set back two minutes: renewTime moves back.
+			w.ExpectRenewal("ns", "l", t0.Add(-2*time.Minute+4*time.Second), t0.Add(4*time.Second))
+			w.ExpectRenewal("ns", "l", t0.Add(-2*time.Minute+6*time.Second), t0.Add(6*time.Second))
+			w.observe(lagLease("12", t0.Add(-2*time.Minute+4*time.Second)))
+			return w.At(t0.Add(7 * time.Second))
+		}, time.Second},
 		{"a write that failed is not awaited", func(w *WatchLag) time.Duration {
 			failed := w.ExpectRenewal("ns", "l", t0, t0)
 			failed()
