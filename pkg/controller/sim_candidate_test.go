@@ -122,6 +122,15 @@ type simProcess struct {
 	inCall       bool
 	callDeadline time.Time
 	renewOK      bool
+
+	// Clock faults (see sim_clock_test.go): stepped is how far the wall
+	// clock was set forward or back in all; a suspend stops the process
+	// and its monotonic clock from suspendedAt (zero when not suspended),
+	// suspended sums those that ended, suspends counts them.
+	stepped     time.Duration
+	suspendedAt time.Time
+	suspended   time.Duration
+	suspends    int
 }
 
 // simWorkReturn bounds how long leader work takes to return once its
@@ -130,7 +139,7 @@ const simWorkReturn = time.Second
 
 func (p *simProcess) localNow() time.Time {
 	w := p.c.w
-	return w.now.Add(p.offset + time.Duration(p.drift*float64(w.now.Sub(p.born))))
+	return w.now.Add(p.offset + p.stepped + time.Duration(p.drift*float64(w.now.Sub(p.born))))
 }
 
 // quietIn is the elector's quietIn: how long until nothing of this process
@@ -255,6 +264,10 @@ func (p *simProcess) resume() {
 		return
 	}
 	p.paused = false
+	if !p.suspendedAt.IsZero() {
+		p.suspended += p.c.w.now.Sub(p.suspendedAt)
+		p.suspendedAt = time.Time{}
+	}
 	p.c.w.tracef("%s/%d resumes", p.c.name, p.id)
 	held := p.held
 	p.held = nil
@@ -862,7 +875,7 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 // so that they change nothing else a seed draws.
 func (p *simProcess) leaderWrites(token int32) {
 	w := p.c.w
-	w.after(p.untilLocal(w.durationBetweenFrom(w.witnessRng, 500*time.Millisecond, 3*time.Second)), func() {
+	p.afterMono(w.durationBetweenFrom(w.witnessRng, 500*time.Millisecond, 3*time.Second), func() {
 		p.act(func() {
 			if now, ok := p.leaderToken(); ok && now == token {
 				w.witnessWrite(p, token)
@@ -1169,6 +1182,9 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	w.startController()
 	w.scheduleFaults()
+	if !builtinRun(seed) && rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908)).IntN(simClockFaultsEvery) == 0 {
+		w.scheduleClockFaults(seed)
+	}
 	quiet := simQuietPhase
 	if seed%simLongEvery == 0 {
 		// Drawn from a stream of its own: the rest of the schedule is the

@@ -31,6 +31,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/instant"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
@@ -281,13 +282,16 @@ type simWorld struct {
 	rng *rand.Rand
 	// witnessRng draws what leader work's writes to the witness do.
 	witnessRng *rand.Rand
-	start      time.Time
-	now        time.Time
-	events     simEvents
-	seq        int
-	tracing    bool
-	trace      []string
-	res        simResult
+	// clockFaults: library processes' clocks are stepped and suspended
+	// (see sim_clock_test.go).
+	clockFaults bool
+	start       time.Time
+	now         time.Time
+	events      simEvents
+	seq         int
+	tracing     bool
+	trace       []string
+	res         simResult
 
 	rv int64
 	// elections are the Leases of the run, each with its candidates; the
@@ -569,6 +573,9 @@ func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv st
 	}
 	stored := lease.DeepCopy()
 	stored.Namespace, stored.Name = simNS, e.name
+	for _, t := range []*metav1.MicroTime{stored.Spec.AcquireTime, stored.Spec.RenewTime} {
+		simOnTheWire(t)
+	}
 	stored.ResourceVersion = w.nextRV()
 	if rv == "" {
 		stored.UID = types.UID(e.name + "-" + stored.ResourceVersion)
@@ -582,6 +589,14 @@ func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv st
 		sw.send(stored.DeepCopy(), false)
 	}
 	return stored.DeepCopy(), nil
+}
+
+// simOnTheWire strips an instant of its monotonic clock reading, as
+// serializing it for the API server does.
+func simOnTheWire(t *metav1.MicroTime) {
+	if t != nil {
+		t.Time = t.Round(0)
+	}
 }
 
 func simTime(t *metav1.MicroTime) string {
@@ -620,6 +635,9 @@ func (w *simWorld) writeCandidate(name string, lc *coordinationv1beta1.LeaseCand
 	}
 	stored := lc.DeepCopy()
 	stored.Namespace, stored.Name = simNS, name
+	for _, t := range []*metav1.MicroTime{stored.Spec.RenewTime, stored.Spec.PingTime} {
+		simOnTheWire(t)
+	}
 	stored.ResourceVersion = w.nextRV()
 	if rv == "" {
 		stored.UID = types.UID(name + "-" + stored.ResourceVersion)
@@ -666,11 +684,14 @@ type simController struct {
 	// candidate references is dropped, and no record of it kept (see
 	// noteToken).
 	sawToken map[string]int32
-	// lockSent is when (local) the last successful renewal of the
+	// lockSent is when (on its clock) the last successful renewal of the
 	// controller's own lock was sent: the replica writes no Lease once it
 	// is older than the renew deadline (Options.Holding).
 	lockSent time.Time
-	dead     bool
+	// stepped is how far the replica's wall clock was set forward or back
+	// in all (clock faults).
+	stepped time.Duration
+	dead    bool
 	// paused: the process is stopped (SIGSTOP); held is what arrived
 	// meanwhile, run on resume.
 	paused bool
@@ -691,10 +712,21 @@ func (sc *simController) act(fn func()) {
 
 func (sc *simController) localNow() time.Time {
 	w := sc.w
-	return w.now.Add(sc.offset + time.Duration(sc.drift*float64(w.now.Sub(w.start))))
+	return w.now.Add(sc.offset + sc.stepped + time.Duration(sc.drift*float64(w.now.Sub(w.start))))
 }
 
-func (sc *simController) sync() { sc.clock.SetTime(sc.localNow()) }
+// clockNow is what the replica's code reads from its clock: in runs with
+// clock faults an instant with a monotonic reading too (see
+// simProcess.clockNow).
+func (sc *simController) clockNow() time.Time {
+	w := sc.w
+	if !w.clockFaults {
+		return sc.localNow()
+	}
+	return instant.At(sc.localNow(), time.Duration(float64(w.now.Sub(w.start))*(1+sc.drift)))
+}
+
+func (sc *simController) sync() { sc.clock.SetTime(sc.clockNow()) }
 
 func (w *simWorld) startController() {
 	w.replicas++
@@ -708,12 +740,12 @@ func (w *simWorld) startController() {
 		logger = funcr.New(func(prefix, args string) { w.tracef("controller %d: %s", sc.id, args) }, funcr.Options{Verbosity: 4})
 	}
 	sc.ctx = klog.NewContext(context.Background(), logger)
-	sc.clock = testingclock.NewFakeClock(sc.localNow())
+	sc.clock = testingclock.NewFakeClock(sc.clockNow())
 	acc := &simAccess{leases: simLeaseClient{sc}, candidates: simCandidateClient{sc}}
 	sc.linf, sc.cinf = newSimInformer(cache.MetaNamespaceKeyFunc), newSimInformer(cache.MetaNamespaceKeyFunc)
 	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: []string{simNS}}
 	holding := func() bool {
-		return !sc.lockSent.IsZero() && sc.localNow().Sub(sc.lockSent) < simControllerRenewDeadline
+		return !sc.lockSent.IsZero() && sc.clockNow().Sub(sc.lockSent) < simControllerRenewDeadline
 	}
 	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding})
 	if err != nil {
@@ -805,8 +837,8 @@ func (sc *simController) renewLock() {
 		return
 	}
 	sc.act(func() {
-		renew := sc.localNow().Truncate(time.Microsecond)
-		failed := sc.c.opts.WatchLag.ExpectRenewal(simNS, simLock, renew, sc.localNow())
+		renew, sent := sc.localNow().Truncate(time.Microsecond), sc.clockNow()
+		failed := sc.c.opts.WatchLag.ExpectRenewal(simNS, simLock, renew, sent)
 		w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase), func() {
 			err, applied := w.requestError(simLeasesGR, simLock)
 			if (err != nil && !applied) || w.ctrl != sc {
@@ -816,7 +848,7 @@ func (sc *simController) renewLock() {
 				return
 			}
 			if err == nil {
-				sc.lockSent = renew
+				sc.lockSent = sent
 			}
 			lock := &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLock, ResourceVersion: w.nextRV()},

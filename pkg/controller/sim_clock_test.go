@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/cle-dev/cle/internal/instant"
+)
+
+// Clock faults: a library process's wall clock stepped (an NTP step, an
+// operator's date command) or the process suspended with its machine (the
+// monotonic clock stands still while the wall clock, and the world, run on).
+// The library tells a wait from a deadline by reading both clocks (see
+// pkg/candidate's sinceAt), so its clock gives instants with both readings,
+// as time.Now does (internal/instant).
+
+// simClockFaultsEvery: one run in so many (of those without kube-apiserver's
+// controller, which compares the candidates' clocks with its own) has clock
+// faults.
+const simClockFaultsEvery = 3
+
+// mono is the process's monotonic clock: local time since it started,
+// suspends not counted.
+func (p *simProcess) mono() time.Duration {
+	w := p.c.w
+	up := w.now.Sub(p.born) - p.suspended
+	if !p.suspendedAt.IsZero() {
+		up -= w.now.Sub(p.suspendedAt)
+	}
+	return time.Duration(float64(up) * (1 + p.drift))
+}
+
+// clockNow is what the process's code reads from its clock: in runs with
+// clock faults an instant with both readings, else the wall clock alone
+// (which runs at the monotonic clock's rate there).
+func (p *simProcess) clockNow() time.Time {
+	if !p.c.w.clockFaults {
+		return p.localNow()
+	}
+	return instant.At(p.localNow(), p.mono())
+}
+
+// afterMono runs fn once the process's monotonic clock has advanced by d,
+// as a Go timer does: a suspend meanwhile puts it off by as long.
+func (p *simProcess) afterMono(d time.Duration, fn func()) {
+	w := p.c.w
+	suspends, target := p.suspends, p.mono()+d
+	var check func()
+	check = func() {
+		switch {
+		case p.dead:
+		case p.suspends == suspends:
+			fn() // no suspend since it was set: the usual timer
+		case !p.suspendedAt.IsZero():
+			p.held = append(p.held, check) // looked at again on waking
+		default:
+			if left := target - p.mono(); left > 0 {
+				w.after(p.untilLocal(left), check)
+				return
+			}
+			fn()
+		}
+	}
+	w.after(p.untilLocal(d), check)
+}
+
+// suspend stops the process and its monotonic clock for d (or until the
+// faults stop); it wakes as from a pause, finding its wall clock d later.
+func (p *simProcess) suspend(d time.Duration) {
+	w := p.c.w
+	w.tracef("%s/%d is suspended for %s", p.c.name, p.id, d)
+	p.paused, p.suspendedAt = true, w.now
+	p.suspends++
+	w.after(d, p.resume)
+}
+
+// scheduleClockFaults draws, from a stream of their own, clock faults over
+// the fault phase: the rest of the run's schedule is drawn as in a run
+// without them.
+func (w *simWorld) scheduleClockFaults(seed uint64) {
+	w.clockFaults = true
+	rng := rand.New(rand.NewPCG(seed, 0x3c6ef372fe94f82b))
+	for t := w.durationBetweenFrom(rng, 5*time.Second, 30*time.Second); t < simFaultPhase; t += w.durationBetweenFrom(rng, 10*time.Second, 60*time.Second) {
+		w.at(w.start.Add(t), func() { w.clockFault(rng) })
+	}
+}
+
+// clockFault suspends a library process or steps its wall clock, mostly the
+// holder's, or steps the active controller replica's wall clock.
+func (w *simWorld) clockFault(rng *rand.Rand) {
+	if !w.faulty {
+		return
+	}
+	if sc := w.ctrl; sc != nil && rng.IntN(4) == 0 {
+		d := simClockStep(w, rng)
+		w.fault("controller-clock-step")
+		w.tracef("controller %d's wall clock steps %s", sc.id, d)
+		sc.stepped += d
+		return
+	}
+	var procs []*simProcess
+	var holder *simProcess
+	for _, c := range w.cands {
+		if p := c.proc; p != nil && p.lib != nil && !p.dead && !p.paused && !p.stopping {
+			procs = append(procs, p)
+			if c.e.lease != nil && holderIdentity(c.e.lease) == c.name {
+				holder = p
+			}
+		}
+	}
+	if len(procs) == 0 {
+		return
+	}
+	p := procs[rng.IntN(len(procs))]
+	if holder != nil && rng.IntN(2) == 0 {
+		p = holder
+	}
+	switch rng.IntN(3) {
+	case 0:
+		w.fault("suspend")
+		p.suspend(w.durationBetweenFrom(rng, time.Second, 40*time.Second))
+	default:
+		d := simClockStep(w, rng)
+		w.fault("clock-step")
+		w.tracef("%s/%d's wall clock steps %s", p.c.name, p.id, d)
+		p.stepped += d
+	}
+}
+
+// simClockStep draws a step of a fraction of a second (NTP steps what it
+// cannot slew) or of minutes (a clock set by hand, a VM restored), either
+// way.
+func simClockStep(w *simWorld, rng *rand.Rand) time.Duration {
+	d := w.durationBetweenFrom(rng, 200*time.Millisecond, 2*time.Second)
+	if rng.IntN(2) == 0 {
+		d = w.durationBetweenFrom(rng, time.Minute, 5*time.Minute)
+	}
+	if rng.IntN(2) == 0 {
+		d = -d
+	}
+	return d
+}
