@@ -22,7 +22,7 @@ import (
 // of the runs it holds that lock now and then during the faults, electing
 // by its own rules while cle's replicas stand by; cle acts again when it
 // takes the lock back. It is part of the world, not of cle: its rules are
-// upstream's, for the one Lease of the simulation.
+// upstream's, per Lease of the namespace, each on its own queue key.
 //
 // Upstream judges a holder's expiry by comparing the holder's renewTime with
 // its own clock, so clocks must agree within LeaseDuration - RenewDeadline
@@ -37,11 +37,12 @@ type simBuiltin struct {
 	offset time.Duration
 	// acting: it holds the shared lock and elects.
 	acting bool
-	// Its informers' copies.
-	lease                 *coordinationv1.Lease
+	// Its informers' copies, Leases by name.
+	leases                map[string]*coordinationv1.Lease
 	cands                 map[string]*coordinationv1beta1.LeaseCandidate
 	leaseWatch, candWatch *simWatcher
-	stepAt                time.Time
+	// stepAt is, per Lease, when its queued step runs (none: not queued).
+	stepAt map[string]time.Time
 }
 
 // Upstream's constants.
@@ -60,14 +61,18 @@ func builtinRun(seed uint64) bool {
 }
 
 func (w *simWorld) addBuiltin() {
-	b := &simBuiltin{w: w, offset: w.durationBetween(-500*time.Millisecond, 500*time.Millisecond), cands: map[string]*coordinationv1beta1.LeaseCandidate{}}
+	b := &simBuiltin{
+		w: w, offset: w.durationBetween(-500*time.Millisecond, 500*time.Millisecond),
+		leases: map[string]*coordinationv1.Lease{}, cands: map[string]*coordinationv1beta1.LeaseCandidate{}, stepAt: map[string]time.Time{},
+	}
 	b.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+		l := obj.(*coordinationv1.Lease)
 		if deleted {
-			b.lease = nil
+			delete(b.leases, l.Name)
 		} else {
-			b.lease = obj.(*coordinationv1.Lease)
+			b.leases[l.Name] = l
 		}
-		b.enqueue()
+		b.enqueue(l.Name)
 	}}
 	b.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
 		lc := obj.(*coordinationv1beta1.LeaseCandidate)
@@ -78,7 +83,7 @@ func (w *simWorld) addBuiltin() {
 		b.cands[lc.Name] = lc
 		// Upstream skips a candidate whose answer to a ping is pending.
 		if lc.Spec.PingTime == nil || lc.Spec.RenewTime == nil || !lc.Spec.RenewTime.Before(lc.Spec.PingTime) {
-			b.enqueue()
+			b.enqueue(lc.Spec.LeaseName)
 		}
 	}}
 	w.builtin = b
@@ -113,7 +118,9 @@ func (b *simBuiltin) takeLock() {
 		}
 		b.acting = true
 		w.tracef("kube-apiserver's election controller acts")
-		b.enqueue()
+		for _, e := range w.elections {
+			b.enqueue(e.name)
+		}
 		w.after(w.durationBetween(10*time.Second, 90*time.Second), func() {
 			if b.acting {
 				b.giveBack()
@@ -126,8 +133,7 @@ func (b *simBuiltin) takeLock() {
 // has lapsed.
 func (b *simBuiltin) giveBack() {
 	w := b.w
-	b.acting, b.stepAt = false, time.Time{}
-	w.tracef("kube-apiserver's election controller stops acting")
+	b.stop()
 	w.after(w.durationBetween(0, simControllerLease), func() {
 		if w.ctrl == nil && !b.acting {
 			w.startController()
@@ -135,21 +141,33 @@ func (b *simBuiltin) giveBack() {
 	})
 }
 
-// enqueue schedules a step at once, unless one is due sooner.
-func (b *simBuiltin) enqueue() { b.schedule(b.w.now) }
+// stop ends kube-apiserver's turn: its queue is dropped.
+func (b *simBuiltin) stop() {
+	b.acting = false
+	clear(b.stepAt)
+	b.w.tracef("kube-apiserver's election controller stops acting")
+}
 
-func (b *simBuiltin) schedule(t time.Time) {
-	if !b.acting || (!b.stepAt.IsZero() && !t.Before(b.stepAt)) {
+// enqueue schedules a step of the Lease name at once, unless one is due
+// sooner.
+func (b *simBuiltin) enqueue(name string) { b.schedule(name, b.w.now) }
+
+func (b *simBuiltin) schedule(name string, t time.Time) {
+	e := b.w.electionOf(name)
+	if e == nil {
+		return // not a Lease of the run: the controllers' lock
+	}
+	if at, ok := b.stepAt[name]; !b.acting || (ok && !t.Before(at)) {
 		return
 	}
-	b.stepAt = t
+	b.stepAt[name] = t
 	b.w.at(t, func() {
-		if !b.acting || !b.stepAt.Equal(t) {
+		if at, ok := b.stepAt[name]; !b.acting || !ok || !at.Equal(t) {
 			return
 		}
-		b.stepAt = time.Time{}
-		if requeue := b.step(); requeue > 0 {
-			b.schedule(b.w.now.Add(requeue))
+		delete(b.stepAt, name)
+		if requeue := b.step(e); requeue > 0 {
+			b.schedule(name, b.w.now.Add(requeue))
 		}
 	})
 }
@@ -160,22 +178,22 @@ func (b *simBuiltin) expired(l *coordinationv1.Lease) bool {
 		l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second).Before(b.now())
 }
 
-// step is upstream's reconcileElectionStep for the Lease; it returns the
+// step is upstream's reconcileElectionStep for e's Lease; it returns the
 // requeue interval (0: none). Its requests complete at once.
-func (b *simBuiltin) step() time.Duration {
+func (b *simBuiltin) step(e *simElection) time.Duration {
 	w := b.w
 	now := b.now()
 	var cands []*coordinationv1beta1.LeaseCandidate
 	for _, name := range slices.Sorted(mapKeys(b.cands)) {
 		lc := b.cands[name]
-		if lc.Spec.LeaseName == simLease && lc.Spec.RenewTime != nil && !lc.Spec.RenewTime.Add(builtinCandidateTTL).Before(now) {
+		if lc.Spec.LeaseName == e.name && lc.Spec.RenewTime != nil && !lc.Spec.RenewTime.Add(builtinCandidateTTL).Before(now) {
 			cands = append(cands, lc)
 		}
 	}
 	if len(cands) == 0 {
 		return 0
 	}
-	if !b.electionNeeded(cands, now) {
+	if !b.electionNeeded(b.leases[e.name], cands, now) {
 		return builtinRequeue
 	}
 	canVote := true
@@ -235,18 +253,17 @@ func (b *simBuiltin) step() time.Duration {
 		}
 		elected.Spec.HolderIdentity = ptr.To(best.Name)
 	}
-	if err, applied := w.requestError(simLeasesGR, simLease); err != nil && !applied {
+	if err, applied := w.requestError(simLeasesGR, e.name); err != nil && !applied {
 		return 0
 	}
-	e := w.elections[0] // the runs with kube-apiserver's controller have one Lease
 	if _, err := w.writeLease(e, elected, "", "kube-apiserver"); err == nil {
-		b.created()
+		b.created(e)
 		return builtinRequeue
 	} else if !apierrors.IsAlreadyExists(err) {
 		return 0
 	}
 	// The Lease exists: read it, and update it if need be.
-	if err, _ := w.requestError(simLeasesGR, simLease); err != nil || e.lease == nil {
+	if err, _ := w.requestError(simLeasesGR, e.name); err != nil || e.lease == nil {
 		return 0
 	}
 	existing := e.lease.DeepCopy()
@@ -277,7 +294,7 @@ func (b *simBuiltin) step() time.Duration {
 	if reflect.DeepEqual(existing, orig) {
 		return builtinRequeue
 	}
-	if err, applied := w.requestError(simLeasesGR, simLease); err != nil && !applied {
+	if err, applied := w.requestError(simLeasesGR, e.name); err != nil && !applied {
 		return 0
 	}
 	if _, err := w.writeLease(e, existing, existing.ResourceVersion, "kube-apiserver"); err != nil {
@@ -289,8 +306,8 @@ func (b *simBuiltin) step() time.Duration {
 // created notes a Lease kube-apiserver created: it counts no term, so when
 // terms were led before, the next holder numbers its term above only what its
 // own process saw (the deletion case of docs/library.md).
-func (b *simBuiltin) created() {
-	w, e := b.w, b.w.elections[0]
+func (b *simBuiltin) created(e *simElection) {
+	w := b.w
 	if e.anyTerm {
 		e.historyLost = true
 		w.fault("token-history-lost")
@@ -298,8 +315,7 @@ func (b *simBuiltin) created() {
 }
 
 // electionNeeded is upstream's.
-func (b *simBuiltin) electionNeeded(cands []*coordinationv1beta1.LeaseCandidate, now time.Time) bool {
-	l := b.lease
+func (b *simBuiltin) electionNeeded(l *coordinationv1.Lease, cands []*coordinationv1beta1.LeaseCandidate, now time.Time) bool {
 	if l == nil || b.expired(l) || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
 		return true
 	}

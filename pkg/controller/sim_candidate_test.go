@@ -1177,7 +1177,8 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	if builtinRun(seed) {
 		w.addBuiltin()
-	} else if rand.New(rand.NewPCG(seed, 0x7a3f15e1c2d4b689)).IntN(simManyLeasesEvery) == 0 {
+	}
+	if rand.New(rand.NewPCG(seed, 0x7a3f15e1c2d4b689)).IntN(simManyLeasesEvery) == 0 {
 		w.addElections()
 	}
 	w.startController()
@@ -1426,8 +1427,7 @@ func (w *simWorld) rollout() {
 	})
 }
 
-// simManyLeasesEvery: one run in so many (of those without kube-apiserver's
-// controller, whose model elects one Lease) has more Leases.
+// simManyLeasesEvery: one run in so many has more Leases.
 const simManyLeasesEvery = 5
 
 // addElections adds one or two more Leases in the namespace, each with two
@@ -1610,8 +1610,7 @@ func (w *simWorld) stopFaults() {
 		sc.resume()
 	}
 	if b := w.builtin; b != nil && b.acting {
-		b.acting, b.stepAt = false, time.Time{}
-		w.tracef("kube-apiserver's election controller stops acting")
+		b.stop()
 	}
 	if w.ctrl == nil {
 		w.startController()
