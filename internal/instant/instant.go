@@ -3,8 +3,8 @@
 // for tests and the simulation: time.Now gives both readings, but package
 // time makes no other instant with a monotonic one.
 //
-// Code that measures elapsed time for a deadline or a wait (pkg/candidate's
-// sinceAt, the Since of its clock) must read the right one of the two, and a
+// Code that measures elapsed time for a deadline or a wait (internal/lead's
+// Elapsed, a clock's Since) must read the right one of the two, and a
 // test clock that gives wall readings alone cannot show which it reads.
 package instant
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/cle-dev/cle/internal/lead"
 )
 
 // HealthCheck is a liveness check of a Candidate, in the shape of
@@ -48,7 +50,7 @@ func (h *HealthCheck) Check(*http.Request) error {
 		}
 	}
 	if t := s.term; t != nil {
-		if d := sinceAt(now, t.renewedAt) - c.cfg.RenewDeadline; d > h.tolerance {
+		if d := lead.Elapsed(now, t.renewedAt) - c.cfg.RenewDeadline; d > h.tolerance {
 			return fmt.Errorf("%s still counts itself leader %s past its renew deadline: the renewal loop is stuck", c.cfg.Identity, d.Round(time.Millisecond))
 		}
 	}

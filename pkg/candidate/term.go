@@ -3,6 +3,8 @@ package candidate
 import (
 	"context"
 	"time"
+
+	"github.com/cle-dev/cle/internal/lead"
 )
 
 // term is one term of leadership as the elector publishes it. A published
@@ -33,7 +35,7 @@ type leadership struct {
 
 // live reports whether t may act as leader now: its context has not ended
 // and its last renewal is within the renew deadline, on the wall clock as well
-// as the monotonic one (see sinceAt). Finding the deadline passed is the one
+// as the monotonic one (see lead.Elapsed). Finding the deadline passed is the one
 // thing a reader does besides reading: it ends t's context, so that leader
 // work and guarded requests stop at the first look after a pause or a
 // suspend, during which the elector's timer (monotonic) stood still; and it
@@ -62,20 +64,9 @@ func (c *Candidate) liveTerm() (*term, bool) {
 	return t, c.live(t)
 }
 
-// since is the time elapsed since t for a deadline (see sinceAt).
+// since is the time elapsed since t for a deadline (see lead.Elapsed).
 func (c *Candidate) since(t time.Time) time.Duration {
-	return sinceAt(c.cfg.Clock.Now(), t)
-}
-
-// sinceAt is the time elapsed from t to now for a deadline: the longer of the
-// monotonic and the wall-clock readings. The monotonic clock does not advance
-// while the machine is suspended, but the rest of the world does, so a
-// process that wakes from a suspend must see the whole gap. A wait (how long
-// to hold off before acting) compares instants with their monotonic readings
-// alone (time.Time's Sub and Before), so that neither a suspend nor a
-// wall-clock step cuts it short.
-func sinceAt(now, t time.Time) time.Duration {
-	return max(now.Sub(t), now.Round(0).Sub(t.Round(0)))
+	return lead.Elapsed(c.cfg.Clock.Now(), t)
 }
 
 // The elector's loop is the only writer of the published state; the methods

@@ -1,4 +1,4 @@
-package candidate
+package lead
 
 import (
 	"testing"
@@ -7,12 +7,12 @@ import (
 	"github.com/cle-dev/cle/internal/instant"
 )
 
-// TestDeadlinesReadBothClocks: the time a deadline counts since an instant is
+// TestElapsedReadsBothClocks: the time a deadline counts since an instant is
 // the longer of the monotonic and the wall-clock elapsed time, on instants
 // that carry both readings as time.Now's do: a suspend (the monotonic clock
 // stood still) and a wall clock set forward end a term; a wall clock set back
 // does not prolong it.
-func TestDeadlinesReadBothClocks(t *testing.T) {
+func TestElapsedReadsBothClocks(t *testing.T) {
 	wall := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	renewed := instant.At(wall, time.Hour)
 	for name, tc := range map[string]struct {
@@ -26,8 +26,8 @@ func TestDeadlinesReadBothClocks(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			now := instant.At(wall.Add(tc.wall), time.Hour+tc.mono)
-			if got := sinceAt(now, renewed); got != tc.want {
-				t.Errorf("sinceAt = %s, want %s", got, tc.want)
+			if got := Elapsed(now, renewed); got != tc.want {
+				t.Errorf("Elapsed = %s, want %s", got, tc.want)
 			}
 		})
 	}
