@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/cle-dev/cle/internal/instant"
 )
 
 // fakeLock answers the elector's writes with err.
@@ -60,5 +62,28 @@ func TestHeldLock(t *testing.T) {
 	}
 	if !l.holding() {
 		t.Error("not holding right after a successful renewal")
+	}
+}
+
+// TestHeldLockCountsASuspend: a replica whose machine was suspended past the
+// renew deadline is not holding when it wakes, although its monotonic clock
+// stood still meanwhile; a wall clock set back does not make it hold longer.
+func TestHeldLockCountsASuspend(t *testing.T) {
+	wall := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for name, tc := range map[string]struct{ wall, mono time.Duration }{
+		"suspended 30s":          {wall: 30 * time.Second, mono: time.Second},
+		"wall clock set back 2m": {wall: -2 * time.Minute, mono: 11 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			now := instant.At(wall, time.Hour)
+			l := &heldLock{Interface: &fakeLock{id: "me"}, renewDeadline: 10 * time.Second, now: func() time.Time { return now }}
+			if err := l.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}); err != nil {
+				t.Fatal(err)
+			}
+			now = instant.At(wall.Add(tc.wall), time.Hour+tc.mono)
+			if l.holding() {
+				t.Errorf("holding %s of wall-clock time and %s of monotonic time after the last renewal (renew deadline 10s)", tc.wall, tc.mono)
+			}
+		})
 	}
 }

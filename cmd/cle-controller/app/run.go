@@ -36,6 +36,7 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
+	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/internal/version"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/controller"
@@ -461,10 +462,12 @@ func (l *heldLock) note(ler resourcelock.LeaderElectionRecord, sent time.Time, e
 }
 
 // holding reports whether the last successful renewal was sent within the
-// renew deadline (time.Now's monotonic reading keeps a clock step out).
+// renew deadline, counted as the candidates count theirs (lead.Elapsed): a
+// replica that wakes from a suspend sees the whole gap, and a wall clock set
+// back gives it no more time.
 func (l *heldLock) holding() bool {
 	sent := l.sent.Load()
-	return sent != nil && l.now().Sub(*sent) < l.renewDeadline
+	return sent != nil && lead.Elapsed(l.now(), *sent) < l.renewDeadline
 }
 
 // lagLock is the controller's own lock, whose successful renewals it tells
