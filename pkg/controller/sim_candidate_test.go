@@ -1313,15 +1313,8 @@ func (w *simWorld) injectFault() {
 			return
 		}
 		w.fault("controller-pause")
-		sc.paused = true
 		w.tracef("controller %d pauses", sc.id)
-		w.after(simControllerLease, func() {
-			if sc.paused && w.ctrl == sc {
-				w.tracef("controller %d's lock lapsed; a standby takes over", sc.id)
-				w.ctrl = nil
-				w.startController()
-			}
-		})
+		sc.pause()
 		w.after(w.durationBetween(time.Second, 40*time.Second), sc.resume)
 	case 10: // someone deletes the Lease and creates it again, vacant
 		// (kubectl, GitOps re-applying it): creates carry no precondition

@@ -11,7 +11,7 @@ import (
 // operator's date command) or the process suspended with its machine (the
 // monotonic clock stands still while the wall clock, and the world, run on).
 // The library tells a wait from a deadline by reading both clocks (see
-// pkg/candidate's sinceAt), so its clock gives instants with both readings,
+// lead.Elapsed), so its clock gives instants with both readings,
 // as time.Now does (internal/instant).
 
 // simClockFaultsEvery: one run in so many (of those without kube-apiserver's
@@ -86,12 +86,21 @@ func (w *simWorld) scheduleClockFaults(seed uint64) {
 }
 
 // clockFault suspends a library process or steps its wall clock, mostly the
-// holder's, or steps the active controller replica's wall clock.
+// holder's, or does either to the active controller replica.
 func (w *simWorld) clockFault(rng *rand.Rand) {
 	if !w.faulty {
 		return
 	}
-	if sc := w.ctrl; sc != nil && rng.IntN(4) == 0 {
+	if sc := w.ctrl; sc != nil && !sc.paused && rng.IntN(4) == 0 {
+		if rng.IntN(3) == 0 {
+			d := w.durationBetweenFrom(rng, time.Second, 40*time.Second)
+			w.fault("controller-suspend")
+			w.tracef("controller %d is suspended for %s", sc.id, d)
+			sc.suspendedAt = w.now
+			sc.pause()
+			w.after(d, sc.resume)
+			return
+		}
 		d := simClockStep(w, rng)
 		w.fault("controller-clock-step")
 		w.tracef("controller %d's wall clock steps %s", sc.id, d)

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/instant"
+	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
@@ -688,10 +689,14 @@ type simController struct {
 	// controller's own lock was sent: the replica writes no Lease once it
 	// is older than the renew deadline (Options.Holding).
 	lockSent time.Time
-	// stepped is how far the replica's wall clock was set forward or back
-	// in all (clock faults).
-	stepped time.Duration
-	dead    bool
+	// Clock faults: stepped is how far the replica's wall clock was set
+	// forward or back in all; a suspend stops it and its monotonic clock
+	// from suspendedAt (zero when not suspended), suspended sums those that
+	// ended.
+	stepped     time.Duration
+	suspendedAt time.Time
+	suspended   time.Duration
+	dead        bool
 	// paused: the process is stopped (SIGSTOP); held is what arrived
 	// meanwhile, run on resume.
 	paused bool
@@ -723,7 +728,11 @@ func (sc *simController) clockNow() time.Time {
 	if !w.clockFaults {
 		return sc.localNow()
 	}
-	return instant.At(sc.localNow(), time.Duration(float64(w.now.Sub(w.start))*(1+sc.drift)))
+	up := w.now.Sub(w.start) - sc.suspended
+	if !sc.suspendedAt.IsZero() {
+		up -= w.now.Sub(sc.suspendedAt)
+	}
+	return instant.At(sc.localNow(), time.Duration(float64(up)*(1+sc.drift)))
 }
 
 func (sc *simController) sync() { sc.clock.SetTime(sc.clockNow()) }
@@ -745,7 +754,8 @@ func (w *simWorld) startController() {
 	sc.linf, sc.cinf = newSimInformer(cache.MetaNamespaceKeyFunc), newSimInformer(cache.MetaNamespaceKeyFunc)
 	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: []string{simNS}}
 	holding := func() bool {
-		return !sc.lockSent.IsZero() && sc.clockNow().Sub(sc.lockSent) < simControllerRenewDeadline
+		// cle-controller's heldLock.holding
+		return !sc.lockSent.IsZero() && lead.Elapsed(sc.clockNow(), sc.lockSent) < simControllerRenewDeadline
 	}
 	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding})
 	if err != nil {
@@ -873,12 +883,30 @@ func (sc *simController) renewLock() {
 // client-go's elector allows: it takes the steps due, before or after its
 // informers deliver what they held (the order of goroutines after a SIGCONT
 // is anyone's), then stops.
+// pause stops the active replica (SIGSTOP, or a suspend): a standby takes
+// over once its lock has lapsed.
+func (sc *simController) pause() {
+	w := sc.w
+	sc.paused = true
+	w.after(simControllerLease, func() {
+		if sc.paused && w.ctrl == sc {
+			w.tracef("controller %d's lock lapsed; a standby takes over", sc.id)
+			w.ctrl = nil
+			w.startController()
+		}
+	})
+}
+
 func (sc *simController) resume() {
 	w := sc.w
 	if !sc.paused || sc.dead {
 		return
 	}
 	sc.paused = false
+	if !sc.suspendedAt.IsZero() {
+		sc.suspended += w.now.Sub(sc.suspendedAt)
+		sc.suspendedAt = time.Time{}
+	}
 	held := sc.held
 	sc.held = nil
 	deposed := w.ctrl != sc
