@@ -571,7 +571,7 @@ func (e *simElector) release(then func()) {
 		// A manager releases after its leader runnables have stopped: a
 		// graceful shutdown in a term it still holds hands over at once,
 		// whatever became of a renewal the shutdown cut short.
-		e.w().fail("%s/%d: a graceful shutdown of the leader in a sound term left the Lease to expire", p.c.name, p.id)
+		e.w().fail("%s/%d: a graceful shutdown of the leader in a sound term left the Lease to expire", p.c.shown(), p.id)
 	}
 	switch r {
 	case lockrule.HandOverNow:

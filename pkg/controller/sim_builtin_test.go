@@ -37,11 +37,12 @@ type simBuiltin struct {
 	offset time.Duration
 	// acting: it holds the shared lock and elects.
 	acting bool
-	// Its informers' copies, Leases by name.
+	// Its informers' copies, by namespace/name.
 	leases                map[string]*coordinationv1.Lease
 	cands                 map[string]*coordinationv1beta1.LeaseCandidate
 	leaseWatch, candWatch *simWatcher
-	// stepAt is, per Lease, when its queued step runs (none: not queued).
+	// stepAt is, per Lease (namespace/name), when its queued step runs
+	// (none: not queued).
 	stepAt map[string]time.Time
 }
 
@@ -68,22 +69,22 @@ func (w *simWorld) addBuiltin() {
 	b.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
 		l := obj.(*coordinationv1.Lease)
 		if deleted {
-			delete(b.leases, l.Name)
+			delete(b.leases, simKey(l.Namespace, l.Name))
 		} else {
-			b.leases[l.Name] = l
+			b.leases[simKey(l.Namespace, l.Name)] = l
 		}
-		b.enqueue(l.Name)
+		b.enqueue(l.Namespace, l.Name)
 	}}
 	b.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
 		lc := obj.(*coordinationv1beta1.LeaseCandidate)
 		if deleted {
-			delete(b.cands, lc.Name)
+			delete(b.cands, simKey(lc.Namespace, lc.Name))
 			return
 		}
-		b.cands[lc.Name] = lc
+		b.cands[simKey(lc.Namespace, lc.Name)] = lc
 		// Upstream skips a candidate whose answer to a ping is pending.
 		if lc.Spec.PingTime == nil || lc.Spec.RenewTime == nil || !lc.Spec.RenewTime.Before(lc.Spec.PingTime) {
-			b.enqueue(lc.Spec.LeaseName)
+			b.enqueue(lc.Namespace, lc.Spec.LeaseName)
 		}
 	}}
 	w.builtin = b
@@ -119,7 +120,7 @@ func (b *simBuiltin) takeLock() {
 		b.acting = true
 		w.tracef("kube-apiserver's election controller acts")
 		for _, e := range w.elections {
-			b.enqueue(e.name)
+			b.enqueue(e.ns, e.name)
 		}
 		w.after(w.durationBetween(10*time.Second, 90*time.Second), func() {
 			if b.acting {
@@ -148,26 +149,27 @@ func (b *simBuiltin) stop() {
 	b.w.tracef("kube-apiserver's election controller stops acting")
 }
 
-// enqueue schedules a step of the Lease name at once, unless one is due
+// enqueue schedules a step of the Lease ns/name at once, unless one is due
 // sooner.
-func (b *simBuiltin) enqueue(name string) { b.schedule(name, b.w.now) }
-
-func (b *simBuiltin) schedule(name string, t time.Time) {
-	e := b.w.electionOf(name)
-	if e == nil {
-		return // not a Lease of the run: the controllers' lock
+func (b *simBuiltin) enqueue(ns, name string) {
+	if e := b.w.electionOf(ns, name); e != nil { // else the controllers' lock
+		b.schedule(e, b.w.now)
 	}
-	if at, ok := b.stepAt[name]; !b.acting || (ok && !t.Before(at)) {
+}
+
+func (b *simBuiltin) schedule(e *simElection, t time.Time) {
+	key := e.key()
+	if at, ok := b.stepAt[key]; !b.acting || (ok && !t.Before(at)) {
 		return
 	}
-	b.stepAt[name] = t
+	b.stepAt[key] = t
 	b.w.at(t, func() {
-		if at, ok := b.stepAt[name]; !b.acting || !ok || !at.Equal(t) {
+		if at, ok := b.stepAt[key]; !b.acting || !ok || !at.Equal(t) {
 			return
 		}
-		delete(b.stepAt, name)
+		delete(b.stepAt, key)
 		if requeue := b.step(e); requeue > 0 {
-			b.schedule(name, b.w.now.Add(requeue))
+			b.schedule(e, b.w.now.Add(requeue))
 		}
 	})
 }
@@ -186,14 +188,14 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 	var cands []*coordinationv1beta1.LeaseCandidate
 	for _, name := range slices.Sorted(mapKeys(b.cands)) {
 		lc := b.cands[name]
-		if lc.Spec.LeaseName == e.name && lc.Spec.RenewTime != nil && !lc.Spec.RenewTime.Add(builtinCandidateTTL).Before(now) {
+		if lc.Namespace == e.ns && lc.Spec.LeaseName == e.name && lc.Spec.RenewTime != nil && !lc.Spec.RenewTime.Add(builtinCandidateTTL).Before(now) {
 			cands = append(cands, lc)
 		}
 	}
 	if len(cands) == 0 {
 		return 0
 	}
-	if !b.electionNeeded(b.leases[e.name], cands, now) {
+	if !b.electionNeeded(b.leases[e.key()], cands, now) {
 		return builtinRequeue
 	}
 	canVote := true
@@ -212,7 +214,7 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 			if err, applied := w.requestError(simCandidatesGR, lc.Name); err != nil && !applied {
 				return builtinRequeue
 			}
-			if _, err := w.writeCandidate(lc.Name, next, lc.ResourceVersion, "kube-apiserver (ping)"); err != nil {
+			if _, err := w.writeCandidate(lc.Namespace, lc.Name, next, lc.ResourceVersion, "kube-apiserver (ping)"); err != nil {
 				return builtinRequeue
 			}
 			canVote = false

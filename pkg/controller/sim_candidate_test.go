@@ -53,6 +53,12 @@ type simCandidate struct {
 	releasesAsClientGo bool
 }
 
+// key is the key of its LeaseCandidate: its Lease's namespace and its name.
+func (c *simCandidate) key() string { return simKey(c.e.ns, c.name) }
+
+// shown is how the trace names the candidate (see simShown).
+func (c *simCandidate) shown() string { return simShown(c.e.ns, c.name) }
+
 type simProcess struct {
 	c *simCandidate
 	// lib runs a library candidate: pkg/candidate itself (see
@@ -202,7 +208,7 @@ func (c *simCandidate) start() {
 	}
 	if c.adopter == simLibrary {
 		c.proc = p
-		w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.name, p.id, c.binary, c.emulation, c.adopter)
+		w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
 		p.startLibrary()
 		return
 	}
@@ -221,7 +227,7 @@ func (c *simCandidate) start() {
 		p.onSelf(obj.(*coordinationv1beta1.LeaseCandidate))
 	}}
 	c.proc = p
-	w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.name, p.id, c.binary, c.emulation, c.adopter)
+	w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
 	// Its watches list what there is, after a lag; the elector starts
 	// once the Lease's list is in.
 	var lease *coordinationv1.Lease
@@ -268,7 +274,7 @@ func (p *simProcess) resume() {
 		p.suspended += p.c.w.now.Sub(p.suspendedAt)
 		p.suspendedAt = time.Time{}
 	}
-	p.c.w.tracef("%s/%d resumes", p.c.name, p.id)
+	p.c.w.tracef("%s/%d resumes", p.c.shown(), p.id)
 	held := p.held
 	p.held = nil
 	for _, fn := range held {
@@ -347,13 +353,13 @@ func (p *simProcess) register() {
 	}
 	now := metav1.NewMicroTime(p.localNow())
 	p.request(time.Time{}, func() (runtime.Object, error) {
-		cur := w.candidates[c.name]
+		cur := w.candidates[c.key()]
 		lc := &coordinationv1beta1.LeaseCandidate{Spec: coordinationv1beta1.LeaseCandidateSpec{
 			LeaseName: c.e.name, BinaryVersion: c.binary, EmulationVersion: c.emulation,
 			Strategy: c.strategy, RenewTime: &now,
 		}}
 		if cur == nil {
-			return w.writeCandidate(c.name, lc, "", c.name)
+			return w.writeCandidate(c.e.ns, c.name, lc, "", c.name)
 		}
 		if cur.Spec.RenewTime != nil && !now.After(cur.Spec.RenewTime.Time) {
 			lc.Spec.RenewTime = ptr.To(metav1.NewMicroTime(cur.Spec.RenewTime.Add(time.Microsecond)))
@@ -361,7 +367,7 @@ func (p *simProcess) register() {
 		// As the registrar: what it does not own (annotations, a pending
 		// ping) is kept.
 		lc.Annotations, lc.Spec.PingTime = cur.Annotations, cur.Spec.PingTime
-		return w.writeCandidate(c.name, lc, cur.ResourceVersion, c.name)
+		return w.writeCandidate(c.e.ns, c.name, lc, cur.ResourceVersion, c.name)
 	}, func(obj runtime.Object, err error) {
 		if err != nil {
 			w.after(time.Second, func() { p.act(p.register) })
@@ -384,7 +390,7 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 		w := p.c.w
 		if lc == nil {
 			p.self = nil
-			w.tracef("%s/%d sees its candidate deleted; registering again", p.c.name, p.id)
+			w.tracef("%s/%d sees its candidate deleted; registering again", p.c.shown(), p.id)
 			p.register()
 			return
 		}
@@ -400,13 +406,13 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 		}
 		rv := lc.ResourceVersion
 		p.request(time.Time{}, func() (runtime.Object, error) {
-			cur := w.candidates[p.c.name]
+			cur := w.candidates[p.c.key()]
 			if cur == nil || cur.ResourceVersion != rv {
 				return nil, apierrors.NewConflict(simCandidatesGR, p.c.name, errors.New("changed"))
 			}
 			next := cur.DeepCopy()
 			next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at))
-			return w.writeCandidate(p.c.name, next, rv, p.c.name)
+			return w.writeCandidate(p.c.e.ns, p.c.name, next, rv, p.c.name)
 		}, func(obj runtime.Object, err error) {
 			p.answering = false
 			if err != nil {
@@ -548,7 +554,7 @@ func (p *simProcess) stepFrom(actions int, steppedDown bool, k func()) {
 			return
 		case lead.NoteForeign:
 			p.foreign, p.foreignSince = a.Foreign, v.Now
-			p.c.w.tracef("%s/%d waits for a foreign renewal to stay unchanged", p.c.name, p.id)
+			p.c.w.tracef("%s/%d waits for a foreign renewal to stay unchanged", p.c.shown(), p.id)
 			continue
 		case lead.StepDown:
 			p.stepDown(a.Reason, then)
@@ -589,7 +595,7 @@ func (p *simProcess) wakeIn(d time.Duration) {
 func (p *simProcess) stepDown(why string, then func()) {
 	p.leading = false
 	p.busy = true
-	p.c.w.tracef("%s/%d stops leading: %s", p.c.name, p.id, why)
+	p.c.w.tracef("%s/%d stops leading: %s", p.c.shown(), p.id, why)
 	if p.ext != nil {
 		then() // an External runs no leader work of its own
 		return
@@ -641,7 +647,7 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 		p.own.Wrote(renewTime)
 		rv := base.ResourceVersion
 		p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-			return w.writeLease(p.c.e, renewal, rv, fmt.Sprintf("%s/%d", p.c.name, p.id))
+			return w.writeLease(p.c.e, renewal, rv, fmt.Sprintf("%s/%d", p.c.shown(), p.id))
 		}, func(obj runtime.Object, err error) {
 			p.cancelRequest = nil
 			if apierrors.IsConflict(err) {
@@ -753,7 +759,7 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 	rv := lease.ResourceVersion
 	deadline := p.localNow().Add(simRenewDeadline)
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-		return w.writeLease(p.c.e, next, rv, fmt.Sprintf("%s/%d (let go to %q)", p.c.name, p.id, to))
+		return w.writeLease(p.c.e, next, rv, fmt.Sprintf("%s/%d (let go to %q)", p.c.shown(), p.id, to))
 	}, func(obj runtime.Object, err error) {
 		p.cancelRequest = nil
 		switch {
@@ -821,8 +827,8 @@ func (p *simProcess) shutdown() {
 	}
 	deleteCandidate := func() {
 		p.request(p.localNow().Add(simRenewDeadline), func() (runtime.Object, error) {
-			if lc := w.candidates[name]; lc != nil {
-				return w.writeCandidate(name, nil, lc.ResourceVersion, name+" (shutdown)")
+			if lc := w.candidates[p.c.key()]; lc != nil {
+				return w.writeCandidate(p.c.e.ns, name, nil, lc.ResourceVersion, name+" (shutdown)")
 			}
 			return nil, nil
 		}, func(runtime.Object, error) {
@@ -850,13 +856,13 @@ func (p *simProcess) shutdown() {
 func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 	e := p.c.e
 	if e.unhandled {
-		w.fail("%s/%d leads %s, whose candidates ask for %s, which nobody handles", p.c.name, p.id, e.name, simUnhandledStrategy)
+		w.fail("%s/%d leads %s, whose candidates ask for %s, which nobody handles", p.c.shown(), p.id, e.shown(), simUnhandledStrategy)
 	}
 	w.res.terms++
-	w.tracef("%s/%d STARTS LEADING token=%d", p.c.name, p.id, token)
+	w.tracef("%s/%d STARTS LEADING token=%d", p.c.shown(), p.id, token)
 	if e.anyTerm && token <= e.maxToken {
 		if !e.historyLost || seenBefore >= e.maxToken {
-			w.fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.name, p.id, token, e.maxToken)
+			w.fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.shown(), p.id, token, e.maxToken)
 		}
 		e.maxToken = token
 		// The documented deletion case: whoever deletes a Lease a fenced
@@ -914,7 +920,7 @@ func (w *simWorld) witnessWrite(p *simProcess, token int32) {
 		}
 		w.res.fenced++
 		if now, leads := p.leaderToken(); leads && now == token && !p.dead && p.c.proc == p {
-			w.fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.name, p.id, e.witness)
+			w.fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.shown(), p.id, e.witness)
 		}
 	})
 }
@@ -947,7 +953,7 @@ func (w *simWorld) checkElection(e *simElection) {
 		}
 	}
 	if len(leaders) > 1 {
-		w.fail("two processes may act as leader of %s: %v", e.name, leaderNames(leaders))
+		w.fail("two processes may act as leader of %s: %v", e.shown(), leaderNames(leaders))
 	}
 	if w.quietAt.IsZero() || w.now.Before(w.quietAt) {
 		return
@@ -1027,7 +1033,7 @@ func (w *simWorld) checkElection(e *simElection) {
 		e.steadyFrom = w.now
 		w.res.toLeader = max(w.res.toLeader, e.quietLeader.Sub(w.quietAt))
 		w.res.toBest = max(w.res.toBest, e.quietBest.Sub(from))
-		w.tracef("steady state of %s from here", e.name)
+		w.tracef("steady state of %s from here", e.shown())
 	}
 	if !e.steadyFrom.IsZero() && !bestLeads {
 		w.fail("leadership changed in steady state: leaders %v", leaderNames(leaders))
@@ -1063,7 +1069,7 @@ func (w *simWorld) bound(b time.Duration) time.Duration {
 func leaderNames(leaders []*simCandidate) []string {
 	names := make([]string, 0, len(leaders))
 	for _, c := range leaders {
-		names = append(names, fmt.Sprintf("%s/%d", c.name, c.proc.id))
+		names = append(names, fmt.Sprintf("%s/%d", c.shown(), c.proc.id))
 	}
 	return names
 }
@@ -1078,7 +1084,7 @@ func (w *simWorld) asGoodAs(leader, best *simCandidate) bool {
 // registered is c's LeaseCandidate, nil when there is none for its Lease
 // (another Lease's candidate may have its name: see addElections).
 func (c *simCandidate) registered() *coordinationv1beta1.LeaseCandidate {
-	if lc := c.w.candidates[c.name]; lc != nil && lc.Spec.LeaseName == c.e.name {
+	if lc := c.w.candidates[c.key()]; lc != nil && lc.Spec.LeaseName == c.e.name {
 		return lc
 	}
 	return nil
@@ -1153,7 +1159,7 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	w.tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.errorRate, w.lagBase, w.strategy)
 
-	primary := &simElection{name: simLease}
+	primary := &simElection{ns: simNS, name: simLease}
 	w.elections = []*simElection{primary}
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
 	n := 2 + w.rng.IntN(4)
@@ -1180,6 +1186,10 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	if rand.New(rand.NewPCG(seed, 0x7a3f15e1c2d4b689)).IntN(simManyLeasesEvery) == 0 {
 		w.addElections()
+	}
+	w.namespaces = 1
+	if rand.New(rand.NewPCG(seed, 0x1f83d9abfb41bd6b)).IntN(simOtherNamespaceEvery) == 0 {
+		w.addNamespace()
 	}
 	w.startController()
 	w.scheduleFaults()
@@ -1287,9 +1297,9 @@ func (w *simWorld) injectFault() {
 		}
 	case 5: // a candidate is deleted
 		c := pick()
-		if lc := w.candidates[c.name]; lc != nil {
+		if lc := w.candidates[c.key()]; lc != nil {
 			w.fault("delete-candidate")
-			_, _ = w.writeCandidate(c.name, nil, lc.ResourceVersion, "fault")
+			_, _ = w.writeCandidate(c.e.ns, c.name, nil, lc.ResourceVersion, "fault")
 		}
 	case 6: // the active controller fails over to a new replica
 		if w.ctrl == nil {
@@ -1339,20 +1349,20 @@ func (w *simWorld) injectFault() {
 		if p := c.proc; p != nil && !p.dead {
 			d := w.durationBetween(time.Second, 40*time.Second)
 			w.fault("partition")
-			w.tracef("%s/%d is partitioned from the API server for %s", c.name, p.id, d)
+			w.tracef("%s/%d is partitioned from the API server for %s", c.shown(), p.id, d)
 			p.partitionedUntil = w.now.Add(d)
 			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = p.partitionedUntil, p.partitionedUntil
 		}
 	case 14: // an operator sets, changes or removes a candidate's priority
 		if w.strategy == strategy.PriorityName {
-			w.annotate(pick().name)
+			w.annotate(pick())
 		}
 	case 13: // one process's watches stall, its requests go through
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
 			d := w.durationBetween(time.Second, 30*time.Second)
 			w.fault("watch-stall")
-			w.tracef("%s/%d's watches stall for %s", c.name, p.id, d)
+			w.tracef("%s/%d's watches stall for %s", c.shown(), p.id, d)
 			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = w.now.Add(d), w.now.Add(d)
 		}
 	case 7: // an API outage: every request fails for a while
@@ -1443,7 +1453,7 @@ func (w *simWorld) addElections() {
 		}
 	}
 	for i, name := range []string{"lease-b", "lease-d"}[:1+w.rng.IntN(2)] {
-		e := &simElection{name: name}
+		e := &simElection{ns: simNS, name: name}
 		w.elections = append(w.elections, e)
 		// The second asks for a strategy cle does not handle: no
 		// controller of cle's may name a holder.
@@ -1463,6 +1473,30 @@ func (w *simWorld) addElections() {
 			w.after(w.durationBetween(0, 3*time.Second), c.start)
 		}
 	}
+}
+
+// simOtherNamespace is the run's second namespace, in some runs (see
+// addNamespace).
+const (
+	simOtherNamespace      = "sim-2"
+	simOtherNamespaceEvery = 5
+)
+
+// addNamespace adds a Lease in another namespace with the first Lease's name,
+// whose candidates have the first Lease's candidates' names: nothing but the
+// namespace tells their objects apart, and the controller watches every
+// namespace.
+func (w *simWorld) addNamespace() {
+	w.namespaces++
+	e := &simElection{ns: simOtherNamespace, name: simLease}
+	w.elections = append(w.elections, e)
+	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
+	for j := range 2 + w.rng.IntN(2) {
+		emulation := versions[w.rng.IntN(len(versions))]
+		c := w.addCandidate(e, fmt.Sprintf("c%d", j), "1.36.0", emulation, simAdopter(w.rng.IntN(3)))
+		w.after(w.durationBetween(0, 3*time.Second), c.start)
+	}
+	w.tracef("%s has candidates of its own in namespace %s", simLease, simOtherNamespace)
 }
 
 // simUnhandledStrategy is a strategy no controller handles, asked for by
@@ -1485,8 +1519,8 @@ var simPriorities = []string{"", "0", "1", "5", "10", "-3"}
 // cle.dev/priority, or removing it: an update conditional on the version it
 // read, as kubectl's; the candidate's process keeps annotations it does not
 // own, and a LeaseCandidate it creates again has none.
-func (w *simWorld) annotate(name string) {
-	cur := w.candidates[name]
+func (w *simWorld) annotate(c *simCandidate) {
+	cur := w.candidates[c.key()]
 	if cur == nil {
 		return
 	}
@@ -1494,7 +1528,7 @@ func (w *simWorld) annotate(name string) {
 	if w.annotated == nil {
 		w.annotated = map[string]time.Time{}
 	}
-	w.annotated[name] = w.now
+	w.annotated[c.key()] = w.now
 	next := cur.DeepCopy()
 	if value := simPriorities[w.rng.IntN(len(simPriorities))]; value == "" {
 		delete(next.Annotations, strategy.PriorityAnnotation)
@@ -1504,13 +1538,13 @@ func (w *simWorld) annotate(name string) {
 		}
 		next.Annotations[strategy.PriorityAnnotation] = value
 	}
-	_, _ = w.writeCandidate(name, next, cur.ResourceVersion, "kubectl annotate ("+next.Annotations[strategy.PriorityAnnotation]+")")
+	_, _ = w.writeCandidate(c.e.ns, c.name, next, cur.ResourceVersion, "kubectl annotate ("+next.Annotations[strategy.PriorityAnnotation]+")")
 }
 
 // reranked reports an operator's change of the candidate's priority recent
 // enough (30 s) that a controller may not have seen it yet.
-func (w *simWorld) reranked(name string) bool {
-	at, ok := w.annotated[name]
+func (w *simWorld) reranked(ns, name string) bool {
+	at, ok := w.annotated[simKey(ns, name)]
 	return ok && w.now.Sub(at) < 30*time.Second
 }
 
@@ -1539,7 +1573,7 @@ func (w *simWorld) addDeadCandidate() {
 	}
 	w.tracef("a dead replica's candidate asks for %s", asks)
 	w.deadDecider = true
-	if _, err := w.writeCandidate("dead", lc, "", "dead replica"); err != nil {
+	if _, err := w.writeCandidate(simNS, "dead", lc, "", "dead replica"); err != nil {
 		panic(err)
 	}
 }
@@ -1566,10 +1600,10 @@ func (w *simWorld) addMalformedCandidate() {
 			},
 		}
 		rv := ""
-		if cur := w.candidates["malformed"]; cur != nil {
+		if cur := w.candidates[simKey(simNS, "malformed")]; cur != nil {
 			rv = cur.ResourceVersion
 		}
-		_, _ = w.writeCandidate("malformed", lc, rv, "malformed")
+		_, _ = w.writeCandidate(simNS, "malformed", lc, rv, "malformed")
 		w.after(10*time.Second, renew)
 	}
 	renew()

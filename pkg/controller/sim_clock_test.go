@@ -68,7 +68,7 @@ func (p *simProcess) afterMono(d time.Duration, fn func()) {
 // faults stop); it wakes as from a pause, finding its wall clock d later.
 func (p *simProcess) suspend(d time.Duration) {
 	w := p.c.w
-	w.tracef("%s/%d is suspended for %s", p.c.name, p.id, d)
+	w.tracef("%s/%d is suspended for %s", p.c.shown(), p.id, d)
 	p.paused, p.suspendedAt = true, w.now
 	p.suspends++
 	w.after(d, p.resume)
@@ -131,7 +131,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 	default:
 		d := simClockStep(w, rng)
 		w.fault("clock-step")
-		w.tracef("%s/%d's wall clock steps %s", p.c.name, p.id, d)
+		w.tracef("%s/%d's wall clock steps %s", p.c.shown(), p.id, d)
 		p.stepped += d
 	}
 }

@@ -75,16 +75,16 @@ func (p *simProcess) startLibrary() {
 	p.lib = l
 	w.libs = append(w.libs, l)
 	l.leases = newSimInformer(func(obj any) (string, error) { return c.e.key(), nil })
-	l.cands = newSimInformer(func(obj any) (string, error) { return simNS + "/" + c.name, nil })
+	l.cands = newSimInformer(func(obj any) (string, error) { return c.key(), nil })
 	logger := logr.Discard()
 	if w.tracing {
-		logger = funcr.New(func(prefix, args string) { w.tracef("%s/%d: %s", c.name, p.id, args) }, funcr.Options{Verbosity: 4})
+		logger = funcr.New(func(prefix, args string) { w.tracef("%s/%d: %s", c.shown(), p.id, args) }, funcr.Options{Verbosity: 4})
 	}
 	l.ctx, l.cancel = context.WithCancel(klog.NewContext(context.Background(), logger))
 	loops, err := stepped.New(candidatepkg.Config{
 		Access: &simAccess{leases: simLibLeases{l}, candidates: simLibCandidates{l}, leaseInf: l.leases, candInf: l.cands},
 		Clock:  l.clock, Logger: logger,
-		Namespace: simNS, LeaseName: c.e.name, Identity: c.name,
+		Namespace: c.e.ns, LeaseName: c.e.name, Identity: c.name,
 		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: c.strategy,
 		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
 		CandidateRenewInterval: simCandRenew,
@@ -115,7 +115,7 @@ func (p *simProcess) startLibrary() {
 	if c.e.lease != nil {
 		lease = append(lease, c.e.lease.DeepCopy())
 	}
-	if lc := w.candidates[c.name]; lc != nil {
+	if lc := w.candidates[c.key()]; lc != nil {
 		self = append(self, lc.DeepCopy())
 	}
 	at := w.now.Add(w.lag())
@@ -128,13 +128,13 @@ func (p *simProcess) startLibrary() {
 			l.cands.list(self...)
 			if err := l.loops.Start(l.ctx); err != nil {
 				if !errors.Is(err, candidatepkg.ErrIdentityInUse) {
-					w.fail("%s/%d cannot start: %v", c.name, p.id, err)
+					w.fail("%s/%d cannot start: %v", c.shown(), p.id, err)
 					return
 				}
 				// Run returns the error and the process exits; the kubelet
 				// starts it again after a back-off that doubles from 10s
 				// to 5m, as for a container that keeps crashing.
-				w.tracef("%s/%d exits: %v", c.name, p.id, err)
+				w.tracef("%s/%d exits: %v", c.shown(), p.id, err)
 				w.res.identityInUse++
 				l.kill()
 				c.proc = nil
@@ -351,12 +351,17 @@ func (l *simLib) call(ctx context.Context, do func() (runtime.Object, error)) (r
 	return l.cur.request(&simRequest{do: do, timeout: timeout})
 }
 
-func (l *simLib) who() string { return fmt.Sprintf("%s/%d", l.p.c.name, l.p.id) }
+func (l *simLib) who() string { return fmt.Sprintf("%s/%d", l.p.c.shown(), l.p.id) }
 
+// ns is the namespace of the process's Lease, where its clients act.
+func (l *simLib) ns() string { return l.p.c.e.ns }
+
+// simLibLeases and simLibCandidates are a library candidate's clients,
+// bound to the namespace of its Lease.
 type simLibLeases struct{ l *simLib }
 
 func (c simLibLeases) Get(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	e := c.l.p.c.w.electionOf(name)
+	e := c.l.p.c.w.electionOf(c.l.ns(), name)
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
 		if e == nil || e.lease == nil {
 			return nil, apierrors.NewNotFound(simLeasesGR, name)
@@ -376,7 +381,7 @@ func (c simLibLeases) Update(ctx context.Context, lease *coordinationv1.Lease) (
 	lease = lease.DeepCopy()
 	before := ""
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
-		e := w.electionOf(lease.Name)
+		e := w.electionOf(c.l.ns(), lease.Name)
 		if e == nil {
 			return nil, apierrors.NewNotFound(simLeasesGR, lease.Name)
 		}
@@ -405,7 +410,7 @@ type simLibCandidates struct{ l *simLib }
 func (c simLibCandidates) Get(ctx context.Context, name string) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.l.p.c.w
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
-		lc := w.candidates[name]
+		lc := w.candidates[simKey(c.l.ns(), name)]
 		if lc == nil {
 			return nil, apierrors.NewNotFound(simCandidatesGR, name)
 		}
@@ -427,7 +432,7 @@ func (c simLibCandidates) write(ctx context.Context, lc *coordinationv1beta1.Lea
 	w := c.l.p.c.w
 	lc = lc.DeepCopy()
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
-		written, err := w.writeCandidate(lc.Name, lc, rv, c.l.who())
+		written, err := w.writeCandidate(c.l.ns(), lc.Name, lc, rv, c.l.who())
 		if written == nil {
 			return nil, err
 		}
@@ -440,14 +445,14 @@ func (c simLibCandidates) write(ctx context.Context, lc *coordinationv1beta1.Lea
 func (c simLibCandidates) Delete(ctx context.Context, name string, pre *metav1.Preconditions) error {
 	w := c.l.p.c.w
 	_, err := c.l.call(ctx, func() (runtime.Object, error) {
-		cur := w.candidates[name]
+		cur := w.candidates[simKey(c.l.ns(), name)]
 		switch {
 		case cur == nil:
 			return nil, apierrors.NewNotFound(simCandidatesGR, name)
 		case pre != nil && pre.UID != nil && *pre.UID != cur.UID:
 			return nil, apierrors.NewConflict(simCandidatesGR, name, fmt.Errorf("UID precondition failed"))
 		}
-		_, err := w.writeCandidate(name, nil, cur.ResourceVersion, c.l.who()+" (shutdown)")
+		_, err := w.writeCandidate(c.l.ns(), name, nil, cur.ResourceVersion, c.l.who()+" (shutdown)")
 		return nil, err
 	})
 	return err

@@ -308,7 +308,9 @@ type simWorld struct {
 	// rollingOut: a rollout of another strategy is under way (see
 	// rollout), and w.strategy is not yet every candidate's.
 	rollingOut bool
-	candidates map[string]*coordinationv1beta1.LeaseCandidate
+	candidates map[string]*coordinationv1beta1.LeaseCandidate // by namespace/name
+	// namespaces is how many namespaces the run's Leases are in.
+	namespaces int
 	// writeTimes are the recent writes, for the load-dependent watch lag.
 	writeTimes []time.Time
 
@@ -341,9 +343,9 @@ type simWorld struct {
 // simElection is one Lease of the run: the object the model server stores,
 // its candidates, and what the checks follow of it.
 type simElection struct {
-	name  string
-	lease *coordinationv1.Lease
-	cands []*simCandidate
+	ns, name string
+	lease    *coordinationv1.Lease
+	cands    []*simCandidate
 	// history of terms: the highest token any term of the Lease had.
 	maxToken    int32
 	anyTerm     bool
@@ -373,16 +375,31 @@ type simElection struct {
 	}
 }
 
-func (e *simElection) key() string { return simNS + "/" + e.name }
+func (e *simElection) key() string { return e.ns + "/" + e.name }
 
-// electionOf is the election of the Lease name, nil if the run has none.
-func (w *simWorld) electionOf(name string) *simElection {
+// shown is how the trace names the Lease (see simShown).
+func (e *simElection) shown() string { return simShown(e.ns, e.name) }
+
+// electionOf is the election of the Lease ns/name, nil if the run has none.
+func (w *simWorld) electionOf(ns, name string) *simElection {
 	for _, e := range w.elections {
-		if e.name == name {
+		if e.ns == ns && e.name == name {
 			return e
 		}
 	}
 	return nil
+}
+
+// simKey is an object's key in its store: namespace/name.
+func simKey(ns, name string) string { return ns + "/" + name }
+
+// simShown is how the trace names an object: by name in the run's first
+// namespace, else by key.
+func simShown(ns, name string) string {
+	if ns == simNS {
+		return name
+	}
+	return simKey(ns, name)
 }
 
 func (w *simWorld) tracef(format string, args ...any) {
@@ -535,7 +552,7 @@ func (w *simWorld) leaseWatchers(e *simElection) []*simWatcher {
 	return out
 }
 
-func (w *simWorld) candidateWatchers(name string) []*simWatcher {
+func (w *simWorld) candidateWatchers(ns, name string) []*simWatcher {
 	var out []*simWatcher
 	if w.builtin != nil {
 		out = append(out, w.builtin.candWatch)
@@ -544,7 +561,7 @@ func (w *simWorld) candidateWatchers(name string) []*simWatcher {
 		out = append(out, sc.candWatch)
 	}
 	for _, c := range w.cands {
-		if c.name == name && c.proc != nil {
+		if c.e.ns == ns && c.name == name && c.proc != nil {
 			out = append(out, c.proc.candWatch)
 		}
 	}
@@ -566,14 +583,14 @@ func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv st
 	if lease == nil {
 		old := e.lease
 		e.lease = nil
-		w.tracef("%s deleted by %s", e.name, by)
+		w.tracef("%s deleted by %s", e.shown(), by)
 		for _, sw := range w.leaseWatchers(e) {
 			sw.send(old, true)
 		}
 		return nil, nil
 	}
 	stored := lease.DeepCopy()
-	stored.Namespace, stored.Name = simNS, e.name
+	stored.Namespace, stored.Name = e.ns, e.name
 	for _, t := range []*metav1.MicroTime{stored.Spec.AcquireTime, stored.Spec.RenewTime} {
 		simOnTheWire(t)
 	}
@@ -584,7 +601,7 @@ func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv st
 		stored.UID = e.lease.UID
 	}
 	e.lease = stored
-	w.tracef("%s by %s: holder=%q preferred=%q transitions=%d renew=%s rv=%s", e.name, by, holderIdentity(stored),
+	w.tracef("%s by %s: holder=%q preferred=%q transitions=%d renew=%s rv=%s", e.shown(), by, holderIdentity(stored),
 		ptr.Deref(stored.Spec.PreferredHolder, ""), ptr.Deref(stored.Spec.LeaseTransitions, 0), simTime(stored.Spec.RenewTime), stored.ResourceVersion)
 	for _, sw := range w.leaseWatchers(e) {
 		sw.send(stored.DeepCopy(), false)
@@ -608,8 +625,9 @@ func simTime(t *metav1.MicroTime) string {
 }
 
 // writeCandidate is writeLease for a LeaseCandidate.
-func (w *simWorld) writeCandidate(name string, lc *coordinationv1beta1.LeaseCandidate, rv string, by string) (*coordinationv1beta1.LeaseCandidate, error) {
-	cur := w.candidates[name]
+func (w *simWorld) writeCandidate(ns, name string, lc *coordinationv1beta1.LeaseCandidate, rv string, by string) (*coordinationv1beta1.LeaseCandidate, error) {
+	key, shown := simKey(ns, name), simShown(ns, name)
+	cur := w.candidates[key]
 	switch {
 	case rv == "" && cur != nil:
 		return nil, apierrors.NewAlreadyExists(simCandidatesGR, name)
@@ -621,21 +639,21 @@ func (w *simWorld) writeCandidate(name string, lc *coordinationv1beta1.LeaseCand
 	if lc != nil && cur != nil && lc.Spec.LeaseName != cur.Spec.LeaseName {
 		// kube-apiserver refuses it: spec.leaseName is immutable. Only a
 		// process with another Lease's candidate's Identity would try.
-		w.fail("%s rewrites LeaseCandidate %s of Lease %s for Lease %s", by, name, cur.Spec.LeaseName, lc.Spec.LeaseName)
+		w.fail("%s rewrites LeaseCandidate %s of Lease %s for Lease %s", by, shown, cur.Spec.LeaseName, lc.Spec.LeaseName)
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: simCandidatesGR.Group, Kind: "LeaseCandidate"}, name, nil)
 	}
 	w.writeTimes = append(w.writeTimes, w.now)
 	w.candidateWrites++
 	if lc == nil {
-		delete(w.candidates, name)
-		w.tracef("candidate %s deleted by %s", name, by)
-		for _, sw := range w.candidateWatchers(name) {
+		delete(w.candidates, key)
+		w.tracef("candidate %s deleted by %s", shown, by)
+		for _, sw := range w.candidateWatchers(ns, name) {
 			sw.send(cur, true)
 		}
 		return nil, nil
 	}
 	stored := lc.DeepCopy()
-	stored.Namespace, stored.Name = simNS, name
+	stored.Namespace, stored.Name = ns, name
 	for _, t := range []*metav1.MicroTime{stored.Spec.RenewTime, stored.Spec.PingTime} {
 		simOnTheWire(t)
 	}
@@ -646,9 +664,9 @@ func (w *simWorld) writeCandidate(name string, lc *coordinationv1beta1.LeaseCand
 	} else {
 		stored.UID, stored.CreationTimestamp = cur.UID, cur.CreationTimestamp
 	}
-	w.candidates[name] = stored
-	w.tracef("candidate %s by %s: renew=%s ping=%s rv=%s", name, by, simTime(stored.Spec.RenewTime), simTime(stored.Spec.PingTime), stored.ResourceVersion)
-	for _, sw := range w.candidateWatchers(name) {
+	w.candidates[key] = stored
+	w.tracef("candidate %s by %s: renew=%s ping=%s rv=%s", shown, by, simTime(stored.Spec.RenewTime), simTime(stored.Spec.PingTime), stored.ResourceVersion)
+	for _, sw := range w.candidateWatchers(ns, name) {
 		sw.send(stored.DeepCopy(), false)
 	}
 	return stored.DeepCopy(), nil
@@ -750,9 +768,16 @@ func (w *simWorld) startController() {
 	}
 	sc.ctx = klog.NewContext(context.Background(), logger)
 	sc.clock = testingclock.NewFakeClock(sc.clockNow())
-	acc := &simAccess{leases: simLeaseClient{sc}, candidates: simCandidateClient{sc}}
+	acc := &simAccess{
+		leasesIn:     func(ns string) access.LeaseClient { return simLeaseClient{sc, ns} },
+		candidatesIn: func(ns string) access.CandidateClient { return simCandidateClient{sc, ns} },
+	}
 	sc.linf, sc.cinf = newSimInformer(cache.MetaNamespaceKeyFunc), newSimInformer(cache.MetaNamespaceKeyFunc)
-	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: []string{simNS}}
+	watched := []string{simNS}
+	if w.namespaces > 1 {
+		watched = []string{""} // one informer of each kind for all namespaces
+	}
+	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: watched}
 	holding := func() bool {
 		// cle-controller's heldLock.holding
 		return !sc.lockSent.IsZero() && lead.Elapsed(sc.clockNow(), sc.lockSent) < simControllerRenewDeadline
@@ -821,14 +846,15 @@ func (sc *simController) list(cands, leases []runtime.Object) {
 func (sc *simController) noteToken() {
 	referenced := map[string]bool{}
 	for _, obj := range sc.cinf.store.List() {
-		referenced[obj.(*coordinationv1beta1.LeaseCandidate).Spec.LeaseName] = true
+		lc := obj.(*coordinationv1beta1.LeaseCandidate)
+		referenced[simKey(lc.Namespace, lc.Spec.LeaseName)] = true
 	}
 	for _, e := range sc.w.elections {
-		if !referenced[e.name] {
+		if !referenced[e.key()] {
 			continue
 		}
 		if obj, ok, _ := sc.linf.store.GetByKey(e.key()); ok {
-			sc.sawToken[e.name] = max(sc.sawToken[e.name], ptr.Deref(obj.(*coordinationv1.Lease).Spec.LeaseTransitions, 0))
+			sc.sawToken[e.key()] = max(sc.sawToken[e.key()], ptr.Deref(obj.(*coordinationv1.Lease).Spec.LeaseTransitions, 0))
 		}
 	}
 }
@@ -1222,21 +1248,33 @@ func (sc *simController) send(th *simThread, r *simRequest) {
 
 // simAccess is an access layer on the model server: its clients, and the
 // informers the process's watches feed (nil: the process builds none).
+// simAccess is the access layer of a process: a library candidate's, bound
+// to its namespace, or a controller replica's (leasesIn, candidatesIn).
 type simAccess struct {
 	leases            access.LeaseClient
 	candidates        access.CandidateClient
+	leasesIn          func(ns string) access.LeaseClient
+	candidatesIn      func(ns string) access.CandidateClient
 	leaseInf, candInf *simInformer
 }
 
 func (a *simAccess) Mode() access.Mode          { return access.ModeNative }
 func (a *simAccess) ControllerLockName() string { return access.NativeControllerLock }
-func (a *simAccess) LeaseCandidates(string) access.CandidateClient {
+func (a *simAccess) LeaseCandidates(ns string) access.CandidateClient {
+	if a.candidatesIn != nil {
+		return a.candidatesIn(ns)
+	}
 	return a.candidates
 }
 func (a *simAccess) CandidateReference(lc *coordinationv1beta1.LeaseCandidate) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "LeaseCandidate", Namespace: lc.Namespace, Name: lc.Name}
 }
-func (a *simAccess) Leases(string) access.LeaseClient { return a.leases }
+func (a *simAccess) Leases(ns string) access.LeaseClient {
+	if a.leasesIn != nil {
+		return a.leasesIn(ns)
+	}
+	return a.leases
+}
 func (a *simAccess) NewCandidateInformer(string, time.Duration, func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	if a.candInf == nil {
 		panic("not used")
@@ -1250,7 +1288,10 @@ func (a *simAccess) NewLeaseInformer(string, time.Duration, func(*metav1.ListOpt
 	return a.leaseInf
 }
 
-type simLeaseClient struct{ sc *simController }
+type simLeaseClient struct {
+	sc *simController
+	ns string
+}
 
 // The clients' requests are made by the step's goroutine (see
 // simController.request); what the server does runs in the simulation when
@@ -1262,7 +1303,7 @@ func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lea
 		if err, _ := w.requestError(simLeasesGR, name); err != nil {
 			return nil, err
 		}
-		e := w.electionOf(name)
+		e := w.electionOf(c.ns, name)
 		if e == nil || e.lease == nil {
 			return nil, apierrors.NewNotFound(simLeasesGR, name)
 		}
@@ -1287,9 +1328,12 @@ func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordina
 // serve is the server's side of a Lease write of the controller.
 func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordinationv1.Lease, error) {
 	w := c.sc.w
-	e := w.electionOf(lease.Name)
+	if lease.Namespace != c.ns {
+		panic("the controller writes a Lease of " + lease.Namespace + " through the client of " + c.ns)
+	}
+	e := w.electionOf(c.ns, lease.Name)
 	if e == nil {
-		panic("the controller writes a Lease the run does not have: " + lease.Name)
+		panic("the controller writes a Lease the run does not have: " + simKey(c.ns, lease.Name))
 	}
 	err, applied := w.requestError(simLeasesGR, e.name)
 	if err != nil && !applied {
@@ -1302,9 +1346,9 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 	}
 	w.controllerWrote(e, "lease")
 	if e.unhandled && holderIdentity(written) != "" {
-		w.fail("controller %d named %s the holder of %s, whose candidates ask for %s, which it does not handle", c.sc.id, holderIdentity(written), e.name, simUnhandledStrategy)
+		w.fail("controller %d named %s the holder of %s, whose candidates ask for %s, which it does not handle", c.sc.id, holderIdentity(written), e.shown(), simUnhandledStrategy)
 	}
-	if e.anyTerm && c.sc.sawToken[e.name] < e.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken {
+	if e.anyTerm && c.sc.sawToken[e.key()] < e.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken {
 		// A replica that never saw the Lease's highest token while
 		// candidates referenced it creates it again after a deletion, or
 		// names a holder of a Lease someone else created again: the
@@ -1332,7 +1376,10 @@ func (c simLeaseClient) Delete(context.Context, string, *metav1.Preconditions) e
 	panic("the controller does not delete Leases")
 }
 
-type simCandidateClient struct{ sc *simController }
+type simCandidateClient struct {
+	sc *simController
+	ns string
+}
 
 func (c simCandidateClient) Get(_ context.Context, name string) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.sc.w
@@ -1340,7 +1387,7 @@ func (c simCandidateClient) Get(_ context.Context, name string) (*coordinationv1
 		if err, _ := w.requestError(simCandidatesGR, name); err != nil {
 			return nil, err
 		}
-		lc, ok := w.candidates[name]
+		lc, ok := w.candidates[simKey(c.ns, name)]
 		if !ok {
 			return nil, apierrors.NewNotFound(simCandidatesGR, name)
 		}
@@ -1361,11 +1408,14 @@ func (c simCandidateClient) Update(_ context.Context, lc *coordinationv1beta1.Le
 		if err != nil && !applied {
 			return nil, err
 		}
-		written, werr := w.writeCandidate(lc.Name, lc, lc.ResourceVersion, fmt.Sprintf("controller %d", c.sc.id))
+		if lc.Namespace != c.ns {
+			panic("the controller writes a LeaseCandidate of " + lc.Namespace + " through the client of " + c.ns)
+		}
+		written, werr := w.writeCandidate(c.ns, lc.Name, lc, lc.ResourceVersion, fmt.Sprintf("controller %d", c.sc.id))
 		if werr != nil {
 			return nil, werr
 		}
-		w.controllerWrote(w.electionOf(lc.Spec.LeaseName), "ping")
+		w.controllerWrote(w.electionOf(c.ns, lc.Spec.LeaseName), "ping")
 		w.res.pings++
 		return written, err
 	})
@@ -1382,7 +1432,7 @@ func (c simCandidateClient) Delete(_ context.Context, name string, pre *metav1.P
 		if err != nil && !applied {
 			return nil, err
 		}
-		cur := w.candidates[name]
+		cur := w.candidates[simKey(c.ns, name)]
 		switch {
 		case cur == nil:
 			return nil, apierrors.NewNotFound(simCandidatesGR, name)
@@ -1391,8 +1441,8 @@ func (c simCandidateClient) Delete(_ context.Context, name string, pre *metav1.P
 		case *pre.UID != cur.UID || *pre.ResourceVersion != cur.ResourceVersion:
 			return nil, apierrors.NewConflict(simCandidatesGR, name, errors.New("precondition failed"))
 		}
-		w.collected(name)
-		_, werr := w.writeCandidate(name, nil, cur.ResourceVersion, fmt.Sprintf("controller %d (garbage collection)", c.sc.id))
+		w.collected(c.ns, name)
+		_, werr := w.writeCandidate(c.ns, name, nil, cur.ResourceVersion, fmt.Sprintf("controller %d (garbage collection)", c.sc.id))
 		if werr != nil {
 			return nil, werr
 		}
@@ -1404,11 +1454,11 @@ func (c simCandidateClient) Delete(_ context.Context, name string, pre *metav1.P
 // collected checks a garbage collection: never of the candidate of a
 // process that runs and can reach the server, which renews it well within
 // the TTL.
-func (w *simWorld) collected(name string) {
+func (w *simWorld) collected(ns, name string) {
 	w.res.collected++
 	for _, c := range w.cands {
-		if c.name == name && c.proc != nil && !c.proc.dead && !c.proc.paused && !w.faulty {
-			w.fail("the garbage collector deleted the candidate of %s/%d, which runs", c.name, c.proc.id)
+		if c.e.ns == ns && c.name == name && c.proc != nil && !c.proc.dead && !c.proc.paused && !w.faulty {
+			w.fail("the garbage collector deleted the candidate of %s/%d, which runs", c.shown(), c.proc.id)
 		}
 	}
 }
@@ -1427,11 +1477,11 @@ func (w *simWorld) checkPreference(before, after *coordinationv1.Lease) {
 	if pref == "" || (before != nil && ptr.Deref(before.Spec.PreferredHolder, "") == pref) {
 		return
 	}
-	holder, preferred := w.candidates[holderIdentity(after)], w.candidates[pref]
+	holder, preferred := w.candidates[simKey(after.Namespace, holderIdentity(after))], w.candidates[simKey(after.Namespace, pref)]
 	if holder == nil || preferred == nil {
 		return
 	}
-	if w.rollingOut || w.reranked(holder.Name) || w.reranked(pref) {
+	if w.rollingOut || w.reranked(after.Namespace, holder.Name) || w.reranked(after.Namespace, pref) {
 		return // the controller may have judged their merit before an operator changed it
 	}
 	if !strategy.Preempts(w.ranking(), preferred, holder) {
