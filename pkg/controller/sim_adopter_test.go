@@ -150,7 +150,7 @@ func (e *simElector) count(what string) {
 }
 
 func (e *simElector) tracef(format string, args ...any) {
-	e.w().tracef("%s/%d %s", e.p.c.name, e.p.id, fmt.Sprintf(format, args...))
+	e.w().Tracef("%s/%d %s", e.p.c.name, e.p.id, fmt.Sprintf(format, args...))
 }
 
 // start is le.Run: the acquire loop's first try at once.
@@ -161,7 +161,7 @@ func (e *simElector) start() { e.acquire() }
 func (e *simElector) wait(d time.Duration, fn func()) {
 	e.gen++
 	gen := e.gen
-	e.w().after(e.p.untilLocal(max(d, 0)), func() {
+	e.w().After(e.p.untilLocal(max(d, 0)), func() {
 		e.p.act(func() {
 			if gen == e.gen {
 				fn()
@@ -189,7 +189,7 @@ func (e *simElector) acquire() {
 		case e.ctxDone:
 			e.runReturns()
 		default:
-			jitter := time.Duration(e.w().rng.Float64() * lockrule.AcquireJitter * float64(e.rp))
+			jitter := time.Duration(e.w().Rng.Float64() * lockrule.AcquireJitter * float64(e.rp))
 			e.wait(e.rp+jitter, e.acquire)
 		}
 	})
@@ -382,13 +382,13 @@ func (e *simElector) exit() {
 	p.dead = true
 	e.work = false
 	c.proc = nil
-	c.e.exitedAt = w.now
+	c.e.exitedAt = w.Now
 	if e.onExit != nil {
 		e.onExit()
 		return
 	}
 	// Its Deployment restarts it.
-	w.after(w.durationBetween(time.Second, 30*time.Second), func() {
+	w.After(w.DurationBetween(time.Second, 30*time.Second), func() {
 		if c.proc == nil {
 			c.start()
 		}
@@ -449,7 +449,7 @@ func (e *simElector) cancelWork(why string) {
 	}
 	e.workCancelled = true
 	e.tracef("leader work cancelled: %s", why)
-	e.w().after(e.w().durationBetween(0, simWorkStop), func() {
+	e.w().After(e.w().DurationBetween(0, simWorkStop), func() {
 		e.p.act(e.workReturned)
 	})
 }
@@ -571,7 +571,7 @@ func (e *simElector) release(then func()) {
 		// A manager releases after its leader runnables have stopped: a
 		// graceful shutdown in a term it still holds hands over at once,
 		// whatever became of a renewal the shutdown cut short.
-		e.w().fail("%s/%d: a graceful shutdown of the leader in a sound term left the Lease to expire", p.c.shown(), p.id)
+		e.w().Fail("%s/%d: a graceful shutdown of the leader in a sound term left the Lease to expire", p.c.shown(), p.id)
 	}
 	switch r {
 	case lockrule.HandOverNow:
@@ -610,7 +610,7 @@ func (e *simElector) release(then func()) {
 
 // wait2 waits local duration d apart from the loop's timer.
 func (e *simElector) wait2(d time.Duration, fn func()) {
-	e.w().after(e.p.untilLocal(d), func() { e.p.act(fn) })
+	e.w().After(e.p.untilLocal(d), func() { e.p.act(fn) })
 }
 
 // endRelease closes the release's hand-over and stops the candidate.
@@ -709,7 +709,7 @@ func (p *simProcess) call(deadline time.Time, run func(finish func()), fail func
 			fail(context.DeadlineExceeded)
 			return
 		}
-		p.c.w.after(p.untilLocal(left), func() {
+		p.c.w.After(p.untilLocal(left), func() {
 			p.act(func() {
 				if !cl.started && !cl.over {
 					cl.over = true
@@ -754,7 +754,7 @@ func (p *simProcess) nextCall() {
 			cl.over = true
 			p.inCall = false
 			p.callDeadline = time.Time{}
-			p.c.w.after(0, func() { p.act(p.afterCall) })
+			p.c.w.After(0, func() { p.act(p.afterCall) })
 		})
 		return
 	}

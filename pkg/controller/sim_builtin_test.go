@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/internal/simworld"
 )
 
 // simBuiltin is the election controller built into kube-apiserver, as
@@ -40,7 +42,7 @@ type simBuiltin struct {
 	// Its informers' copies, by namespace/name.
 	leases                map[string]*coordinationv1.Lease
 	cands                 map[string]*coordinationv1beta1.LeaseCandidate
-	leaseWatch, candWatch *simWatcher
+	leaseWatch, candWatch *simworld.Watcher
 	// stepAt is, per Lease (namespace/name), when its queued step runs
 	// (none: not queued).
 	stepAt map[string]time.Time
@@ -63,10 +65,10 @@ func builtinRun(seed uint64) bool {
 
 func (w *simWorld) addBuiltin() {
 	b := &simBuiltin{
-		w: w, offset: w.durationBetween(-500*time.Millisecond, 500*time.Millisecond),
+		w: w, offset: w.DurationBetween(-500*time.Millisecond, 500*time.Millisecond),
 		leases: map[string]*coordinationv1.Lease{}, cands: map[string]*coordinationv1beta1.LeaseCandidate{}, stepAt: map[string]time.Time{},
 	}
-	b.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+	b.leaseWatch = w.Watch(func(obj runtime.Object, deleted bool) {
 		l := obj.(*coordinationv1.Lease)
 		if deleted {
 			delete(b.leases, simKey(l.Namespace, l.Name))
@@ -74,8 +76,8 @@ func (w *simWorld) addBuiltin() {
 			b.leases[simKey(l.Namespace, l.Name)] = l
 		}
 		b.enqueue(l.Namespace, l.Name)
-	}}
-	b.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+	})
+	b.candWatch = w.Watch(func(obj runtime.Object, deleted bool) {
 		lc := obj.(*coordinationv1beta1.LeaseCandidate)
 		if deleted {
 			delete(b.cands, simKey(lc.Namespace, lc.Name))
@@ -86,43 +88,43 @@ func (w *simWorld) addBuiltin() {
 		if lc.Spec.PingTime == nil || lc.Spec.RenewTime == nil || !lc.Spec.RenewTime.Before(lc.Spec.PingTime) {
 			b.enqueue(lc.Namespace, lc.Spec.LeaseName)
 		}
-	}}
+	})
 	w.builtin = b
 	// Through the faults it takes the lock from cle now and then, and
 	// holds it for a while.
-	for t := w.durationBetween(10*time.Second, 60*time.Second); t < simFaultPhase; t += w.durationBetween(60*time.Second, 150*time.Second) {
-		w.at(w.start.Add(t), b.takeLock)
+	for t := w.DurationBetween(10*time.Second, 60*time.Second); t < simFaultPhase; t += w.DurationBetween(60*time.Second, 150*time.Second) {
+		w.At(w.Start.Add(t), b.takeLock)
 	}
 }
 
-func (b *simBuiltin) now() time.Time { return b.w.now.Add(b.offset) }
+func (b *simBuiltin) now() time.Time { return b.w.Now.Add(b.offset) }
 
 // takeLock: kube-apiserver holds the election controller's lock once cle's
 // active replica lost it (cle stands by, as a replica that sees the lock
 // renewed by kube-apiserver does), and gives it back later.
 func (b *simBuiltin) takeLock() {
 	w := b.w
-	if !w.faulty || b.acting {
+	if !w.Faulty || b.acting {
 		return
 	}
-	w.fault("builtin-acts")
+	w.Fault("builtin-acts")
 	if sc := w.ctrl; sc != nil {
 		w.ctrl = nil
-		w.tracef("controller %d loses the lock to kube-apiserver", sc.id)
+		w.Tracef("controller %d loses the lock to kube-apiserver", sc.id)
 		if !sc.paused {
 			sc.stop()
 		} // a paused replica acts on when it resumes, deposed (see resume)
 	}
-	w.after(w.durationBetween(0, simControllerLease), func() {
-		if !w.faulty || w.ctrl != nil {
+	w.After(w.DurationBetween(0, simControllerLease), func() {
+		if !w.Faulty || w.ctrl != nil {
 			return
 		}
 		b.acting = true
-		w.tracef("kube-apiserver's election controller acts")
+		w.Tracef("kube-apiserver's election controller acts")
 		for _, e := range w.elections {
 			b.enqueue(e.ns, e.name)
 		}
-		w.after(w.durationBetween(10*time.Second, 90*time.Second), func() {
+		w.After(w.DurationBetween(10*time.Second, 90*time.Second), func() {
 			if b.acting {
 				b.giveBack()
 			}
@@ -135,7 +137,7 @@ func (b *simBuiltin) takeLock() {
 func (b *simBuiltin) giveBack() {
 	w := b.w
 	b.stop()
-	w.after(w.durationBetween(0, simControllerLease), func() {
+	w.After(w.DurationBetween(0, simControllerLease), func() {
 		if w.ctrl == nil && !b.acting {
 			w.startController()
 		}
@@ -146,14 +148,14 @@ func (b *simBuiltin) giveBack() {
 func (b *simBuiltin) stop() {
 	b.acting = false
 	clear(b.stepAt)
-	b.w.tracef("kube-apiserver's election controller stops acting")
+	b.w.Tracef("kube-apiserver's election controller stops acting")
 }
 
 // enqueue schedules a step of the Lease ns/name at once, unless one is due
 // sooner.
 func (b *simBuiltin) enqueue(ns, name string) {
 	if e := b.w.electionOf(ns, name); e != nil { // else the controllers' lock
-		b.schedule(e, b.w.now)
+		b.schedule(e, b.w.Now)
 	}
 }
 
@@ -163,13 +165,13 @@ func (b *simBuiltin) schedule(e *simElection, t time.Time) {
 		return
 	}
 	b.stepAt[key] = t
-	b.w.at(t, func() {
+	b.w.At(t, func() {
 		if at, ok := b.stepAt[key]; !b.acting || !ok || !at.Equal(t) {
 			return
 		}
 		delete(b.stepAt, key)
 		if requeue := b.step(e); requeue > 0 {
-			b.schedule(e, b.w.now.Add(requeue))
+			b.schedule(e, b.w.Now.Add(requeue))
 		}
 	})
 }
@@ -211,7 +213,7 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 		if ping == nil || (ping.Add(builtinElection).Before(now) && !renew.Before(ping)) {
 			next := lc.DeepCopy()
 			next.Spec.PingTime = &metav1.MicroTime{Time: now}
-			if err, applied := w.requestError(simCandidatesGR, lc.Name); err != nil && !applied {
+			if err, applied := w.RequestError(simCandidatesGR, lc.Name); err != nil && !applied {
 				return builtinRequeue
 			}
 			if _, err := w.writeCandidate(lc.Namespace, lc.Name, next, lc.ResourceVersion, "kube-apiserver (ping)"); err != nil {
@@ -255,7 +257,7 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 		}
 		elected.Spec.HolderIdentity = ptr.To(best.Name)
 	}
-	if err, applied := w.requestError(simLeasesGR, e.name); err != nil && !applied {
+	if err, applied := w.RequestError(simLeasesGR, e.name); err != nil && !applied {
 		return 0
 	}
 	if _, err := w.writeLease(e, elected, "", "kube-apiserver"); err == nil {
@@ -265,7 +267,7 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 		return 0
 	}
 	// The Lease exists: read it, and update it if need be.
-	if err, _ := w.requestError(simLeasesGR, e.name); err != nil || e.lease == nil {
+	if err, _ := w.RequestError(simLeasesGR, e.name); err != nil || e.lease == nil {
 		return 0
 	}
 	existing := e.lease.DeepCopy()
@@ -296,7 +298,7 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 	if reflect.DeepEqual(existing, orig) {
 		return builtinRequeue
 	}
-	if err, applied := w.requestError(simLeasesGR, e.name); err != nil && !applied {
+	if err, applied := w.RequestError(simLeasesGR, e.name); err != nil && !applied {
 		return 0
 	}
 	if _, err := w.writeLease(e, existing, existing.ResourceVersion, "kube-apiserver"); err != nil {
@@ -312,7 +314,7 @@ func (b *simBuiltin) created(e *simElection) {
 	w := b.w
 	if e.anyTerm {
 		e.historyLost = true
-		w.fault("token-history-lost")
+		w.Fault("token-history-lost")
 	}
 }
 

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
+	"github.com/cle-dev/cle/internal/simworld"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -77,7 +77,7 @@ type simProcess struct {
 	// their deadline), while its clock and timers run on.
 	partitionedUntil time.Time
 
-	leaseWatch, candWatch *simWatcher
+	leaseWatch, candWatch *simworld.Watcher
 	self                  *coordinationv1beta1.LeaseCandidate
 	answering             bool // a ping answer is in flight
 
@@ -145,7 +145,7 @@ const simWorkReturn = time.Second
 
 func (p *simProcess) localNow() time.Time {
 	w := p.c.w
-	return w.now.Add(p.offset + p.stepped + time.Duration(p.drift*float64(w.now.Sub(p.born))))
+	return w.Now.Add(p.offset + p.stepped + time.Duration(p.drift*float64(w.Now.Sub(p.born))))
 }
 
 // quietIn is the elector's quietIn: how long until nothing of this process
@@ -196,9 +196,9 @@ func (c *simCandidate) start() {
 	w := c.w
 	c.incarnations++
 	p := &simProcess{
-		c: c, id: c.incarnations, born: w.now,
-		offset: w.durationBetween(-10*time.Minute, 10*time.Minute),
-		drift:  (w.rng.Float64()*2 - 1) * simMaxDrift,
+		c: c, id: c.incarnations, born: w.Now,
+		offset: w.DurationBetween(-10*time.Minute, 10*time.Minute),
+		drift:  (w.Rng.Float64()*2 - 1) * simMaxDrift,
 		own:    &lead.Ownership{Identity: c.name},
 	}
 	if w.builtin != nil {
@@ -208,36 +208,36 @@ func (c *simCandidate) start() {
 	}
 	if c.adopter == simLibrary {
 		c.proc = p
-		w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
+		w.Tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
 		p.startLibrary()
 		return
 	}
-	p.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+	p.leaseWatch = w.Watch(func(obj runtime.Object, deleted bool) {
 		if deleted {
 			p.onLease(nil)
 			return
 		}
 		p.onLease(obj.(*coordinationv1.Lease))
-	}}
-	p.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+	})
+	p.candWatch = w.Watch(func(obj runtime.Object, deleted bool) {
 		if deleted {
 			p.onSelf(nil)
 			return
 		}
 		p.onSelf(obj.(*coordinationv1beta1.LeaseCandidate))
-	}}
+	})
 	c.proc = p
-	w.tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
+	w.Tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
 	// Its watches list what there is, after a lag; the elector starts
 	// once the Lease's list is in.
 	var lease *coordinationv1.Lease
 	if c.e.lease != nil {
 		lease = c.e.lease.DeepCopy()
 	}
-	at := w.now.Add(w.lag())
-	p.leaseWatch.last, p.candWatch.last = at, at
-	w.late(at)
-	w.at(at, func() {
+	at := w.Now.Add(w.Lag())
+	p.leaseWatch.Last, p.candWatch.Last = at, at
+	w.Late(at)
+	w.At(at, func() {
 		p.act(func() {
 			p.synced = true
 			p.observe(lease, true)
@@ -271,10 +271,10 @@ func (p *simProcess) resume() {
 	}
 	p.paused = false
 	if !p.suspendedAt.IsZero() {
-		p.suspended += p.c.w.now.Sub(p.suspendedAt)
+		p.suspended += p.c.w.Now.Sub(p.suspendedAt)
 		p.suspendedAt = time.Time{}
 	}
-	p.c.w.tracef("%s/%d resumes", p.c.shown(), p.id)
+	p.c.w.Tracef("%s/%d resumes", p.c.shown(), p.id)
 	held := p.held
 	p.held = nil
 	for _, fn := range held {
@@ -305,30 +305,30 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 			finish(nil, context.DeadlineExceeded)
 			return func() {}
 		}
-		expires = w.now.Add(p.untilLocal(timeout))
-		w.at(expires, func() { finish(nil, context.DeadlineExceeded) })
+		expires = w.Now.Add(p.untilLocal(timeout))
+		w.At(expires, func() { finish(nil, context.DeadlineExceeded) })
 	}
 	// Both ways take longer on a loaded server: the request is made after
 	// one latency, and its answer arrives after another, so a write may be
 	// seen by the watchers long before its writer learns it succeeded.
-	sent := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
-	back := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
-	w.late(w.now.Add(sent + back))
-	if w.now.Before(p.partitionedUntil) {
+	sent := w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase)
+	back := w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase)
+	w.Late(w.Now.Add(sent + back))
+	if w.Now.Before(p.partitionedUntil) {
 		// The request never reaches the server: it hangs until its
 		// deadline, or fails when the connection times out. Either is the
 		// partition's doing, even when it ends after the faults stop.
 		if deadline.IsZero() {
-			failIn := w.durationBetween(time.Second, 10*time.Second)
-			w.late(w.now.Add(failIn))
-			w.after(failIn, func() { finish(nil, errSimUnreachable) })
+			failIn := w.DurationBetween(time.Second, 10*time.Second)
+			w.Late(w.Now.Add(failIn))
+			w.After(failIn, func() { finish(nil, errSimUnreachable) })
 		} else {
-			w.late(expires)
+			w.Late(expires)
 		}
 		return func() { finish(nil, context.Canceled) }
 	}
-	w.after(sent, func() {
-		err, applied := w.requestError(simLeasesGR, p.c.name)
+	w.After(sent, func() {
+		err, applied := w.RequestError(simLeasesGR, p.c.name)
 		var obj runtime.Object
 		if err == nil || applied {
 			var cerr error
@@ -337,7 +337,7 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 				err = cerr
 			}
 		}
-		w.after(back, func() { finish(obj, err) })
+		w.After(back, func() { finish(obj, err) })
 	})
 	return func() { finish(nil, context.Canceled) }
 }
@@ -370,7 +370,7 @@ func (p *simProcess) register() {
 		return w.writeCandidate(c.e.ns, c.name, lc, cur.ResourceVersion, c.name)
 	}, func(obj runtime.Object, err error) {
 		if err != nil {
-			w.after(time.Second, func() { p.act(p.register) })
+			w.After(time.Second, func() { p.act(p.register) })
 			return
 		}
 		seen := p.self
@@ -380,7 +380,7 @@ func (p *simProcess) register() {
 		}
 	})
 	// Renew the candidate periodically.
-	w.after(p.untilLocal(simCandRenew), func() { p.act(p.register) })
+	w.After(p.untilLocal(simCandRenew), func() { p.act(p.register) })
 }
 
 // onSelf answers a ping from the watch on its own candidate, and registers
@@ -390,7 +390,7 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 		w := p.c.w
 		if lc == nil {
 			p.self = nil
-			w.tracef("%s/%d sees its candidate deleted; registering again", p.c.shown(), p.id)
+			w.Tracef("%s/%d sees its candidate deleted; registering again", p.c.shown(), p.id)
 			p.register()
 			return
 		}
@@ -554,7 +554,7 @@ func (p *simProcess) stepFrom(actions int, steppedDown bool, k func()) {
 			return
 		case lead.NoteForeign:
 			p.foreign, p.foreignSince = a.Foreign, v.Now
-			p.c.w.tracef("%s/%d waits for a foreign renewal to stay unchanged", p.c.shown(), p.id)
+			p.c.w.Tracef("%s/%d waits for a foreign renewal to stay unchanged", p.c.shown(), p.id)
 			continue
 		case lead.StepDown:
 			p.stepDown(a.Reason, then)
@@ -581,7 +581,7 @@ func (p *simProcess) done() { p.busy, p.woken = false, false }
 func (p *simProcess) wakeIn(d time.Duration) {
 	p.wakeGen++
 	gen := p.wakeGen
-	p.c.w.after(p.untilLocal(d), func() {
+	p.c.w.After(p.untilLocal(d), func() {
 		p.act(func() {
 			if gen == p.wakeGen {
 				p.step()
@@ -595,12 +595,12 @@ func (p *simProcess) wakeIn(d time.Duration) {
 func (p *simProcess) stepDown(why string, then func()) {
 	p.leading = false
 	p.busy = true
-	p.c.w.tracef("%s/%d stops leading: %s", p.c.shown(), p.id, why)
+	p.c.w.Tracef("%s/%d stops leading: %s", p.c.shown(), p.id, why)
 	if p.ext != nil {
 		then() // an External runs no leader work of its own
 		return
 	}
-	p.c.w.after(p.c.w.durationBetween(0, simWorkReturn), func() { p.act(then) })
+	p.c.w.After(p.c.w.DurationBetween(0, simWorkReturn), func() { p.act(then) })
 }
 
 // renew is the elector's renew: one conditional update; on a conflict one
@@ -856,18 +856,18 @@ func (p *simProcess) shutdown() {
 func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 	e := p.c.e
 	if e.unhandled {
-		w.fail("%s/%d leads %s, whose candidates ask for %s, which nobody handles", p.c.shown(), p.id, e.shown(), simUnhandledStrategy)
+		w.Fail("%s/%d leads %s, whose candidates ask for %s, which nobody handles", p.c.shown(), p.id, e.shown(), simUnhandledStrategy)
 	}
 	w.res.terms++
-	w.tracef("%s/%d STARTS LEADING token=%d", p.c.shown(), p.id, token)
+	w.Tracef("%s/%d STARTS LEADING token=%d", p.c.shown(), p.id, token)
 	if e.anyTerm && token <= e.maxToken {
 		if !e.historyLost || seenBefore >= e.maxToken {
-			w.fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.shown(), p.id, token, e.maxToken)
+			w.Fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.shown(), p.id, token, e.maxToken)
 		}
 		e.maxToken = token
 		// The documented deletion case: whoever deletes a Lease a fenced
 		// resource depends on resets the fence (docs/library.md).
-		w.tracef("the witness's fence is reset: the Lease's token history was lost")
+		w.Tracef("the witness's fence is reset: the Lease's token history was lost")
 		e.witness = 0
 	}
 	e.anyTerm, e.historyLost = true, false
@@ -881,7 +881,7 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 // so that they change nothing else a seed draws.
 func (p *simProcess) leaderWrites(token int32) {
 	w := p.c.w
-	p.afterMono(w.durationBetweenFrom(w.witnessRng, 500*time.Millisecond, 3*time.Second), func() {
+	p.afterMono(simworld.DurationBetween(w.witnessRng, 500*time.Millisecond, 3*time.Second), func() {
 		p.act(func() {
 			if now, ok := p.leaderToken(); ok && now == token {
 				w.witnessWrite(p, token)
@@ -908,11 +908,11 @@ func (p *simProcess) leaderToken() (int32, bool) {
 // or slow), and a violation when the writer's term may still act as
 // leader: then a term with a higher token wrote while it led.
 func (w *simWorld) witnessWrite(p *simProcess, token int32) {
-	if w.now.Before(p.partitionedUntil) {
+	if w.Now.Before(p.partitionedUntil) {
 		return
 	}
 	e := p.c.e
-	w.after(w.durationBetweenFrom(w.witnessRng, time.Millisecond, 20*time.Millisecond+w.lagBase), func() {
+	w.After(simworld.DurationBetween(w.witnessRng, time.Millisecond, 20*time.Millisecond+w.LagBase), func() {
 		w.res.witnessWrites++
 		if token >= e.witness {
 			e.witness = token
@@ -920,7 +920,7 @@ func (w *simWorld) witnessWrite(p *simProcess, token int32) {
 		}
 		w.res.fenced++
 		if now, leads := p.leaderToken(); leads && now == token && !p.dead && p.c.proc == p {
-			w.fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.shown(), p.id, e.witness)
+			w.Fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.shown(), p.id, e.witness)
 		}
 	})
 }
@@ -936,7 +936,7 @@ func (w *simWorld) checkLeaders() {
 	}
 	if steady && !w.steadyLag {
 		w.steadyLag = true
-		w.after(w.durationBetween(0, 30*time.Second), w.lagInSteadyState)
+		w.After(w.DurationBetween(0, 30*time.Second), w.lagInSteadyState)
 	}
 }
 
@@ -953,13 +953,13 @@ func (w *simWorld) checkElection(e *simElection) {
 		}
 	}
 	if len(leaders) > 1 {
-		w.fail("two processes may act as leader of %s: %v", e.shown(), leaderNames(leaders))
+		w.Fail("two processes may act as leader of %s: %v", e.shown(), leaderNames(leaders))
 	}
-	if w.quietAt.IsZero() || w.now.Before(w.quietAt) {
+	if w.quietAt.IsZero() || w.Now.Before(w.quietAt) {
 		return
 	}
 	if len(leaders) == 1 && e.quietLeader.IsZero() {
-		e.quietLeader = w.now
+		e.quietLeader = w.Now
 	}
 	// While no candidate process runs (adopters that lost their term exit,
 	// and their Deployment restarts them 1 to 30 s later), nobody can lead:
@@ -970,13 +970,13 @@ func (w *simWorld) checkElection(e *simElection) {
 		running = running || (c.proc != nil && !c.proc.dead)
 	}
 	if !running {
-		e.noneRan = w.now
+		e.noneRan = w.Now
 	}
 	best, bestLeads := w.bestLeads(e, leaders)
 	// The best is measured from when it became the best: a candidate
 	// started after faults stopped may be better than the leader.
 	if best != e.best {
-		e.best, e.bestFrom = best, w.now
+		e.best, e.bestFrom = best, w.Now
 	}
 	// Some candidate leads within the bound from when faults stopped, a
 	// candidate ran again, or the best changed: a better candidate that
@@ -988,8 +988,8 @@ func (w *simWorld) checkElection(e *simElection) {
 			leaderFrom = t
 		}
 	}
-	if bound := w.bound(simLeaderBound); e.quietLeader.IsZero() && w.now.Sub(leaderFrom) > bound && !e.exitedLately(w.now) {
-		w.fail("no leader %s after faults stopped and %s after a candidate ran again or the best changed (bound %s)", w.now.Sub(w.quietAt), w.now.Sub(leaderFrom), bound)
+	if bound := w.bound(simLeaderBound); e.quietLeader.IsZero() && w.Now.Sub(leaderFrom) > bound && !e.exitedLately(w.Now) {
+		w.Fail("no leader %s after faults stopped and %s after a candidate ran again or the best changed (bound %s)", w.Now.Sub(w.quietAt), w.Now.Sub(leaderFrom), bound)
 	}
 	if e.sharedIdentity {
 		// Which of the two processes named alike is registered, and so
@@ -1000,7 +1000,7 @@ func (w *simWorld) checkElection(e *simElection) {
 	}
 	if bestLeads {
 		if e.quietBest.IsZero() {
-			e.quietBest = w.now
+			e.quietBest = w.Now
 		}
 	} else if !e.quietBest.IsZero() && e.steadyFrom.IsZero() {
 		e.quietBest = time.Time{} // not settled yet
@@ -1014,8 +1014,8 @@ func (w *simWorld) checkElection(e *simElection) {
 	if e.bestFrom.After(from) {
 		from = e.bestFrom
 	}
-	if bound := w.bound(simBestBound); e.quietBest.IsZero() && w.now.Sub(from) > bound && !e.exitedLately(w.now) {
-		w.fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.now.Sub(from), bound)
+	if bound := w.bound(simBestBound); e.quietBest.IsZero() && w.Now.Sub(from) > bound && !e.exitedLately(w.Now) {
+		w.Fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.Now.Sub(from), bound)
 	}
 	// A candidate that is down (an adopter that lost its term exits, and is
 	// restarted later) or not registered yet may be better than the leader
@@ -1023,20 +1023,20 @@ func (w *simWorld) checkElection(e *simElection) {
 	// registered, for as long.
 	for _, c := range e.cands {
 		if c.proc == nil || c.proc.dead || c.registered() == nil {
-			e.lastDown = w.now
+			e.lastDown = w.Now
 			break
 		}
 	}
-	if !e.quietBest.IsZero() && e.steadyFrom.IsZero() && w.now.Sub(e.quietBest) > 30*time.Second && w.now.Sub(e.lastDown) > 30*time.Second {
+	if !e.quietBest.IsZero() && e.steadyFrom.IsZero() && w.Now.Sub(e.quietBest) > 30*time.Second && w.Now.Sub(e.lastDown) > 30*time.Second {
 		// Settled: from now on nothing but the holder's renewals and the
 		// candidates' own renewals may be written.
-		e.steadyFrom = w.now
+		e.steadyFrom = w.Now
 		w.res.toLeader = max(w.res.toLeader, e.quietLeader.Sub(w.quietAt))
 		w.res.toBest = max(w.res.toBest, e.quietBest.Sub(from))
-		w.tracef("steady state of %s from here", e.shown())
+		w.Tracef("steady state of %s from here", e.shown())
 	}
 	if !e.steadyFrom.IsZero() && !bestLeads {
-		w.fail("leadership changed in steady state: leaders %v", leaderNames(leaders))
+		w.Fail("leadership changed in steady state: leaders %v", leaderNames(leaders))
 	}
 }
 
@@ -1140,45 +1140,44 @@ func (w *simWorld) bestCandidate(e *simElection) *simCandidate {
 // ---- one run ----
 
 func runSim(seed uint64, tracing bool) simResult {
+	world := simworld.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), tracing)
 	w := &simWorld{
-		rng:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		World:      world,
+		Server:     simworld.NewServer(world),
 		witnessRng: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
-		start:      time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
 		candidates: map[string]*coordinationv1beta1.LeaseCandidate{},
-		tracing:    tracing,
 	}
-	w.now = w.start
-	w.faulty = true
-	w.errorRate = []float64{0, 0.02, 0.1, 0.3}[w.rng.IntN(4)]
-	w.lagBase = []time.Duration{time.Millisecond, 50 * time.Millisecond, 500 * time.Millisecond}[w.rng.IntN(3)]
+	w.Faulty = true
+	w.ErrorRate = []float64{0, 0.02, 0.1, 0.3}[w.Rng.IntN(4)]
+	w.LagBase = []time.Duration{time.Millisecond, 50 * time.Millisecond, 500 * time.Millisecond}[w.Rng.IntN(3)]
 	w.strategy = coordinationv1.OldestEmulationVersion
-	if w.rng.IntN(4) == 0 {
+	if w.Rng.IntN(4) == 0 {
 		// An operator ranks the candidates with cle.dev/priority
 		// annotations, changing them during the faults (see annotate).
 		w.strategy = strategy.PriorityName
 	}
-	w.tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.errorRate, w.lagBase, w.strategy)
+	w.Tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.ErrorRate, w.LagBase, w.strategy)
 
 	primary := &simElection{ns: simNS, name: simLease}
 	w.elections = []*simElection{primary}
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
-	n := 2 + w.rng.IntN(4)
+	n := 2 + w.Rng.IntN(4)
 	for i := range n {
-		emulation := versions[w.rng.IntN(len(versions))]
+		emulation := versions[w.Rng.IntN(len(versions))]
 		binary := emulation
-		if w.rng.IntN(2) == 0 && emulation != "1.36.0" {
+		if w.Rng.IntN(2) == 0 && emulation != "1.36.0" {
 			binary = "1.36.0"
 		}
-		c := w.addCandidate(primary, fmt.Sprintf("c%d", i), binary, emulation, simAdopter(w.rng.IntN(3)))
-		w.after(w.durationBetween(0, 3*time.Second), c.start)
+		c := w.addCandidate(primary, fmt.Sprintf("c%d", i), binary, emulation, simAdopter(w.Rng.IntN(3)))
+		w.After(w.DurationBetween(0, 3*time.Second), c.start)
 	}
-	if w.rng.IntN(4) == 0 {
+	if w.Rng.IntN(4) == 0 {
 		w.addDeadCandidate()
 	}
-	if w.rng.IntN(4) == 0 {
-		w.at(w.start.Add(w.durationBetween(30*time.Second, simFaultPhase-3*time.Minute)), w.rollout)
+	if w.Rng.IntN(4) == 0 {
+		w.At(w.Start.Add(w.DurationBetween(30*time.Second, simFaultPhase-3*time.Minute)), w.rollout)
 	}
-	if w.rng.IntN(4) == 0 {
+	if w.Rng.IntN(4) == 0 {
 		w.addMalformedCandidate()
 	}
 	if builtinRun(seed) {
@@ -1201,77 +1200,71 @@ func runSim(seed uint64, tracing bool) simResult {
 		// Drawn from a stream of its own: the rest of the schedule is the
 		// same as in a short run.
 		quiet = simLongQuiet + time.Duration(rand.New(rand.NewPCG(seed, 0x2545f4914f6cdd1d)).Int64N(int64(2*simLongQuiet)))
-		w.tracef("a long run: the quiet phase lasts %s", quiet)
+		w.Tracef("a long run: the quiet phase lasts %s", quiet)
 	}
-	end := w.start.Add(simFaultPhase + quiet)
-	w.at(w.start.Add(simFaultPhase), w.stopFaults)
-	for w.events.Len() > 0 && w.violation == "" {
-		ev := heap.Pop(&w.events).(*simEvent)
-		if ev.at.After(end) {
-			break
-		}
-		w.now = ev.at
-		ev.fn()
+	end := w.Start.Add(simFaultPhase + quiet)
+	w.At(w.Start.Add(simFaultPhase), w.stopFaults)
+	for w.Violation == "" && w.Step(end) {
 		w.checkLeaders()
 	}
-	if w.violation == "" {
+	if w.Violation == "" {
 		w.checkRecords()
 	}
-	w.res.simulated = w.now.Sub(w.start)
+	w.res.simulated = w.Now.Sub(w.Start)
 	for _, sc := range slices.Clone(w.ctrls) {
 		sc.stop() // ends a step in flight: no goroutine outlives the run
 	}
 	for _, l := range w.libs {
 		l.kill() // no goroutine outlives the run
 	}
-	w.res.violation, w.res.trace = w.violation, w.trace
+	w.res.violation, w.res.trace, w.res.faults = w.Violation, w.Trace, w.Faults
 	return w.res
 }
 
 // scheduleFaults draws the faults of the fault phase.
 func (w *simWorld) scheduleFaults() {
-	for t := w.durationBetween(5*time.Second, 30*time.Second); t < simFaultPhase; t += w.durationBetween(5*time.Second, 40*time.Second) {
-		w.at(w.start.Add(t), w.injectFault)
+	for t := w.DurationBetween(5*time.Second, 30*time.Second); t < simFaultPhase; t += w.DurationBetween(5*time.Second, 40*time.Second) {
+		w.At(w.Start.Add(t), w.injectFault)
 	}
 }
 
 func (w *simWorld) injectFault() {
-	if !w.faulty {
+	if !w.Faulty {
 		return
 	}
 	e := w.pickElection()
 	pick := func() *simCandidate {
 		// Mostly the holder: that is where faults hurt.
-		if e.lease != nil && w.rng.IntN(2) == 0 {
+		if e.lease != nil && w.Rng.IntN(2) == 0 {
 			for _, c := range e.cands {
 				if c.name == holderIdentity(e.lease) {
 					return c
 				}
 			}
 		}
-		return e.cands[w.rng.IntN(len(e.cands))]
+		return e.cands[w.Rng.IntN(len(e.cands))]
 	}
-	switch k := w.rng.IntN(15); k {
+	switch k := w.Rng.IntN(15); k {
 	case 0, 1: // SIGSTOP, then SIGCONT
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused {
-			w.fault("pause")
+			w.Fault("pause")
 			p.paused = true
 			if p.ext != nil {
 				p.ext.stall()
 			}
-			w.after(w.durationBetween(time.Second, 40*time.Second), p.resume)
+			w.After(w.DurationBetween(time.Second, 40*time.Second), p.resume)
 		}
 	case 2: // crash, restart later
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
-			w.fault("crash")
+			w.Fault("crash")
 			p.dead, p.leading = true, false
 			if p.lib != nil {
 				p.lib.kill()
 			}
 			c.proc = nil
-			w.after(w.durationBetween(time.Second, 60*time.Second), func() {
+			w.After(w.DurationBetween(time.Second, 60*time.Second), func() {
 				if c.proc == nil {
 					c.start()
 				}
@@ -1280,10 +1273,10 @@ func (w *simWorld) injectFault() {
 	case 3: // graceful stop, restart later
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused && !p.stopping {
-			w.fault("stop")
+			w.Fault("stop")
 			p.stopGracefully(func() {
 				c.proc = nil
-				w.after(w.durationBetween(time.Second, 30*time.Second), func() {
+				w.After(w.DurationBetween(time.Second, 30*time.Second), func() {
 					if c.proc == nil {
 						c.start()
 					}
@@ -1292,25 +1285,25 @@ func (w *simWorld) injectFault() {
 		}
 	case 4: // the Lease is deleted
 		if e.lease != nil && w.builtin == nil { // see simBuiltin
-			w.fault("delete-lease")
+			w.Fault("delete-lease")
 			_, _ = w.writeLease(e, nil, e.lease.ResourceVersion, "fault")
 		}
 	case 5: // a candidate is deleted
 		c := pick()
 		if lc := w.candidates[c.key()]; lc != nil {
-			w.fault("delete-candidate")
+			w.Fault("delete-candidate")
 			_, _ = w.writeCandidate(c.e.ns, c.name, nil, lc.ResourceVersion, "fault")
 		}
 	case 6: // the active controller fails over to a new replica
 		if w.ctrl == nil {
 			return
 		}
-		w.fault("controller-failover")
+		w.Fault("controller-failover")
 		old := w.ctrl
 		old.stop()
 		w.ctrl = nil
-		w.tracef("controller %d is gone", old.id)
-		w.after(w.durationBetween(0, simLeaseDuration), func() {
+		w.Tracef("controller %d is gone", old.id)
+		w.After(w.DurationBetween(0, simLeaseDuration), func() {
 			if w.ctrl == nil && !w.builtinActs() {
 				w.startController()
 			}
@@ -1322,36 +1315,36 @@ func (w *simWorld) injectFault() {
 		if sc == nil || sc.paused {
 			return
 		}
-		w.fault("controller-pause")
-		w.tracef("controller %d pauses", sc.id)
+		w.Fault("controller-pause")
+		w.Tracef("controller %d pauses", sc.id)
 		sc.pause()
-		w.after(w.durationBetween(time.Second, 40*time.Second), sc.resume)
+		w.After(w.DurationBetween(time.Second, 40*time.Second), sc.resume)
 	case 10: // someone deletes the Lease and creates it again, vacant
 		// (kubectl, GitOps re-applying it): creates carry no precondition
 		if e.lease != nil && w.builtin == nil { // see simBuiltin
-			w.fault("recreate-lease")
+			w.Fault("recreate-lease")
 			_, _ = w.writeLease(e, nil, e.lease.ResourceVersion, "kubectl")
-			w.after(w.durationBetween(0, 3*time.Second), func() {
-				if e.lease == nil && w.faulty {
+			w.After(w.DurationBetween(0, 3*time.Second), func() {
+				if e.lease == nil && w.Faulty {
 					_, _ = w.writeLease(e, &coordinationv1.Lease{}, "", "kubectl")
 				}
 			})
 		}
 	case 11: // the active controller's watches expire, and it relists
-		if sc := w.ctrl; sc != nil && !sc.leaseWatch.expired {
-			w.fault("watch-expired")
-			sc.expireWatches(w.durationBetween(time.Second, 14*time.Second))
+		if sc := w.ctrl; sc != nil && !sc.leaseWatch.Expired {
+			w.Fault("watch-expired")
+			sc.expireWatches(w.DurationBetween(time.Second, 14*time.Second))
 		}
 	case 12: // one process is cut off from the API server, its clock
 		// and timers running on: its requests fail, its watches deliver
 		// nothing until the partition heals
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
-			d := w.durationBetween(time.Second, 40*time.Second)
-			w.fault("partition")
-			w.tracef("%s/%d is partitioned from the API server for %s", c.shown(), p.id, d)
-			p.partitionedUntil = w.now.Add(d)
-			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = p.partitionedUntil, p.partitionedUntil
+			d := w.DurationBetween(time.Second, 40*time.Second)
+			w.Fault("partition")
+			w.Tracef("%s/%d is partitioned from the API server for %s", c.shown(), p.id, d)
+			p.partitionedUntil = w.Now.Add(d)
+			p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = p.partitionedUntil, p.partitionedUntil
 		}
 	case 14: // an operator sets, changes or removes a candidate's priority
 		if w.strategy == strategy.PriorityName {
@@ -1360,27 +1353,27 @@ func (w *simWorld) injectFault() {
 	case 13: // one process's watches stall, its requests go through
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
-			d := w.durationBetween(time.Second, 30*time.Second)
-			w.fault("watch-stall")
-			w.tracef("%s/%d's watches stall for %s", c.shown(), p.id, d)
-			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = w.now.Add(d), w.now.Add(d)
+			d := w.DurationBetween(time.Second, 30*time.Second)
+			w.Fault("watch-stall")
+			w.Tracef("%s/%d's watches stall for %s", c.shown(), p.id, d)
+			p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = w.Now.Add(d), w.Now.Add(d)
 		}
 	case 7: // an API outage: every request fails for a while
-		w.fault("api-outage")
-		rate := w.errorRate
-		w.errorRate = 1
-		w.after(w.durationBetween(time.Second, 20*time.Second), func() {
-			if w.faulty {
-				w.errorRate = rate
+		w.Fault("api-outage")
+		rate := w.ErrorRate
+		w.ErrorRate = 1
+		w.After(w.DurationBetween(time.Second, 20*time.Second), func() {
+			if w.Faulty {
+				w.ErrorRate = rate
 			}
 		})
 	case 8: // the watches fall far behind for a while
-		w.fault("watch-lag")
-		base := w.lagBase
-		w.lagBase = w.durationBetween(time.Second, 6*time.Second)
-		w.after(w.durationBetween(5*time.Second, 30*time.Second), func() {
-			if w.faulty {
-				w.lagBase = base
+		w.Fault("watch-lag")
+		base := w.LagBase
+		w.LagBase = w.DurationBetween(time.Second, 6*time.Second)
+		w.After(w.DurationBetween(5*time.Second, 30*time.Second), func() {
+			if w.Faulty {
+				w.LagBase = base
 			}
 		})
 	}
@@ -1397,17 +1390,17 @@ func (w *simWorld) rollout() {
 	if w.strategy == to {
 		to = strategy.PriorityName
 	}
-	w.fault("strategy-rollout")
-	w.tracef("a rollout moves every candidate to %s", to)
+	w.Fault("strategy-rollout")
+	w.Tracef("a rollout moves every candidate to %s", to)
 	w.rollingOut = true
 	at := time.Duration(0)
 	for _, c := range w.cands {
 		if c.e.unhandled {
 			continue
 		}
-		at += w.durationBetween(5*time.Second, 20*time.Second)
-		w.after(at, func() {
-			w.tracef("the rollout restarts %s asking for %s", c.name, to)
+		at += w.DurationBetween(5*time.Second, 20*time.Second)
+		w.After(at, func() {
+			w.Tracef("the rollout restarts %s asking for %s", c.name, to)
 			c.strategy = to
 			p := c.proc
 			if p == nil || p.dead || p.stopping || (p.lib != nil && p.lib.stopped != nil) {
@@ -1416,7 +1409,7 @@ func (w *simWorld) rollout() {
 			p.resume()
 			p.stopGracefully(func() {
 				c.proc = nil
-				w.after(w.durationBetween(time.Second, 5*time.Second), func() {
+				w.After(w.DurationBetween(time.Second, 5*time.Second), func() {
 					if c.proc == nil {
 						c.start()
 					}
@@ -1424,7 +1417,7 @@ func (w *simWorld) rollout() {
 			})
 		})
 	}
-	w.after(at, func() {
+	w.After(at, func() {
 		w.strategy = to
 		w.rollingOut = false
 	})
@@ -1444,7 +1437,7 @@ const simManyLeasesEvery = 5
 func (w *simWorld) addElections() {
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
 	shared := ""
-	if w.rng.IntN(2) == 0 {
+	if w.Rng.IntN(2) == 0 {
 		for _, c := range w.elections[0].cands {
 			if c.adopter == simLibrary {
 				shared = c.name
@@ -1452,25 +1445,25 @@ func (w *simWorld) addElections() {
 			}
 		}
 	}
-	for i, name := range []string{"lease-b", "lease-d"}[:1+w.rng.IntN(2)] {
+	for i, name := range []string{"lease-b", "lease-d"}[:1+w.Rng.IntN(2)] {
 		e := &simElection{ns: simNS, name: name}
 		w.elections = append(w.elections, e)
 		// The second asks for a strategy cle does not handle: no
 		// controller of cle's may name a holder.
 		e.unhandled = i == 1
-		for j := range 2 + w.rng.IntN(2) {
-			emulation := versions[w.rng.IntN(len(versions))]
-			id, adopter := fmt.Sprintf("%s%d", name[len(name)-1:], j), simAdopter(w.rng.IntN(3))
+		for j := range 2 + w.Rng.IntN(2) {
+			emulation := versions[w.Rng.IntN(len(versions))]
+			id, adopter := fmt.Sprintf("%s%d", name[len(name)-1:], j), simAdopter(w.Rng.IntN(3))
 			if i == 0 && j == 0 && shared != "" {
 				id, adopter = shared, simLibrary
 				e.sharedIdentity, w.elections[0].sharedIdentity = true, true
-				w.tracef("%s's candidate %s has the Identity of %s's", name, id, w.elections[0].name)
+				w.Tracef("%s's candidate %s has the Identity of %s's", name, id, w.elections[0].name)
 			}
 			c := w.addCandidate(e, id, "1.36.0", emulation, adopter)
 			if e.unhandled {
 				c.strategy = simUnhandledStrategy
 			}
-			w.after(w.durationBetween(0, 3*time.Second), c.start)
+			w.After(w.DurationBetween(0, 3*time.Second), c.start)
 		}
 	}
 }
@@ -1491,12 +1484,12 @@ func (w *simWorld) addNamespace() {
 	e := &simElection{ns: simOtherNamespace, name: simLease}
 	w.elections = append(w.elections, e)
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
-	for j := range 2 + w.rng.IntN(2) {
-		emulation := versions[w.rng.IntN(len(versions))]
-		c := w.addCandidate(e, fmt.Sprintf("c%d", j), "1.36.0", emulation, simAdopter(w.rng.IntN(3)))
-		w.after(w.durationBetween(0, 3*time.Second), c.start)
+	for j := range 2 + w.Rng.IntN(2) {
+		emulation := versions[w.Rng.IntN(len(versions))]
+		c := w.addCandidate(e, fmt.Sprintf("c%d", j), "1.36.0", emulation, simAdopter(w.Rng.IntN(3)))
+		w.After(w.DurationBetween(0, 3*time.Second), c.start)
 	}
-	w.tracef("%s has candidates of its own in namespace %s", simLease, simOtherNamespace)
+	w.Tracef("%s has candidates of its own in namespace %s", simLease, simOtherNamespace)
 }
 
 // simUnhandledStrategy is a strategy no controller handles, asked for by
@@ -1508,7 +1501,7 @@ func (w *simWorld) pickElection() *simElection {
 	if len(w.elections) == 1 {
 		return w.elections[0]
 	}
-	return w.elections[w.rng.IntN(len(w.elections))]
+	return w.elections[w.Rng.IntN(len(w.elections))]
 }
 
 // simPriorities are the priorities an operator gives candidates ("": the
@@ -1524,13 +1517,13 @@ func (w *simWorld) annotate(c *simCandidate) {
 	if cur == nil {
 		return
 	}
-	w.fault("annotate-priority")
+	w.Fault("annotate-priority")
 	if w.annotated == nil {
 		w.annotated = map[string]time.Time{}
 	}
-	w.annotated[c.key()] = w.now
+	w.annotated[c.key()] = w.Now
 	next := cur.DeepCopy()
-	if value := simPriorities[w.rng.IntN(len(simPriorities))]; value == "" {
+	if value := simPriorities[w.Rng.IntN(len(simPriorities))]; value == "" {
 		delete(next.Annotations, strategy.PriorityAnnotation)
 	} else {
 		if next.Annotations == nil {
@@ -1545,7 +1538,7 @@ func (w *simWorld) annotate(c *simCandidate) {
 // enough (30 s) that a controller may not have seen it yet.
 func (w *simWorld) reranked(ns, name string) bool {
 	at, ok := w.annotated[simKey(ns, name)]
-	return ok && w.now.Sub(at) < 30*time.Second
+	return ok && w.Now.Sub(at) < 30*time.Second
 }
 
 // ranking is the strategy the running candidates ask for, which ranks them.
@@ -1563,15 +1556,15 @@ func (w *simWorld) ranking() strategy.Strategy {
 // nor answers, and stays until the candidate TTL, past the run's end. It
 // must decide nothing: the running candidates' strategy elects.
 func (w *simWorld) addDeadCandidate() {
-	asks := []coordinationv1.CoordinatedLeaseStrategy{strategy.PriorityName, "example.com/Future"}[w.rng.IntN(2)]
+	asks := []coordinationv1.CoordinatedLeaseStrategy{strategy.PriorityName, "example.com/Future"}[w.Rng.IntN(2)]
 	lc := &coordinationv1beta1.LeaseCandidate{
 		ObjectMeta: metav1.ObjectMeta{Name: "dead"},
 		Spec: coordinationv1beta1.LeaseCandidateSpec{
 			LeaseName: simLease, BinaryVersion: "1.37.0", EmulationVersion: "1.37.0", Strategy: asks,
-			RenewTime: ptr.To(metav1.NewMicroTime(w.now)),
+			RenewTime: ptr.To(metav1.NewMicroTime(w.Now)),
 		},
 	}
-	w.tracef("a dead replica's candidate asks for %s", asks)
+	w.Tracef("a dead replica's candidate asks for %s", asks)
 	w.deadDecider = true
 	if _, err := w.writeCandidate(simNS, "dead", lc, "", "dead replica"); err != nil {
 		panic(err)
@@ -1589,14 +1582,14 @@ var malformedVersions = [][2]string{{"1.36", "1.34.0"}, {"1.36.0", "1.34"}, {"1.
 // leads, nor answers a ping): ranked below nobody, it must neither be named
 // nor keep the valid candidates from leading.
 func (w *simWorld) addMalformedCandidate() {
-	v := malformedVersions[w.rng.IntN(len(malformedVersions))]
-	w.tracef("a candidate outside the election has binary %q, emulation %q", v[0], v[1])
+	v := malformedVersions[w.Rng.IntN(len(malformedVersions))]
+	w.Tracef("a candidate outside the election has binary %q, emulation %q", v[0], v[1])
 	var renew func()
 	renew = func() {
 		lc := &coordinationv1beta1.LeaseCandidate{
 			Spec: coordinationv1beta1.LeaseCandidateSpec{
 				LeaseName: simLease, BinaryVersion: v[0], EmulationVersion: v[1], Strategy: w.strategy,
-				RenewTime: ptr.To(metav1.NewMicroTime(w.now)),
+				RenewTime: ptr.To(metav1.NewMicroTime(w.Now)),
 			},
 		}
 		rv := ""
@@ -1604,7 +1597,7 @@ func (w *simWorld) addMalformedCandidate() {
 			rv = cur.ResourceVersion
 		}
 		_, _ = w.writeCandidate(simNS, "malformed", lc, rv, "malformed")
-		w.after(10*time.Second, renew)
+		w.After(10*time.Second, renew)
 	}
 	renew()
 }
@@ -1612,20 +1605,20 @@ func (w *simWorld) addMalformedCandidate() {
 // stopFaults ends the fault phase: requests succeed, watches keep up,
 // paused processes resume, stopped ones start, and a controller runs.
 func (w *simWorld) stopFaults() {
-	w.faulty = false
-	w.errorRate = 0
-	w.lagBase = time.Millisecond
-	w.quietAt = w.now
-	if w.lateUntil.After(w.quietAt) {
-		w.quietAt = w.lateUntil
+	w.Faulty = false
+	w.ErrorRate = 0
+	w.LagBase = time.Millisecond
+	w.quietAt = w.Now
+	if w.LateUntil.After(w.quietAt) {
+		w.quietAt = w.LateUntil
 	}
-	w.tracef("faults stop; what they delayed has arrived %s later", w.quietAt.Sub(w.now))
+	w.Tracef("faults stop; what they delayed has arrived %s later", w.quietAt.Sub(w.Now))
 	for _, c := range w.cands {
 		if p := c.proc; p != nil {
 			// Partitions heal; deliveries a stalled watch held are due by
 			// quietAt (counted in lateUntil).
 			p.partitionedUntil = time.Time{}
-			p.leaseWatch.stalledUntil, p.candWatch.stalledUntil = time.Time{}, time.Time{}
+			p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = time.Time{}, time.Time{}
 		}
 		if c.proc != nil {
 			c.proc.resume()
@@ -1649,12 +1642,12 @@ func (w *simWorld) stopFaults() {
 // ever): the controller must not
 // take late renewals for missing ones (no write, no change of leader).
 func (w *simWorld) lagInSteadyState() {
-	w.fault("steady-watch-lag")
-	w.watchLag = w.durationBetween(5*time.Second, 25*time.Second)
-	w.tracef("every watch lags up to %s", w.watchLag)
-	w.after(time.Minute, func() {
-		w.watchLag = 0
-		w.tracef("the watches keep up again")
+	w.Fault("steady-watch-lag")
+	w.WatchLag = w.DurationBetween(5*time.Second, 25*time.Second)
+	w.Tracef("every watch lags up to %s", w.WatchLag)
+	w.After(time.Minute, func() {
+		w.WatchLag = 0
+		w.Tracef("the watches keep up again")
 	})
 }
 
@@ -1667,9 +1660,9 @@ func (w *simWorld) checkRecords() {
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	if n := len(obs.candidates); n > len(w.candidates) {
-		w.fail("the controller keeps %d candidate records for %d candidates", n, len(w.candidates))
+		w.Fail("the controller keeps %d candidate records for %d candidates", n, len(w.candidates))
 	}
 	if n := len(obs.leases); n > len(w.elections) {
-		w.fail("the controller keeps %d Lease records for %d Leases", n, len(w.elections))
+		w.Fail("the controller keeps %d Lease records for %d Leases", n, len(w.elections))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cle-dev/cle/internal/instant"
+	"github.com/cle-dev/cle/internal/simworld"
 )
 
 // Clock faults: a library process's wall clock stepped (an NTP step, an
@@ -23,9 +24,9 @@ const simClockFaultsEvery = 3
 // suspends not counted.
 func (p *simProcess) mono() time.Duration {
 	w := p.c.w
-	up := w.now.Sub(p.born) - p.suspended
+	up := w.Now.Sub(p.born) - p.suspended
 	if !p.suspendedAt.IsZero() {
-		up -= w.now.Sub(p.suspendedAt)
+		up -= w.Now.Sub(p.suspendedAt)
 	}
 	return time.Duration(float64(up) * (1 + p.drift))
 }
@@ -55,23 +56,23 @@ func (p *simProcess) afterMono(d time.Duration, fn func()) {
 			p.held = append(p.held, check) // looked at again on waking
 		default:
 			if left := target - p.mono(); left > 0 {
-				w.after(p.untilLocal(left), check)
+				w.After(p.untilLocal(left), check)
 				return
 			}
 			fn()
 		}
 	}
-	w.after(p.untilLocal(d), check)
+	w.After(p.untilLocal(d), check)
 }
 
 // suspend stops the process and its monotonic clock for d (or until the
 // faults stop); it wakes as from a pause, finding its wall clock d later.
 func (p *simProcess) suspend(d time.Duration) {
 	w := p.c.w
-	w.tracef("%s/%d is suspended for %s", p.c.shown(), p.id, d)
-	p.paused, p.suspendedAt = true, w.now
+	w.Tracef("%s/%d is suspended for %s", p.c.shown(), p.id, d)
+	p.paused, p.suspendedAt = true, w.Now
 	p.suspends++
-	w.after(d, p.resume)
+	w.After(d, p.resume)
 }
 
 // scheduleClockFaults draws, from a stream of their own, clock faults over
@@ -80,30 +81,30 @@ func (p *simProcess) suspend(d time.Duration) {
 func (w *simWorld) scheduleClockFaults(seed uint64) {
 	w.clockFaults = true
 	rng := rand.New(rand.NewPCG(seed, 0x3c6ef372fe94f82b))
-	for t := w.durationBetweenFrom(rng, 5*time.Second, 30*time.Second); t < simFaultPhase; t += w.durationBetweenFrom(rng, 10*time.Second, 60*time.Second) {
-		w.at(w.start.Add(t), func() { w.clockFault(rng) })
+	for t := simworld.DurationBetween(rng, 5*time.Second, 30*time.Second); t < simFaultPhase; t += simworld.DurationBetween(rng, 10*time.Second, 60*time.Second) {
+		w.At(w.Start.Add(t), func() { w.clockFault(rng) })
 	}
 }
 
 // clockFault suspends a library process or steps its wall clock, mostly the
 // holder's, or does either to the active controller replica.
 func (w *simWorld) clockFault(rng *rand.Rand) {
-	if !w.faulty {
+	if !w.Faulty {
 		return
 	}
 	if sc := w.ctrl; sc != nil && !sc.paused && rng.IntN(4) == 0 {
 		if rng.IntN(3) == 0 {
-			d := w.durationBetweenFrom(rng, time.Second, 40*time.Second)
-			w.fault("controller-suspend")
-			w.tracef("controller %d is suspended for %s", sc.id, d)
-			sc.suspendedAt = w.now
+			d := simworld.DurationBetween(rng, time.Second, 40*time.Second)
+			w.Fault("controller-suspend")
+			w.Tracef("controller %d is suspended for %s", sc.id, d)
+			sc.suspendedAt = w.Now
 			sc.pause()
-			w.after(d, sc.resume)
+			w.After(d, sc.resume)
 			return
 		}
 		d := simClockStep(w, rng)
-		w.fault("controller-clock-step")
-		w.tracef("controller %d's wall clock steps %s", sc.id, d)
+		w.Fault("controller-clock-step")
+		w.Tracef("controller %d's wall clock steps %s", sc.id, d)
 		sc.stepped += d
 		return
 	}
@@ -126,12 +127,12 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 	}
 	switch rng.IntN(3) {
 	case 0:
-		w.fault("suspend")
-		p.suspend(w.durationBetweenFrom(rng, time.Second, 40*time.Second))
+		w.Fault("suspend")
+		p.suspend(simworld.DurationBetween(rng, time.Second, 40*time.Second))
 	default:
 		d := simClockStep(w, rng)
-		w.fault("clock-step")
-		w.tracef("%s/%d's wall clock steps %s", p.c.shown(), p.id, d)
+		w.Fault("clock-step")
+		w.Tracef("%s/%d's wall clock steps %s", p.c.shown(), p.id, d)
 		p.stepped += d
 	}
 }
@@ -140,9 +141,9 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 // cannot slew) or of minutes (a clock set by hand, a VM restored), either
 // way.
 func simClockStep(w *simWorld, rng *rand.Rand) time.Duration {
-	d := w.durationBetweenFrom(rng, 200*time.Millisecond, 2*time.Second)
+	d := simworld.DurationBetween(rng, 200*time.Millisecond, 2*time.Second)
 	if rng.IntN(2) == 0 {
-		d = w.durationBetweenFrom(rng, time.Minute, 5*time.Minute)
+		d = simworld.DurationBetween(rng, time.Minute, 5*time.Minute)
 	}
 	if rng.IntN(2) == 0 {
 		d = -d

@@ -77,8 +77,8 @@ func (p *simProcess) startLibrary() {
 	l.leases = newSimInformer(func(obj any) (string, error) { return c.e.key(), nil })
 	l.cands = newSimInformer(func(obj any) (string, error) { return c.key(), nil })
 	logger := logr.Discard()
-	if w.tracing {
-		logger = funcr.New(func(prefix, args string) { w.tracef("%s/%d: %s", c.shown(), p.id, args) }, funcr.Options{Verbosity: 4})
+	if w.Tracing {
+		logger = funcr.New(func(prefix, args string) { w.Tracef("%s/%d: %s", c.shown(), p.id, args) }, funcr.Options{Verbosity: 4})
 	}
 	l.ctx, l.cancel = context.WithCancel(klog.NewContext(context.Background(), logger))
 	loops, err := stepped.New(candidatepkg.Config{
@@ -103,12 +103,12 @@ func (p *simProcess) startLibrary() {
 		lp.th.send = func(r *simRequest) { l.send(&lp.th, r) }
 		lp.th.end = func(t simTurn) { l.stepEnded(lp, t.requeue) }
 	}
-	p.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+	p.leaseWatch = w.Watch(func(obj runtime.Object, deleted bool) {
 		p.act(func() { l.deliver(l.leases, obj, deleted) })
-	}}
-	p.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) {
+	})
+	p.candWatch = w.Watch(func(obj runtime.Object, deleted bool) {
 		p.act(func() { l.deliver(l.cands, obj, deleted) })
-	}}
+	})
 	// The informers list what there is, after a lag; the loops start once
 	// both lists are in.
 	var lease, self []runtime.Object
@@ -118,29 +118,29 @@ func (p *simProcess) startLibrary() {
 	if lc := w.candidates[c.key()]; lc != nil {
 		self = append(self, lc.DeepCopy())
 	}
-	at := w.now.Add(w.lag())
-	p.leaseWatch.last, p.candWatch.last = at, at
-	w.late(at)
-	w.at(at, func() {
+	at := w.Now.Add(w.Lag())
+	p.leaseWatch.Last, p.candWatch.Last = at, at
+	w.Late(at)
+	w.At(at, func() {
 		p.act(func() {
 			l.sync()
 			l.leases.list(lease...)
 			l.cands.list(self...)
 			if err := l.loops.Start(l.ctx); err != nil {
 				if !errors.Is(err, candidatepkg.ErrIdentityInUse) {
-					w.fail("%s/%d cannot start: %v", c.shown(), p.id, err)
+					w.Fail("%s/%d cannot start: %v", c.shown(), p.id, err)
 					return
 				}
 				// Run returns the error and the process exits; the kubelet
 				// starts it again after a back-off that doubles from 10s
 				// to 5m, as for a container that keeps crashing.
-				w.tracef("%s/%d exits: %v", c.shown(), p.id, err)
+				w.Tracef("%s/%d exits: %v", c.shown(), p.id, err)
 				w.res.identityInUse++
 				l.kill()
 				c.proc = nil
 				backoff := min(10*time.Second<<min(c.refusals, 5), 5*time.Minute)
 				c.refusals++
-				w.after(backoff, func() {
+				w.After(backoff, func() {
 					if c.proc == nil {
 						c.start()
 					}
@@ -282,7 +282,7 @@ func (l *simLib) send(th *simThread, r *simRequest) {
 		l.turn(th, func() { th.answer(r, obj, err) })
 	}
 	if r.sleep {
-		w.after(w.durationBetween(0, simWorkReturn), func() { p.act(func() { answer(nil, nil) }) })
+		w.After(w.DurationBetween(0, simWorkReturn), func() { p.act(func() { answer(nil, nil) }) })
 		return
 	}
 	var deadline time.Time

@@ -106,12 +106,12 @@ func (q *simQueue) AddAfter(item types.NamespacedName, d time.Duration) {
 	w := sc.w
 	// The replica's clock runs at its own rate; a wait always lets time
 	// pass.
-	at := w.now.Add(max(time.Duration(float64(d)/(1+sc.drift)), time.Nanosecond) + time.Nanosecond)
+	at := w.Now.Add(max(time.Duration(float64(d)/(1+sc.drift)), time.Nanosecond) + time.Nanosecond)
 	if due, ok := q.waiting[item]; ok && !at.Before(due) {
 		return
 	}
 	q.waiting[item] = at
-	w.at(at, func() {
+	w.At(at, func() {
 		sc.act(func() {
 			if due, ok := q.waiting[item]; !ok || !due.Equal(at) {
 				return // an earlier delay took it

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"flag"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/cle-dev/cle/internal/instant"
 	"github.com/cle-dev/cle/internal/lead"
+	"github.com/cle-dev/cle/internal/simworld"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
@@ -255,46 +255,17 @@ func btoi(b bool) int {
 
 // ---- the world ----
 
-type simEvent struct {
-	at  time.Time
-	seq int
-	fn  func()
-}
-
-type simEvents []*simEvent
-
-func (q simEvents) Len() int { return len(q) }
-func (q simEvents) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
-}
-func (q simEvents) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *simEvents) Push(x any)   { *q = append(*q, x.(*simEvent)) }
-func (q *simEvents) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
-}
-
+// simWorld is a run: the world (simworld) and what lives in it.
 type simWorld struct {
-	rng *rand.Rand
+	*simworld.World
+	*simworld.Server
 	// witnessRng draws what leader work's writes to the witness do.
 	witnessRng *rand.Rand
 	// clockFaults: library processes' clocks are stepped and suspended
 	// (see sim_clock_test.go).
 	clockFaults bool
-	start       time.Time
-	now         time.Time
-	events      simEvents
-	seq         int
-	tracing     bool
-	trace       []string
 	res         simResult
 
-	rv int64
 	// elections are the Leases of the run, each with its candidates; the
 	// first is simLease.
 	elections []*simElection
@@ -311,13 +282,6 @@ type simWorld struct {
 	candidates map[string]*coordinationv1beta1.LeaseCandidate // by namespace/name
 	// namespaces is how many namespaces the run's Leases are in.
 	namespaces int
-	// writeTimes are the recent writes, for the load-dependent watch lag.
-	writeTimes []time.Time
-
-	faulty    bool // the fault phase
-	errorRate float64
-	lagBase   time.Duration // requests' latency and the watches' lag
-	watchLag  time.Duration // the watches' lag alone, when longer
 
 	// ctrl is the active controller replica; ctrls are all replicas that
 	// run, among them a deposed one that has not noticed yet.
@@ -326,8 +290,7 @@ type simWorld struct {
 	replicas int
 	cands    []*simCandidate
 
-	quietAt   time.Time // when faults stopped and what they delayed had arrived
-	lateUntil time.Time // see late
+	quietAt time.Time // when faults stopped and what they delayed had arrived
 	// steadyLag: the watches' lag in the steady state is scheduled.
 	steadyLag bool
 	// builtin is kube-apiserver's election controller, in the runs that
@@ -337,7 +300,6 @@ type simWorld struct {
 	// deadDecider: a dead candidate asks for another strategy (see
 	// simDeadDeciderDelay).
 	deadDecider bool
-	violation   string
 }
 
 // simElection is one Lease of the run: the object the model server stores,
@@ -402,142 +364,17 @@ func simShown(ns, name string) string {
 	return simKey(ns, name)
 }
 
-func (w *simWorld) tracef(format string, args ...any) {
-	if w.tracing {
-		w.trace = append(w.trace, fmt.Sprintf("%9.3fs ", w.now.Sub(w.start).Seconds())+fmt.Sprintf(format, args...))
-	}
-}
-
-func (w *simWorld) at(t time.Time, fn func()) {
-	if t.Before(w.now) {
-		t = w.now
-	}
-	w.seq++
-	heap.Push(&w.events, &simEvent{at: t, seq: w.seq, fn: fn})
-}
-
-func (w *simWorld) after(d time.Duration, fn func()) { w.at(w.now.Add(d), fn) }
-
-// late records when something sent through the model server (a watch
-// event, a request or its answer) arrives: faults have stopped only once
-// what they delayed has arrived.
-func (w *simWorld) late(at time.Time) {
-	if at.After(w.lateUntil) {
-		w.lateUntil = at
-	}
-}
-
-func (w *simWorld) fault(kind string) {
-	if w.res.faults == nil {
-		w.res.faults = map[string]int{}
-	}
-	w.res.faults[kind]++
-	w.tracef("FAULT %s", kind)
-}
-
-func (w *simWorld) fail(format string, args ...any) {
-	if w.violation == "" {
-		w.violation = fmt.Sprintf("at %s: ", w.now.Sub(w.start)) + fmt.Sprintf(format, args...)
-		w.tracef("VIOLATION %s", w.violation)
-	}
-}
-
-// durationBetween draws a duration in [lo, hi).
-func (w *simWorld) durationBetween(lo, hi time.Duration) time.Duration {
-	return w.durationBetweenFrom(w.rng, lo, hi)
-}
-
-func (w *simWorld) durationBetweenFrom(rng *rand.Rand, lo, hi time.Duration) time.Duration {
-	if hi <= lo {
-		return lo
-	}
-	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
-}
-
-// lag is how late a watcher receives an event written now: a base, a share
-// that grows with the recent write rate (a loaded server), and spikes.
-func (w *simWorld) lag() time.Duration {
-	cut := w.now.Add(-time.Second)
-	i := 0
-	for i < len(w.writeTimes) && w.writeTimes[i].Before(cut) {
-		i++
-	}
-	w.writeTimes = w.writeTimes[i:]
-	d := w.durationBetween(0, max(w.lagBase, w.watchLag)+time.Millisecond)
-	if w.faulty {
-		d += time.Duration(len(w.writeTimes)) * w.durationBetween(0, 200*time.Millisecond)
-		if w.rng.IntN(50) == 0 {
-			d += w.durationBetween(time.Second, 8*time.Second)
-		}
-	}
-	return d
-}
-
-// requestError draws the failure of one request, if any, and whether the
-// write was made nonetheless (a timeout after the server applied it).
-func (w *simWorld) requestError(gr schema.GroupResource, name string) (err error, applied bool) {
-	if !w.faulty || w.rng.Float64() >= w.errorRate {
-		return nil, false
-	}
-	switch w.rng.IntN(4) {
-	case 0:
-		return apierrors.NewTooManyRequests("slow down", 1), false
-	case 1:
-		return apierrors.NewServiceUnavailable("restarting"), false
-	case 2:
-		return apierrors.NewTimeoutError("request timed out", 1), true
-	default:
-		return apierrors.NewInternalError(errors.New("etcd leader changed")), false
-	}
-}
-
 var (
 	simLeasesGR     = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
 	simCandidatesGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leasecandidates"}
 )
 
-// ---- the model API server ----
-
-// watcher receives events of one resource, in order, each after a lag.
-type simWatcher struct {
-	w       *simWorld
-	last    time.Time // when the last event is delivered: order is kept
-	deliver func(obj runtime.Object, deleted bool)
-	// expired: the watch has ended (410 Gone after a restart of the
-	// server, or a watcher resuming past the watch window); what is written
-	// meanwhile reaches the watcher only through its relist.
-	expired bool
-	// stalledUntil: the watch delivers nothing before then (its process
-	// is partitioned, or its connection stalls); what comes meanwhile
-	// arrives then, in order.
-	stalledUntil time.Time
-}
-
-func (sw *simWatcher) send(obj runtime.Object, deleted bool) {
-	if sw.expired {
-		return
-	}
-	at := sw.w.now.Add(sw.w.lag())
-	if at.Before(sw.last) {
-		at = sw.last
-	}
-	if at.Before(sw.stalledUntil) {
-		at = sw.stalledUntil
-	}
-	sw.last = at
-	sw.w.late(at)
-	sw.w.at(at, func() { sw.deliver(obj, deleted) })
-}
-
-func (w *simWorld) nextRV() string {
-	w.rv++
-	return fmt.Sprint(w.rv)
-}
+// ---- the model API server: what it stores, and who watches what ----
 
 // leaseWatchers are the watchers of e's Lease: every controller's, and its
 // own candidates' processes'.
-func (w *simWorld) leaseWatchers(e *simElection) []*simWatcher {
-	var out []*simWatcher
+func (w *simWorld) leaseWatchers(e *simElection) []*simworld.Watcher {
+	var out []*simworld.Watcher
 	if w.builtin != nil {
 		out = append(out, w.builtin.leaseWatch)
 	}
@@ -552,8 +389,8 @@ func (w *simWorld) leaseWatchers(e *simElection) []*simWatcher {
 	return out
 }
 
-func (w *simWorld) candidateWatchers(ns, name string) []*simWatcher {
-	var out []*simWatcher
+func (w *simWorld) candidateWatchers(ns, name string) []*simworld.Watcher {
+	var out []*simworld.Watcher
 	if w.builtin != nil {
 		out = append(out, w.builtin.candWatch)
 	}
@@ -579,42 +416,34 @@ func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv st
 	case rv != "" && e.lease.ResourceVersion != rv:
 		return nil, apierrors.NewConflict(simLeasesGR, e.name, errors.New("stale resourceVersion"))
 	}
-	w.writeTimes = append(w.writeTimes, w.now)
+	w.Wrote()
 	if lease == nil {
 		old := e.lease
 		e.lease = nil
-		w.tracef("%s deleted by %s", e.shown(), by)
+		w.Tracef("%s deleted by %s", e.shown(), by)
 		for _, sw := range w.leaseWatchers(e) {
-			sw.send(old, true)
+			sw.Send(old, true)
 		}
 		return nil, nil
 	}
 	stored := lease.DeepCopy()
 	stored.Namespace, stored.Name = e.ns, e.name
 	for _, t := range []*metav1.MicroTime{stored.Spec.AcquireTime, stored.Spec.RenewTime} {
-		simOnTheWire(t)
+		simworld.OnTheWire(t)
 	}
-	stored.ResourceVersion = w.nextRV()
+	stored.ResourceVersion = w.NextRV()
 	if rv == "" {
 		stored.UID = types.UID(e.name + "-" + stored.ResourceVersion)
 	} else {
 		stored.UID = e.lease.UID
 	}
 	e.lease = stored
-	w.tracef("%s by %s: holder=%q preferred=%q transitions=%d renew=%s rv=%s", e.shown(), by, holderIdentity(stored),
+	w.Tracef("%s by %s: holder=%q preferred=%q transitions=%d renew=%s rv=%s", e.shown(), by, holderIdentity(stored),
 		ptr.Deref(stored.Spec.PreferredHolder, ""), ptr.Deref(stored.Spec.LeaseTransitions, 0), simTime(stored.Spec.RenewTime), stored.ResourceVersion)
 	for _, sw := range w.leaseWatchers(e) {
-		sw.send(stored.DeepCopy(), false)
+		sw.Send(stored.DeepCopy(), false)
 	}
 	return stored.DeepCopy(), nil
-}
-
-// simOnTheWire strips an instant of its monotonic clock reading, as
-// serializing it for the API server does.
-func simOnTheWire(t *metav1.MicroTime) {
-	if t != nil {
-		t.Time = t.Round(0)
-	}
 }
 
 func simTime(t *metav1.MicroTime) string {
@@ -639,35 +468,35 @@ func (w *simWorld) writeCandidate(ns, name string, lc *coordinationv1beta1.Lease
 	if lc != nil && cur != nil && lc.Spec.LeaseName != cur.Spec.LeaseName {
 		// kube-apiserver refuses it: spec.leaseName is immutable. Only a
 		// process with another Lease's candidate's Identity would try.
-		w.fail("%s rewrites LeaseCandidate %s of Lease %s for Lease %s", by, shown, cur.Spec.LeaseName, lc.Spec.LeaseName)
+		w.Fail("%s rewrites LeaseCandidate %s of Lease %s for Lease %s", by, shown, cur.Spec.LeaseName, lc.Spec.LeaseName)
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: simCandidatesGR.Group, Kind: "LeaseCandidate"}, name, nil)
 	}
-	w.writeTimes = append(w.writeTimes, w.now)
+	w.Wrote()
 	w.candidateWrites++
 	if lc == nil {
 		delete(w.candidates, key)
-		w.tracef("candidate %s deleted by %s", shown, by)
+		w.Tracef("candidate %s deleted by %s", shown, by)
 		for _, sw := range w.candidateWatchers(ns, name) {
-			sw.send(cur, true)
+			sw.Send(cur, true)
 		}
 		return nil, nil
 	}
 	stored := lc.DeepCopy()
 	stored.Namespace, stored.Name = ns, name
 	for _, t := range []*metav1.MicroTime{stored.Spec.RenewTime, stored.Spec.PingTime} {
-		simOnTheWire(t)
+		simworld.OnTheWire(t)
 	}
-	stored.ResourceVersion = w.nextRV()
+	stored.ResourceVersion = w.NextRV()
 	if rv == "" {
 		stored.UID = types.UID(name + "-" + stored.ResourceVersion)
-		stored.CreationTimestamp = metav1.NewTime(w.now.Truncate(time.Second))
+		stored.CreationTimestamp = metav1.NewTime(w.Now.Truncate(time.Second))
 	} else {
 		stored.UID, stored.CreationTimestamp = cur.UID, cur.CreationTimestamp
 	}
 	w.candidates[key] = stored
-	w.tracef("candidate %s by %s: renew=%s ping=%s rv=%s", shown, by, simTime(stored.Spec.RenewTime), simTime(stored.Spec.PingTime), stored.ResourceVersion)
+	w.Tracef("candidate %s by %s: renew=%s ping=%s rv=%s", shown, by, simTime(stored.Spec.RenewTime), simTime(stored.Spec.PingTime), stored.ResourceVersion)
 	for _, sw := range w.candidateWatchers(ns, name) {
-		sw.send(stored.DeepCopy(), false)
+		sw.Send(stored.DeepCopy(), false)
 	}
 	return stored.DeepCopy(), nil
 }
@@ -683,8 +512,8 @@ type simController struct {
 	clock      *testingclock.FakeClock
 	offset     time.Duration
 	drift      float64
-	leaseWatch *simWatcher
-	candWatch  *simWatcher
+	leaseWatch *simworld.Watcher
+	candWatch  *simworld.Watcher
 	// linf and cinf are the replica's informers, fed by its watches; the
 	// controller registered its handlers on them.
 	linf, cinf *simInformer
@@ -735,7 +564,7 @@ func (sc *simController) act(fn func()) {
 
 func (sc *simController) localNow() time.Time {
 	w := sc.w
-	return w.now.Add(sc.offset + sc.stepped + time.Duration(sc.drift*float64(w.now.Sub(w.start))))
+	return w.Now.Add(sc.offset + sc.stepped + time.Duration(sc.drift*float64(w.Now.Sub(w.Start))))
 }
 
 // clockNow is what the replica's code reads from its clock: in runs with
@@ -746,9 +575,9 @@ func (sc *simController) clockNow() time.Time {
 	if !w.clockFaults {
 		return sc.localNow()
 	}
-	up := w.now.Sub(w.start) - sc.suspended
+	up := w.Now.Sub(w.Start) - sc.suspended
 	if !sc.suspendedAt.IsZero() {
-		up -= w.now.Sub(sc.suspendedAt)
+		up -= w.Now.Sub(sc.suspendedAt)
 	}
 	return instant.At(sc.localNow(), time.Duration(float64(up)*(1+sc.drift)))
 }
@@ -759,12 +588,12 @@ func (w *simWorld) startController() {
 	w.replicas++
 	sc := &simController{
 		w: w, id: w.replicas, sawToken: map[string]int32{},
-		offset: w.durationBetween(-10*time.Minute, 10*time.Minute),
-		drift:  (w.rng.Float64()*2 - 1) * simMaxDrift,
+		offset: w.DurationBetween(-10*time.Minute, 10*time.Minute),
+		drift:  (w.Rng.Float64()*2 - 1) * simMaxDrift,
 	}
 	logger := logr.Discard()
-	if w.tracing {
-		logger = funcr.New(func(prefix, args string) { w.tracef("controller %d: %s", sc.id, args) }, funcr.Options{Verbosity: 4})
+	if w.Tracing {
+		logger = funcr.New(func(prefix, args string) { w.Tracef("controller %d: %s", sc.id, args) }, funcr.Options{Verbosity: 4})
 	}
 	sc.ctx = klog.NewContext(context.Background(), logger)
 	sc.clock = testingclock.NewFakeClock(sc.clockNow())
@@ -797,12 +626,12 @@ func (w *simWorld) startController() {
 		wk.th.send = func(r *simRequest) { sc.send(&wk.th, r) }
 		wk.th.end = func(simTurn) { wk.kick() }
 	}
-	sc.leaseWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) { sc.deliver(sc.linf, obj, deleted) }}
-	sc.candWatch = &simWatcher{w: w, deliver: func(obj runtime.Object, deleted bool) { sc.deliver(sc.cinf, obj, deleted) }}
+	sc.leaseWatch = w.Watch(func(obj runtime.Object, deleted bool) { sc.deliver(sc.linf, obj, deleted) })
+	sc.candWatch = w.Watch(func(obj runtime.Object, deleted bool) { sc.deliver(sc.cinf, obj, deleted) })
 	w.ctrl = sc
 	w.ctrls = append(w.ctrls, sc)
 	sc.renewLock()
-	w.tracef("controller %d starts (clock offset %s, drift %+.4f)", sc.id, sc.offset, sc.drift)
+	w.Tracef("controller %d starts (clock offset %s, drift %+.4f)", sc.id, sc.offset, sc.drift)
 	sc.listAfterLag(sc.list) // the initial list
 }
 
@@ -811,7 +640,7 @@ func (w *simWorld) startController() {
 // now on after it.
 func (sc *simController) listAfterLag(deliver func(cands, leases []runtime.Object)) {
 	w := sc.w
-	listAt := w.now.Add(w.lag())
+	listAt := w.Now.Add(w.Lag())
 	var cands, leases []runtime.Object
 	for _, name := range slices.Sorted(mapKeys(w.candidates)) {
 		cands = append(cands, w.candidates[name].DeepCopy())
@@ -824,13 +653,13 @@ func (sc *simController) listAfterLag(deliver func(cands, leases []runtime.Objec
 			leases = append(leases, e.lease.DeepCopy())
 		}
 	}
-	for _, sw := range []*simWatcher{sc.leaseWatch, sc.candWatch} {
-		if listAt.After(sw.last) {
-			sw.last = listAt
+	for _, sw := range []*simworld.Watcher{sc.leaseWatch, sc.candWatch} {
+		if listAt.After(sw.Last) {
+			sw.Last = listAt
 		}
 	}
-	w.late(listAt)
-	w.at(listAt, func() { sc.act(func() { deliver(cands, leases) }) })
+	w.Late(listAt)
+	w.At(listAt, func() { sc.act(func() { deliver(cands, leases) }) })
 }
 
 // list is the informers' initial list: candidates first.
@@ -875,8 +704,8 @@ func (sc *simController) renewLock() {
 	sc.act(func() {
 		renew, sent := sc.localNow().Truncate(time.Microsecond), sc.clockNow()
 		failed := sc.c.opts.WatchLag.ExpectRenewal(simNS, simLock, renew, sent)
-		w.after(w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase), func() {
-			err, applied := w.requestError(simLeasesGR, simLock)
+		w.After(w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase), func() {
+			err, applied := w.RequestError(simLeasesGR, simLock)
 			if (err != nil && !applied) || w.ctrl != sc {
 				// Failed, or a standby holds the lock now: a deposed
 				// replica's renewal conflicts.
@@ -887,20 +716,20 @@ func (sc *simController) renewLock() {
 				sc.lockSent = sent
 			}
 			lock := &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLock, ResourceVersion: w.nextRV()},
+				ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLock, ResourceVersion: w.NextRV()},
 				Spec: coordinationv1.LeaseSpec{
 					HolderIdentity: ptr.To(fmt.Sprintf("controller-%d", sc.id)),
 					RenewTime:      ptr.To(metav1.NewMicroTime(renew)),
 				},
 			}
 			w.lock = lock
-			w.writeTimes = append(w.writeTimes, w.now)
+			w.Wrote()
 			for _, other := range w.ctrls {
-				other.leaseWatch.send(lock.DeepCopy(), false)
+				other.leaseWatch.Send(lock.DeepCopy(), false)
 			}
 		})
 	})
-	w.after(time.Duration(float64(simControllerRetryPeriod)/(1+sc.drift)), sc.renewLock)
+	w.After(time.Duration(float64(simControllerRetryPeriod)/(1+sc.drift)), sc.renewLock)
 }
 
 // resume ends a pause. A replica that is still the active one goes on. One
@@ -914,9 +743,9 @@ func (sc *simController) renewLock() {
 func (sc *simController) pause() {
 	w := sc.w
 	sc.paused = true
-	w.after(simControllerLease, func() {
+	w.After(simControllerLease, func() {
 		if sc.paused && w.ctrl == sc {
-			w.tracef("controller %d's lock lapsed; a standby takes over", sc.id)
+			w.Tracef("controller %d's lock lapsed; a standby takes over", sc.id)
 			w.ctrl = nil
 			w.startController()
 		}
@@ -930,24 +759,24 @@ func (sc *simController) resume() {
 	}
 	sc.paused = false
 	if !sc.suspendedAt.IsZero() {
-		sc.suspended += w.now.Sub(sc.suspendedAt)
+		sc.suspended += w.Now.Sub(sc.suspendedAt)
 		sc.suspendedAt = time.Time{}
 	}
 	held := sc.held
 	sc.held = nil
 	deposed := w.ctrl != sc
-	w.tracef("controller %d resumes (deposed: %v)", sc.id, deposed)
-	if deposed && w.rng.IntN(2) == 0 {
+	w.Tracef("controller %d resumes (deposed: %v)", sc.id, deposed)
+	if deposed && w.Rng.IntN(2) == 0 {
 		sc.worker.run() // on what it knew before the pause
 	}
 	for _, fn := range held {
 		sc.act(fn)
 	}
 	if deposed {
-		w.fault("controller-overlap")
-		w.late(w.now.Add(simControllerRenewDeadline))
-		w.after(w.durationBetween(0, simControllerRenewDeadline), func() {
-			w.tracef("controller %d notices it lost the controller lock", sc.id)
+		w.Fault("controller-overlap")
+		w.Late(w.Now.Add(simControllerRenewDeadline))
+		w.After(w.DurationBetween(0, simControllerRenewDeadline), func() {
+			w.Tracef("controller %d notices it lost the controller lock", sc.id)
 			sc.stop()
 		})
 	}
@@ -967,14 +796,14 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // meanwhile reaches it, and then its informers relist (see relist).
 func (sc *simController) expireWatches(d time.Duration) {
 	w := sc.w
-	sc.leaseWatch.expired, sc.candWatch.expired = true, true
-	w.tracef("controller %d's watches expire for %s", sc.id, d)
-	w.late(w.now.Add(d))
-	w.after(d, func() {
+	sc.leaseWatch.Expired, sc.candWatch.Expired = true, true
+	w.Tracef("controller %d's watches expire for %s", sc.id, d)
+	w.Late(w.Now.Add(d))
+	w.After(d, func() {
 		if sc.dead {
 			return
 		}
-		sc.leaseWatch.expired, sc.candWatch.expired = false, false
+		sc.leaseWatch.Expired, sc.candWatch.Expired = false, false
 		sc.listAfterLag(sc.relist)
 	})
 }
@@ -983,7 +812,7 @@ func (sc *simController) expireWatches(d time.Duration) {
 // simInformer.relist): candidates first, then the Leases.
 func (sc *simController) relist(cands, leases []runtime.Object) {
 	sc.sync()
-	sc.w.tracef("controller %d relists", sc.id)
+	sc.w.Tracef("controller %d relists", sc.id)
 	sc.cinf.relist(cands)
 	sc.linf.relist(leases)
 	sc.noteToken()
@@ -1029,7 +858,7 @@ func (wk *simWorker) kick() {
 	}
 	wk.kicked = true
 	sc := wk.sc
-	sc.w.at(sc.w.now, func() {
+	sc.w.At(sc.w.Now, func() {
 		wk.kicked = false
 		sc.act(wk.run)
 	})
@@ -1228,18 +1057,18 @@ func (sc *simController) request(do func() (runtime.Object, error)) (runtime.Obj
 // loaded server; the replica gets it when it runs (not while paused).
 func (sc *simController) send(th *simThread, r *simRequest) {
 	w := sc.w
-	sent := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
-	back := w.durationBetween(time.Millisecond, 20*time.Millisecond+w.lagBase)
-	w.late(w.now.Add(sent + back))
+	sent := w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase)
+	back := w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase)
+	w.Late(w.Now.Add(sent + back))
 	var obj runtime.Object
 	var err error
-	w.after(sent, func() {
+	w.After(sent, func() {
 		if sc.dead {
 			return // a replica that is gone makes no more requests
 		}
 		obj, err = r.do()
 	})
-	w.after(sent+back, func() {
+	w.After(sent+back, func() {
 		sc.act(func() {
 			sc.turn(th, func() { th.answer(r, obj, err) }) // dropped when abandoned
 		})
@@ -1300,7 +1129,7 @@ type simLeaseClient struct {
 func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lease, error) {
 	w := c.sc.w
 	obj, err := c.sc.request(func() (runtime.Object, error) {
-		if err, _ := w.requestError(simLeasesGR, name); err != nil {
+		if err, _ := w.RequestError(simLeasesGR, name); err != nil {
 			return nil, err
 		}
 		e := w.electionOf(c.ns, name)
@@ -1335,7 +1164,7 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 	if e == nil {
 		panic("the controller writes a Lease the run does not have: " + simKey(c.ns, lease.Name))
 	}
-	err, applied := w.requestError(simLeasesGR, e.name)
+	err, applied := w.RequestError(simLeasesGR, e.name)
 	if err != nil && !applied {
 		return nil, err
 	}
@@ -1346,7 +1175,7 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 	}
 	w.controllerWrote(e, "lease")
 	if e.unhandled && holderIdentity(written) != "" {
-		w.fail("controller %d named %s the holder of %s, whose candidates ask for %s, which it does not handle", c.sc.id, holderIdentity(written), e.shown(), simUnhandledStrategy)
+		w.Fail("controller %d named %s the holder of %s, whose candidates ask for %s, which it does not handle", c.sc.id, holderIdentity(written), e.shown(), simUnhandledStrategy)
 	}
 	if e.anyTerm && c.sc.sawToken[e.key()] < e.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken {
 		// A replica that never saw the Lease's highest token while
@@ -1355,7 +1184,7 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 		// token's history is lost (docs/library.md: a Lease deleted during
 		// a controller failover may start over).
 		e.historyLost = true
-		w.fault("token-history-lost")
+		w.Fault("token-history-lost")
 	}
 	w.checkPreference(before, written)
 	if holderIdentity(written) != "" && (before == nil || holderIdentity(before) != holderIdentity(written)) {
@@ -1384,7 +1213,7 @@ type simCandidateClient struct {
 func (c simCandidateClient) Get(_ context.Context, name string) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.sc.w
 	obj, err := c.sc.request(func() (runtime.Object, error) {
-		if err, _ := w.requestError(simCandidatesGR, name); err != nil {
+		if err, _ := w.RequestError(simCandidatesGR, name); err != nil {
 			return nil, err
 		}
 		lc, ok := w.candidates[simKey(c.ns, name)]
@@ -1404,7 +1233,7 @@ func (c simCandidateClient) Create(context.Context, *coordinationv1beta1.LeaseCa
 func (c simCandidateClient) Update(_ context.Context, lc *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.sc.w
 	obj, err := c.sc.request(func() (runtime.Object, error) {
-		err, applied := w.requestError(simCandidatesGR, lc.Name)
+		err, applied := w.RequestError(simCandidatesGR, lc.Name)
 		if err != nil && !applied {
 			return nil, err
 		}
@@ -1428,7 +1257,7 @@ func (c simCandidateClient) Update(_ context.Context, lc *coordinationv1beta1.Le
 func (c simCandidateClient) Delete(_ context.Context, name string, pre *metav1.Preconditions) error {
 	w := c.sc.w
 	_, err := c.sc.request(func() (runtime.Object, error) {
-		err, applied := w.requestError(simCandidatesGR, name)
+		err, applied := w.RequestError(simCandidatesGR, name)
 		if err != nil && !applied {
 			return nil, err
 		}
@@ -1457,16 +1286,16 @@ func (c simCandidateClient) Delete(_ context.Context, name string, pre *metav1.P
 func (w *simWorld) collected(ns, name string) {
 	w.res.collected++
 	for _, c := range w.cands {
-		if c.e.ns == ns && c.name == name && c.proc != nil && !c.proc.dead && !c.proc.paused && !w.faulty {
-			w.fail("the garbage collector deleted the candidate of %s/%d, which runs", c.shown(), c.proc.id)
+		if c.e.ns == ns && c.name == name && c.proc != nil && !c.proc.dead && !c.proc.paused && !w.Faulty {
+			w.Fail("the garbage collector deleted the candidate of %s/%d, which runs", c.shown(), c.proc.id)
 		}
 	}
 }
 
 func (w *simWorld) controllerWrote(e *simElection, what string) {
 	w.res.controllerWrites++
-	if e != nil && !e.steadyFrom.IsZero() && !w.now.Before(e.steadyFrom) {
-		w.fail("controller wrote (%s) in steady state", what)
+	if e != nil && !e.steadyFrom.IsZero() && !w.Now.Before(e.steadyFrom) {
+		w.Fail("controller wrote (%s) in steady state", what)
 	}
 }
 
@@ -1485,6 +1314,6 @@ func (w *simWorld) checkPreference(before, after *coordinationv1.Lease) {
 		return // the controller may have judged their merit before an operator changed it
 	}
 	if !strategy.Preempts(w.ranking(), preferred, holder) {
-		w.fail("preferredHolder %s set over holder %s, which it does not beat on merit", pref, holderIdentity(after))
+		w.Fail("preferredHolder %s set over holder %s, which it does not beat on merit", pref, holderIdentity(after))
 	}
 }

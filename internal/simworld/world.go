@@ -1,0 +1,141 @@
+// Package simworld is the world of cle's deterministic simulation
+// (pkg/controller's TestSimulation): simulated time and its schedule of
+// events, the random draws, the trace and the verdict, and a model of the
+// API server's behaviour (request latency and failures, watches that lag,
+// stall and expire, resource versions). What runs in that world is cle's own
+// code: the controller's workers, the candidate library's loops; the
+// simulation in pkg/controller wires them to this world. README.md says what
+// the world models and what it does not.
+//
+// Nothing here reads the wall clock or starts a goroutine: a run is a
+// function of its seed.
+package simworld
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// World is one run's time, chance and record. Events run one at a time, in
+// the order of their instants, and in the order they were scheduled at one
+// instant.
+type World struct {
+	// Rng draws everything of the run that has no stream of its own.
+	Rng *rand.Rand
+	// Start is the run's first instant, Now the instant of the event that
+	// runs.
+	Start, Now time.Time
+	// Tracing: Tracef records; Trace is the record.
+	Tracing bool
+	Trace   []string
+	// Faults counts the faults drawn, by kind.
+	Faults map[string]int
+	// Violation is the first invariant found broken ("" if none).
+	Violation string
+	// LateUntil is when the last thing sent through the server (a watch
+	// event, a request or its answer) arrives: see Late.
+	LateUntil time.Time
+
+	events events
+	seq    int
+}
+
+// New is a world whose time starts at start, drawing from rng.
+func New(rng *rand.Rand, start time.Time, tracing bool) *World {
+	return &World{Rng: rng, Start: start, Now: start, Tracing: tracing}
+}
+
+// Tracef records a line of the trace, stamped with the time since the start.
+func (w *World) Tracef(format string, args ...any) {
+	if w.Tracing {
+		w.Trace = append(w.Trace, fmt.Sprintf("%9.3fs ", w.Now.Sub(w.Start).Seconds())+fmt.Sprintf(format, args...))
+	}
+}
+
+// At schedules fn at t (now if t has passed).
+func (w *World) At(t time.Time, fn func()) {
+	if t.Before(w.Now) {
+		t = w.Now
+	}
+	w.seq++
+	heap.Push(&w.events, &event{at: t, seq: w.seq, fn: fn})
+}
+
+// After schedules fn d from now.
+func (w *World) After(d time.Duration, fn func()) { w.At(w.Now.Add(d), fn) }
+
+// Step runs the next event, unless there is none or it comes after end.
+func (w *World) Step(end time.Time) bool {
+	if w.events.Len() == 0 || w.events[0].at.After(end) {
+		return false
+	}
+	ev := heap.Pop(&w.events).(*event)
+	w.Now = ev.at
+	ev.fn()
+	return true
+}
+
+// Late records when something sent through the model server (a watch event,
+// a request or its answer) arrives: faults have stopped only once what they
+// delayed has arrived.
+func (w *World) Late(at time.Time) {
+	if at.After(w.LateUntil) {
+		w.LateUntil = at
+	}
+}
+
+// Fault counts and traces a fault of kind.
+func (w *World) Fault(kind string) {
+	if w.Faults == nil {
+		w.Faults = map[string]int{}
+	}
+	w.Faults[kind]++
+	w.Tracef("FAULT %s", kind)
+}
+
+// Fail records a broken invariant; the first one is the run's verdict.
+func (w *World) Fail(format string, args ...any) {
+	if w.Violation == "" {
+		w.Violation = fmt.Sprintf("at %s: ", w.Now.Sub(w.Start)) + fmt.Sprintf(format, args...)
+		w.Tracef("VIOLATION %s", w.Violation)
+	}
+}
+
+// DurationBetween draws a duration in [lo, hi) from Rng.
+func (w *World) DurationBetween(lo, hi time.Duration) time.Duration {
+	return DurationBetween(w.Rng, lo, hi)
+}
+
+// DurationBetween draws a duration in [lo, hi) from rng (lo if hi <= lo).
+func DurationBetween(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
+}
+
+type event struct {
+	at  time.Time
+	seq int
+	fn  func()
+}
+
+type events []*event
+
+func (q events) Len() int { return len(q) }
+func (q events) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q events) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *events) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *events) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
