@@ -161,7 +161,7 @@ func (e *simElector) start() { e.acquire() }
 func (e *simElector) wait(d time.Duration, fn func()) {
 	e.gen++
 	gen := e.gen
-	e.w().After(e.p.untilLocal(max(d, 0)), func() {
+	e.w().After(e.p.clk.Until(max(d, 0)), func() {
 		e.p.act(func() {
 			if gen == e.gen {
 				fn()
@@ -214,17 +214,17 @@ func (e *simElector) poll() {
 		e.renewEnds()
 		return
 	}
-	start := e.p.localNow()
+	start := e.p.clk.Wall()
 	deadline := start.Add(simRenewDeadline)
 	var tryAt func()
 	tryAt = func() {
-		began := e.p.localNow()
+		began := e.p.clk.Wall()
 		if e.ctxDone || !began.Before(deadline) {
 			e.renewEnds()
 			return
 		}
 		e.try(deadline, func(ok bool) {
-			now := e.p.localNow()
+			now := e.p.clk.Wall()
 			switch {
 			case ok:
 				e.wait(e.rp, e.poll)
@@ -250,7 +250,7 @@ func (e *simElector) poll() {
 func (e *simElector) try(deadline time.Time, done func(ok bool)) {
 	e.trying = true
 	id := e.p.c.name
-	now := e.p.localNow()
+	now := e.p.clk.Wall()
 	finish := func(ok bool) {
 		e.trying = false
 		done(ok)
@@ -266,7 +266,7 @@ func (e *simElector) try(deadline time.Time, done func(ok bool)) {
 				return
 			}
 			if raw != e.obsRaw {
-				e.obsHolder, e.obsSeconds, e.obsTime, e.obsRaw = rec.HolderIdentity, rec.LeaseDurationSeconds, e.p.localNow(), raw
+				e.obsHolder, e.obsSeconds, e.obsTime, e.obsRaw = rec.HolderIdentity, rec.LeaseDurationSeconds, e.p.clk.Wall(), raw
 			}
 			if rec.HolderIdentity != "" && e.leaseValid(now) && e.obsHolder != id {
 				finish(false) // held and not expired
@@ -308,7 +308,7 @@ func (e *simElector) leaseValid(now time.Time) bool {
 
 // observeSelf is setObservedRecord of the record the elector just wrote.
 func (e *simElector) observeSelf() {
-	e.obsHolder, e.obsSeconds, e.obsTime = e.p.c.name, int(simLeaseDuration/time.Second), e.p.localNow()
+	e.obsHolder, e.obsSeconds, e.obsTime = e.p.c.name, int(simLeaseDuration/time.Second), e.p.clk.Wall()
 }
 
 // renewEnds is renew() once its loop has ended: the release
@@ -331,7 +331,7 @@ func (e *simElector) renewEnds() {
 // tryRelease is client-go's: within RenewDeadline, a Get, and when the
 // observed record still names this process an Update naming nobody.
 func (e *simElector) tryRelease(done func()) {
-	deadline := e.p.localNow().Add(simRenewDeadline)
+	deadline := e.p.clk.Wall().Add(simRenewDeadline)
 	e.get(deadline, func(_ *resourcelock.LeaderElectionRecord, _ string, err error) {
 		if err != nil || e.obsHolder != e.p.c.name {
 			done()
@@ -339,7 +339,7 @@ func (e *simElector) tryRelease(done func()) {
 		}
 		e.tracef("elector releases")
 		e.release(func() {
-			e.obsHolder, e.obsSeconds, e.obsTime = "", 1, e.p.localNow()
+			e.obsHolder, e.obsSeconds, e.obsTime = "", 1, e.p.clk.Wall()
 			done()
 		})
 	})
@@ -498,11 +498,11 @@ func (e *simElector) acts() bool {
 // for the timing check.
 func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElectionRecord, string, error)) {
 	p := e.p
-	e.timing.ObserveGet(p.localNow())
+	e.timing.ObserveGet(p.clk.Wall())
 	p.call(deadline, func(finish func()) {
 		lease := p.current()
 		finish()
-		e.timing.ReadReturned(p.localNow())
+		e.timing.ReadReturned(p.clk.Wall())
 		rec := lockrule.RecordOf(lease, p.c.name)
 		raw, err := json.Marshal(rec)
 		if err != nil {
@@ -510,7 +510,7 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 		}
 		reply(rec, string(raw), nil)
 	}, func(err error) {
-		e.timing.ReadReturned(p.localNow())
+		e.timing.ReadReturned(p.clk.Wall())
 		reply(nil, "", err)
 	})
 }
@@ -519,7 +519,7 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 // External.Renew, counted only if lead.CountRenewal says so.
 func (e *simElector) update(deadline time.Time, reply func(error)) {
 	p := e.p
-	if err, refusedNow := e.timing.Check(int(simLeaseDuration/time.Second), deadline, !deadline.IsZero(), p.localNow()); err != nil {
+	if err, refusedNow := e.timing.Check(int(simLeaseDuration/time.Second), deadline, !deadline.IsZero(), p.clk.Wall()); err != nil {
 		if refusedNow {
 			e.tracef("lock refuses the elector for good: %v", err)
 		}
@@ -534,7 +534,7 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 	}
 	p.renewCall(deadline, term, func(sent time.Time, err error) {
 		if err == nil {
-			answered := p.localNow()
+			answered := p.clk.Wall()
 			if err = lead.CountRenewal(simTiming, sent, answered); err == nil {
 				p.counted = answered
 			} else {
@@ -610,7 +610,7 @@ func (e *simElector) release(then func()) {
 
 // wait2 waits local duration d apart from the loop's timer.
 func (e *simElector) wait2(d time.Duration, fn func()) {
-	e.w().After(e.p.untilLocal(d), func() { e.p.act(fn) })
+	e.w().After(e.p.clk.Until(d), func() { e.p.act(fn) })
 }
 
 // endRelease closes the release's hand-over and stops the candidate.
@@ -703,13 +703,13 @@ func (p *simProcess) call(deadline time.Time, run func(finish func()), fail func
 		return
 	}
 	if !deadline.IsZero() {
-		left := deadline.Sub(p.localNow())
+		left := deadline.Sub(p.clk.Wall())
 		if left <= 0 {
 			cl.over = true
 			fail(context.DeadlineExceeded)
 			return
 		}
-		p.c.w.After(p.untilLocal(left), func() {
+		p.c.w.After(p.clk.Until(left), func() {
 			p.act(func() {
 				if !cl.started && !cl.over {
 					cl.over = true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -64,11 +63,10 @@ type simProcess struct {
 	// lib runs a library candidate: pkg/candidate itself (see
 	// sim_library_test.go). The fields below it are the copy of its
 	// elector that adopters' processes run.
-	lib    *simLib
-	id     int
-	offset time.Duration
-	drift  float64
-	born   time.Time // true time the process started, for its clock
+	lib *simLib
+	id  int
+	// clk is the process's clock (see simworld.Clock).
+	clk    *simworld.Clock
 	paused bool
 	dead   bool
 	held   []func() // what arrived while paused
@@ -128,25 +126,11 @@ type simProcess struct {
 	inCall       bool
 	callDeadline time.Time
 	renewOK      bool
-
-	// Clock faults (see sim_clock_test.go): stepped is how far the wall
-	// clock was set forward or back in all; a suspend stops the process
-	// and its monotonic clock from suspendedAt (zero when not suspended),
-	// suspended sums those that ended, suspends counts them.
-	stepped     time.Duration
-	suspendedAt time.Time
-	suspended   time.Duration
-	suspends    int
 }
 
 // simWorkReturn bounds how long leader work takes to return once its
 // context is cancelled; stepping down waits for it.
 const simWorkReturn = time.Second
-
-func (p *simProcess) localNow() time.Time {
-	w := p.c.w
-	return w.Now.Add(p.offset + p.stepped + time.Duration(p.drift*float64(w.Now.Sub(p.born))))
-}
 
 // quietIn is the elector's quietIn: how long until nothing of this process
 // can act any more on its past renewals. The library's own renewals stop
@@ -157,7 +141,7 @@ func (p *simProcess) quietIn() time.Duration {
 	if p.ext == nil || p.resigned {
 		return 0
 	}
-	now := p.localNow()
+	now := p.clk.Wall()
 	var in time.Duration
 	if !p.lastRenewal.IsZero() {
 		in = simLeaseDuration - now.Sub(p.lastRenewal)
@@ -168,12 +152,6 @@ func (p *simProcess) quietIn() time.Duration {
 	return max(0, in)
 }
 
-// untilLocal is the true duration until local time d from now passes,
-// rounded up: a wait always lets time pass.
-func (p *simProcess) untilLocal(d time.Duration) time.Duration {
-	return time.Duration(math.Ceil(float64(d) / (1 + p.drift)))
-}
-
 // isLeader is the library's IsLeader: a term is published and its last
 // successful renewal was sent less than the renew deadline ago on this
 // clock.
@@ -182,7 +160,7 @@ func (p *simProcess) isLeader() bool {
 		_, ok := p.lib.leaderToken()
 		return ok
 	}
-	return p.leading && p.localNow().Sub(p.renewedAt) < simRenewDeadline
+	return p.leading && p.clk.Wall().Sub(p.renewedAt) < simRenewDeadline
 }
 
 func (w *simWorld) addCandidate(e *simElection, name, binary, emulation string, adopter simAdopter) *simCandidate {
@@ -195,17 +173,17 @@ func (w *simWorld) addCandidate(e *simElection, name, binary, emulation string, 
 func (c *simCandidate) start() {
 	w := c.w
 	c.incarnations++
-	p := &simProcess{
-		c: c, id: c.incarnations, born: w.Now,
-		offset: w.DurationBetween(-10*time.Minute, 10*time.Minute),
-		drift:  (w.Rng.Float64()*2 - 1) * simMaxDrift,
-		own:    &lead.Ownership{Identity: c.name},
-	}
+	offset := w.DurationBetween(-10*time.Minute, 10*time.Minute)
+	drift := (w.Rng.Float64()*2 - 1) * simMaxDrift
 	if w.builtin != nil {
 		// kube-apiserver's controller compares the candidates' clocks
 		// with its own: within a second here (see simBuiltin).
-		p.offset, p.drift = p.offset/600, p.drift/5
+		offset, drift = offset/600, drift/5
 	}
+	p := &simProcess{c: c, id: c.incarnations, own: &lead.Ownership{Identity: c.name}, clk: w.NewClock(offset, drift, w.Now)}
+	p.clk.Monotonic = w.clockFaults
+	p.clk.Alive = func() bool { return !p.dead }
+	p.clk.Hold = func(fn func()) { p.held = append(p.held, fn) }
 	if c.adopter == simLibrary {
 		c.proc = p
 		w.Tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
@@ -270,10 +248,7 @@ func (p *simProcess) resume() {
 		return
 	}
 	p.paused = false
-	if !p.suspendedAt.IsZero() {
-		p.suspended += p.c.w.Now.Sub(p.suspendedAt)
-		p.suspendedAt = time.Time{}
-	}
+	p.clk.Resume()
 	p.c.w.Tracef("%s/%d resumes", p.c.shown(), p.id)
 	held := p.held
 	p.held = nil
@@ -300,12 +275,12 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 	}
 	var expires time.Time // the deadline in true time (zero: none)
 	if !deadline.IsZero() {
-		timeout := deadline.Sub(p.localNow())
+		timeout := deadline.Sub(p.clk.Wall())
 		if timeout <= 0 {
 			finish(nil, context.DeadlineExceeded)
 			return func() {}
 		}
-		expires = w.Now.Add(p.untilLocal(timeout))
+		expires = w.Now.Add(p.clk.Until(timeout))
 		w.At(expires, func() { finish(nil, context.DeadlineExceeded) })
 	}
 	// Both ways take longer on a loaded server: the request is made after
@@ -351,7 +326,7 @@ func (p *simProcess) register() {
 	if p.stopping {
 		return
 	}
-	now := metav1.NewMicroTime(p.localNow())
+	now := metav1.NewMicroTime(p.clk.Wall())
 	p.request(time.Time{}, func() (runtime.Object, error) {
 		cur := w.candidates[c.key()]
 		lc := &coordinationv1beta1.LeaseCandidate{Spec: coordinationv1beta1.LeaseCandidateSpec{
@@ -380,7 +355,7 @@ func (p *simProcess) register() {
 		}
 	})
 	// Renew the candidate periodically.
-	w.After(p.untilLocal(simCandRenew), func() { p.act(p.register) })
+	w.After(p.clk.Until(simCandRenew), func() { p.act(p.register) })
 }
 
 // onSelf answers a ping from the watch on its own candidate, and registers
@@ -400,7 +375,7 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 			return
 		}
 		p.answering = true
-		at := p.localNow()
+		at := p.clk.Wall()
 		if ping.After(at) {
 			at = ping.Time
 		}
@@ -492,7 +467,7 @@ func (p *simProcess) remember(l *coordinationv1.Lease) {
 func (p *simProcess) view() lead.View {
 	lease := p.current()
 	v := lead.View{
-		Now: p.localNow(), Identity: p.c.name,
+		Now: p.clk.Wall(), Identity: p.c.name,
 		Timing:       lead.Timing{LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod},
 		RenewsItself: p.ext == nil,
 		Lease:        lease,
@@ -581,7 +556,7 @@ func (p *simProcess) done() { p.busy, p.woken = false, false }
 func (p *simProcess) wakeIn(d time.Duration) {
 	p.wakeGen++
 	gen := p.wakeGen
-	p.c.w.After(p.untilLocal(d), func() {
+	p.c.w.After(p.clk.Until(d), func() {
 		p.act(func() {
 			if gen == p.wakeGen {
 				p.step()
@@ -608,7 +583,7 @@ func (p *simProcess) stepDown(why string, then func()) {
 // renew.
 func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 	w := p.c.w
-	sent := p.localNow()
+	sent := p.clk.Wall()
 	p.lastAttempt = sent
 	p.renewOK = false
 	leading := p.leading
@@ -631,7 +606,7 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 			then()
 			return
 		}
-		p.retryAt = p.localNow().Add(simRetryPeriod)
+		p.retryAt = p.clk.Wall().Add(simRetryPeriod)
 		then()
 	}
 	var update func(*coordinationv1.Lease, bool)
@@ -639,7 +614,7 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 		seenBefore := p.seen.Before(base)
 		renewal, err := lead.Renewal(base, p.c.name, sent, leading, seenBefore, simLeaseDuration)
 		if err != nil {
-			p.retryAt = p.localNow().Add(simLeaseDuration)
+			p.retryAt = p.clk.Wall().Add(simLeaseDuration)
 			then()
 			return
 		}
@@ -718,7 +693,7 @@ func (p *simProcess) succeeded(written *coordinationv1.Lease, sent time.Time, se
 		}
 		return
 	}
-	if p.localNow().Sub(sent) >= simRenewDeadline {
+	if p.clk.Wall().Sub(sent) >= simRenewDeadline {
 		return
 	}
 	p.leading, p.renewedAt = true, sent
@@ -731,7 +706,7 @@ func (p *simProcess) succeeded(written *coordinationv1.Lease, sent time.Time, se
 // holder, or on release to nobody) when it names this identity and this
 // process may take it, with up to simGiveUpAttempts conditional updates.
 func (p *simProcess) giveUp(release bool, then func()) {
-	p.handOverAt = p.localNow().Add(simRetryPeriod)
+	p.handOverAt = p.clk.Wall().Add(simRetryPeriod)
 	p.busy = true
 	p.letGo(p.current(), release, 0, then)
 }
@@ -752,12 +727,12 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 		then()
 		return
 	}
-	next := lead.LetGo(lease, to, p.localNow(), p.seen.Max())
+	next := lead.LetGo(lease, to, p.clk.Wall(), p.seen.Max())
 	if to == "" && p.c.releasesAsClientGo {
 		next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
 	}
 	rv := lease.ResourceVersion
-	deadline := p.localNow().Add(simRenewDeadline)
+	deadline := p.clk.Wall().Add(simRenewDeadline)
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
 		return w.writeLease(p.c.e, next, rv, fmt.Sprintf("%s/%d (let go to %q)", p.c.shown(), p.id, to))
 	}, func(obj runtime.Object, err error) {
@@ -771,7 +746,7 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 			}
 			then()
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-			p.reread(p.localNow().Add(simRenewDeadline), func(fresh *coordinationv1.Lease, err error) {
+			p.reread(p.clk.Wall().Add(simRenewDeadline), func(fresh *coordinationv1.Lease, err error) {
 				if err != nil {
 					then()
 					return
@@ -826,7 +801,7 @@ func (p *simProcess) shutdown() {
 		p.stopped()
 	}
 	deleteCandidate := func() {
-		p.request(p.localNow().Add(simRenewDeadline), func() (runtime.Object, error) {
+		p.request(p.clk.Wall().Add(simRenewDeadline), func() (runtime.Object, error) {
 			if lc := w.candidates[p.c.key()]; lc != nil {
 				return w.writeCandidate(p.c.e.ns, name, nil, lc.ResourceVersion, name+" (shutdown)")
 			}
@@ -881,7 +856,7 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 // so that they change nothing else a seed draws.
 func (p *simProcess) leaderWrites(token int32) {
 	w := p.c.w
-	p.afterMono(simworld.DurationBetween(w.witnessRng, 500*time.Millisecond, 3*time.Second), func() {
+	p.clk.After(simworld.DurationBetween(w.witnessRng, 500*time.Millisecond, 3*time.Second), func() {
 		p.act(func() {
 			if now, ok := p.leaderToken(); ok && now == token {
 				w.witnessWrite(p, token)
@@ -1148,6 +1123,9 @@ func runSim(seed uint64, tracing bool) simResult {
 		candidates: map[string]*coordinationv1beta1.LeaseCandidate{},
 	}
 	w.Faulty = true
+	// Clock faults are drawn in some runs (see scheduleClockFaults); the
+	// clocks give monotonic readings in those.
+	w.clockFaults = !builtinRun(seed) && rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908)).IntN(simClockFaultsEvery) == 0
 	w.ErrorRate = []float64{0, 0.02, 0.1, 0.3}[w.Rng.IntN(4)]
 	w.LagBase = []time.Duration{time.Millisecond, 50 * time.Millisecond, 500 * time.Millisecond}[w.Rng.IntN(3)]
 	w.strategy = coordinationv1.OldestEmulationVersion
@@ -1192,7 +1170,7 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	w.startController()
 	w.scheduleFaults()
-	if !builtinRun(seed) && rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908)).IntN(simClockFaultsEvery) == 0 {
+	if w.clockFaults {
 		w.scheduleClockFaults(seed)
 	}
 	quiet := simQuietPhase

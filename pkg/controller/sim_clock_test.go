@@ -4,7 +4,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/cle-dev/cle/internal/instant"
 	"github.com/cle-dev/cle/internal/simworld"
 )
 
@@ -20,58 +19,13 @@ import (
 // faults.
 const simClockFaultsEvery = 3
 
-// mono is the process's monotonic clock: local time since it started,
-// suspends not counted.
-func (p *simProcess) mono() time.Duration {
-	w := p.c.w
-	up := w.Now.Sub(p.born) - p.suspended
-	if !p.suspendedAt.IsZero() {
-		up -= w.Now.Sub(p.suspendedAt)
-	}
-	return time.Duration(float64(up) * (1 + p.drift))
-}
-
-// clockNow is what the process's code reads from its clock: in runs with
-// clock faults an instant with both readings, else the wall clock alone
-// (which runs at the monotonic clock's rate there).
-func (p *simProcess) clockNow() time.Time {
-	if !p.c.w.clockFaults {
-		return p.localNow()
-	}
-	return instant.At(p.localNow(), p.mono())
-}
-
-// afterMono runs fn once the process's monotonic clock has advanced by d,
-// as a Go timer does: a suspend meanwhile puts it off by as long.
-func (p *simProcess) afterMono(d time.Duration, fn func()) {
-	w := p.c.w
-	suspends, target := p.suspends, p.mono()+d
-	var check func()
-	check = func() {
-		switch {
-		case p.dead:
-		case p.suspends == suspends:
-			fn() // no suspend since it was set: the usual timer
-		case !p.suspendedAt.IsZero():
-			p.held = append(p.held, check) // looked at again on waking
-		default:
-			if left := target - p.mono(); left > 0 {
-				w.After(p.untilLocal(left), check)
-				return
-			}
-			fn()
-		}
-	}
-	w.After(p.untilLocal(d), check)
-}
-
 // suspend stops the process and its monotonic clock for d (or until the
 // faults stop); it wakes as from a pause, finding its wall clock d later.
 func (p *simProcess) suspend(d time.Duration) {
 	w := p.c.w
 	w.Tracef("%s/%d is suspended for %s", p.c.shown(), p.id, d)
-	p.paused, p.suspendedAt = true, w.Now
-	p.suspends++
+	p.paused = true
+	p.clk.Suspend()
 	w.After(d, p.resume)
 }
 
@@ -79,7 +33,6 @@ func (p *simProcess) suspend(d time.Duration) {
 // the fault phase: the rest of the run's schedule is drawn as in a run
 // without them.
 func (w *simWorld) scheduleClockFaults(seed uint64) {
-	w.clockFaults = true
 	rng := rand.New(rand.NewPCG(seed, 0x3c6ef372fe94f82b))
 	for t := simworld.DurationBetween(rng, 5*time.Second, 30*time.Second); t < simFaultPhase; t += simworld.DurationBetween(rng, 10*time.Second, 60*time.Second) {
 		w.At(w.Start.Add(t), func() { w.clockFault(rng) })
@@ -97,7 +50,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 			d := simworld.DurationBetween(rng, time.Second, 40*time.Second)
 			w.Fault("controller-suspend")
 			w.Tracef("controller %d is suspended for %s", sc.id, d)
-			sc.suspendedAt = w.Now
+			sc.clk.Suspend()
 			sc.pause()
 			w.After(d, sc.resume)
 			return
@@ -105,7 +58,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 		d := simClockStep(w, rng)
 		w.Fault("controller-clock-step")
 		w.Tracef("controller %d's wall clock steps %s", sc.id, d)
-		sc.stepped += d
+		sc.clk.Step(d)
 		return
 	}
 	var procs []*simProcess
@@ -133,7 +86,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 		d := simClockStep(w, rng)
 		w.Fault("clock-step")
 		w.Tracef("%s/%d's wall clock steps %s", p.c.shown(), p.id, d)
-		p.stepped += d
+		p.clk.Step(d)
 	}
 }
 

@@ -71,7 +71,7 @@ type simLoop struct {
 
 func (p *simProcess) startLibrary() {
 	w, c := p.c.w, p.c
-	l := &simLib{p: p, clock: &simClock{now: p.clockNow()}}
+	l := &simLib{p: p, clock: &simClock{now: p.clk.Now()}}
 	p.lib = l
 	w.libs = append(w.libs, l)
 	l.leases = newSimInformer(func(obj any) (string, error) { return c.e.key(), nil })
@@ -154,7 +154,7 @@ func (p *simProcess) startLibrary() {
 	})
 }
 
-func (l *simLib) sync() { l.clock.now = l.p.clockNow() }
+func (l *simLib) sync() { l.clock.now = l.p.clk.Now() }
 
 // simClock is a process's clock as the stepped loops read it: set by the
 // simulation before it lets the process's code run. The loops set no
@@ -197,7 +197,7 @@ func (l *simLib) wake(lp *simLoop, d time.Duration) {
 	p := l.p
 	lp.gen++
 	gen := lp.gen
-	p.afterMono(d, func() {
+	p.clk.After(d, func() {
 		p.act(func() {
 			if gen == lp.gen {
 				l.run(lp)
@@ -287,7 +287,7 @@ func (l *simLib) send(th *simThread, r *simRequest) {
 	}
 	var deadline time.Time
 	if r.timeout > 0 {
-		deadline = p.localNow().Add(r.timeout)
+		deadline = p.clk.Wall().Add(r.timeout)
 	}
 	th.cancel = p.request(deadline, r.do, answer)
 }

@@ -106,7 +106,7 @@ func (q *simQueue) AddAfter(item types.NamespacedName, d time.Duration) {
 	w := sc.w
 	// The replica's clock runs at its own rate; a wait always lets time
 	// pass.
-	at := w.Now.Add(max(time.Duration(float64(d)/(1+sc.drift)), time.Nanosecond) + time.Nanosecond)
+	at := w.Now.Add(max(time.Duration(float64(d)/(1+sc.clk.Drift)), time.Nanosecond) + time.Nanosecond)
 	if due, ok := q.waiting[item]; ok && !at.Before(due) {
 		return
 	}

@@ -30,7 +30,6 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/cle-dev/cle/internal/instant"
 	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/internal/simworld"
 	"github.com/cle-dev/cle/pkg/access"
@@ -506,12 +505,13 @@ func (w *simWorld) writeCandidate(ns, name string, lc *coordinationv1beta1.Lease
 // simController is the active controller replica: a Controller with its own
 // informer stores, fed by the model server's watches, and its own clock.
 type simController struct {
-	w          *simWorld
-	id         int
-	c          *Controller
-	clock      *testingclock.FakeClock
-	offset     time.Duration
-	drift      float64
+	w     *simWorld
+	id    int
+	c     *Controller
+	clock *testingclock.FakeClock
+	// clk is the replica's clock (see simworld.Clock); clock is the
+	// controller's, set from it before the replica's code runs.
+	clk        *simworld.Clock
 	leaseWatch *simworld.Watcher
 	candWatch  *simworld.Watcher
 	// linf and cinf are the replica's informers, fed by its watches; the
@@ -536,14 +536,7 @@ type simController struct {
 	// controller's own lock was sent: the replica writes no Lease once it
 	// is older than the renew deadline (Options.Holding).
 	lockSent time.Time
-	// Clock faults: stepped is how far the replica's wall clock was set
-	// forward or back in all; a suspend stops it and its monotonic clock
-	// from suspendedAt (zero when not suspended), suspended sums those that
-	// ended.
-	stepped     time.Duration
-	suspendedAt time.Time
-	suspended   time.Duration
-	dead        bool
+	dead     bool
 	// paused: the process is stopped (SIGSTOP); held is what arrived
 	// meanwhile, run on resume.
 	paused bool
@@ -562,41 +555,22 @@ func (sc *simController) act(fn func()) {
 	}
 }
 
-func (sc *simController) localNow() time.Time {
-	w := sc.w
-	return w.Now.Add(sc.offset + sc.stepped + time.Duration(sc.drift*float64(w.Now.Sub(w.Start))))
-}
-
-// clockNow is what the replica's code reads from its clock: in runs with
-// clock faults an instant with a monotonic reading too (see
-// simProcess.clockNow).
-func (sc *simController) clockNow() time.Time {
-	w := sc.w
-	if !w.clockFaults {
-		return sc.localNow()
-	}
-	up := w.Now.Sub(w.Start) - sc.suspended
-	if !sc.suspendedAt.IsZero() {
-		up -= w.Now.Sub(sc.suspendedAt)
-	}
-	return instant.At(sc.localNow(), time.Duration(float64(up)*(1+sc.drift)))
-}
-
-func (sc *simController) sync() { sc.clock.SetTime(sc.clockNow()) }
+func (sc *simController) sync() { sc.clock.SetTime(sc.clk.Now()) }
 
 func (w *simWorld) startController() {
 	w.replicas++
-	sc := &simController{
-		w: w, id: w.replicas, sawToken: map[string]int32{},
-		offset: w.DurationBetween(-10*time.Minute, 10*time.Minute),
-		drift:  (w.Rng.Float64()*2 - 1) * simMaxDrift,
-	}
+	sc := &simController{w: w, id: w.replicas, sawToken: map[string]int32{}}
+	offset := w.DurationBetween(-10*time.Minute, 10*time.Minute)
+	sc.clk = w.NewClock(offset, (w.Rng.Float64()*2-1)*simMaxDrift, w.Start)
+	sc.clk.Monotonic = w.clockFaults
+	sc.clk.Alive = func() bool { return !sc.dead }
+	sc.clk.Hold = func(fn func()) { sc.held = append(sc.held, fn) }
 	logger := logr.Discard()
 	if w.Tracing {
 		logger = funcr.New(func(prefix, args string) { w.Tracef("controller %d: %s", sc.id, args) }, funcr.Options{Verbosity: 4})
 	}
 	sc.ctx = klog.NewContext(context.Background(), logger)
-	sc.clock = testingclock.NewFakeClock(sc.clockNow())
+	sc.clock = testingclock.NewFakeClock(sc.clk.Now())
 	acc := &simAccess{
 		leasesIn:     func(ns string) access.LeaseClient { return simLeaseClient{sc, ns} },
 		candidatesIn: func(ns string) access.CandidateClient { return simCandidateClient{sc, ns} },
@@ -609,7 +583,7 @@ func (w *simWorld) startController() {
 	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: watched}
 	holding := func() bool {
 		// cle-controller's heldLock.holding
-		return !sc.lockSent.IsZero() && lead.Elapsed(sc.clockNow(), sc.lockSent) < simControllerRenewDeadline
+		return !sc.lockSent.IsZero() && lead.Elapsed(sc.clk.Now(), sc.lockSent) < simControllerRenewDeadline
 	}
 	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding})
 	if err != nil {
@@ -631,7 +605,7 @@ func (w *simWorld) startController() {
 	w.ctrl = sc
 	w.ctrls = append(w.ctrls, sc)
 	sc.renewLock()
-	w.Tracef("controller %d starts (clock offset %s, drift %+.4f)", sc.id, sc.offset, sc.drift)
+	w.Tracef("controller %d starts (clock offset %s, drift %+.4f)", sc.id, sc.clk.Offset, sc.clk.Drift)
 	sc.listAfterLag(sc.list) // the initial list
 }
 
@@ -702,7 +676,7 @@ func (sc *simController) renewLock() {
 		return
 	}
 	sc.act(func() {
-		renew, sent := sc.localNow().Truncate(time.Microsecond), sc.clockNow()
+		renew, sent := sc.clk.Wall().Truncate(time.Microsecond), sc.clk.Now()
 		failed := sc.c.opts.WatchLag.ExpectRenewal(simNS, simLock, renew, sent)
 		w.After(w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase), func() {
 			err, applied := w.RequestError(simLeasesGR, simLock)
@@ -729,7 +703,7 @@ func (sc *simController) renewLock() {
 			}
 		})
 	})
-	w.After(time.Duration(float64(simControllerRetryPeriod)/(1+sc.drift)), sc.renewLock)
+	w.After(time.Duration(float64(simControllerRetryPeriod)/(1+sc.clk.Drift)), sc.renewLock)
 }
 
 // resume ends a pause. A replica that is still the active one goes on. One
@@ -758,10 +732,7 @@ func (sc *simController) resume() {
 		return
 	}
 	sc.paused = false
-	if !sc.suspendedAt.IsZero() {
-		sc.suspended += w.Now.Sub(sc.suspendedAt)
-		sc.suspendedAt = time.Time{}
-	}
+	sc.clk.Resume()
 	held := sc.held
 	sc.held = nil
 	deposed := w.ctrl != sc
