@@ -5,19 +5,28 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// Server is the API server's behaviour as its clients see it: how long
-// requests and watch events take (longer while writes are frequent), which
-// requests fail and whether a failed write was applied nonetheless, and the
-// resource versions it gives. What it stores, and who watches what, the
-// simulation keeps.
+// Server is the API server as its clients see it: the Leases and
+// LeaseCandidates it stores, with kube-apiserver's rules for a write
+// (store.go); how long requests and watch events take (longer while writes
+// are frequent); which requests fail and whether a failed write was applied
+// nonetheless. Who watches what the simulation says at each write.
 type Server struct {
 	w *World
+	// Home is the namespace whose objects the trace names by name alone.
+	Home string
+	// CandidateWrites counts the LeaseCandidate writes so far.
+	CandidateWrites int
+
+	leases     map[string]*coordinationv1.Lease
+	candidates map[string]*coordinationv1beta1.LeaseCandidate
 	// Faulty: the fault phase, when requests fail at ErrorRate and watches
 	// lag by the write rate and in spikes.
 	Faulty    bool
@@ -32,7 +41,9 @@ type Server struct {
 }
 
 // NewServer is the server of w.
-func NewServer(w *World) *Server { return &Server{w: w} }
+func NewServer(w *World, home string) *Server {
+	return &Server{w: w, Home: home, leases: map[string]*coordinationv1.Lease{}, candidates: map[string]*coordinationv1beta1.LeaseCandidate{}}
+}
 
 // Wrote records a write now, which loads the server.
 func (s *Server) Wrote() { s.writeTimes = append(s.writeTimes, s.w.Now) }

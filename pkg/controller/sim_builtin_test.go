@@ -213,7 +213,7 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 		if ping == nil || (ping.Add(builtinElection).Before(now) && !renew.Before(ping)) {
 			next := lc.DeepCopy()
 			next.Spec.PingTime = &metav1.MicroTime{Time: now}
-			if err, applied := w.RequestError(simCandidatesGR, lc.Name); err != nil && !applied {
+			if err, applied := w.RequestError(simworld.CandidatesGR, lc.Name); err != nil && !applied {
 				return builtinRequeue
 			}
 			if _, err := w.writeCandidate(lc.Namespace, lc.Name, next, lc.ResourceVersion, "kube-apiserver (ping)"); err != nil {
@@ -257,7 +257,7 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 		}
 		elected.Spec.HolderIdentity = ptr.To(best.Name)
 	}
-	if err, applied := w.RequestError(simLeasesGR, e.name); err != nil && !applied {
+	if err, applied := w.RequestError(simworld.LeasesGR, e.name); err != nil && !applied {
 		return 0
 	}
 	if _, err := w.writeLease(e, elected, "", "kube-apiserver"); err == nil {
@@ -267,10 +267,10 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 		return 0
 	}
 	// The Lease exists: read it, and update it if need be.
-	if err, _ := w.RequestError(simLeasesGR, e.name); err != nil || e.lease == nil {
+	if err, _ := w.RequestError(simworld.LeasesGR, e.name); err != nil || e.lease() == nil {
 		return 0
 	}
-	existing := e.lease.DeepCopy()
+	existing := e.lease().DeepCopy()
 	orig := existing.DeepCopy()
 	holder := existing.Spec.HolderIdentity
 	if elected.Spec.HolderIdentity != nil && holder == nil {
@@ -298,7 +298,7 @@ func (b *simBuiltin) step(e *simElection) time.Duration {
 	if reflect.DeepEqual(existing, orig) {
 		return builtinRequeue
 	}
-	if err, applied := w.RequestError(simLeasesGR, e.name); err != nil && !applied {
+	if err, applied := w.RequestError(simworld.LeasesGR, e.name); err != nil && !applied {
 		return 0
 	}
 	if _, err := w.writeLease(e, existing, existing.ResourceVersion, "kube-apiserver"); err != nil {

@@ -209,8 +209,8 @@ func (c *simCandidate) start() {
 	// Its watches list what there is, after a lag; the elector starts
 	// once the Lease's list is in.
 	var lease *coordinationv1.Lease
-	if c.e.lease != nil {
-		lease = c.e.lease.DeepCopy()
+	if c.e.lease() != nil {
+		lease = c.e.lease().DeepCopy()
 	}
 	at := w.Now.Add(w.Lag())
 	p.leaseWatch.Last, p.candWatch.Last = at, at
@@ -303,7 +303,7 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 		return func() { finish(nil, context.Canceled) }
 	}
 	w.After(sent, func() {
-		err, applied := w.RequestError(simLeasesGR, p.c.name)
+		err, applied := w.RequestError(simworld.LeasesGR, p.c.name)
 		var obj runtime.Object
 		if err == nil || applied {
 			var cerr error
@@ -328,7 +328,7 @@ func (p *simProcess) register() {
 	}
 	now := metav1.NewMicroTime(p.clk.Wall())
 	p.request(time.Time{}, func() (runtime.Object, error) {
-		cur := w.candidates[c.key()]
+		cur := w.Candidate(c.key())
 		lc := &coordinationv1beta1.LeaseCandidate{Spec: coordinationv1beta1.LeaseCandidateSpec{
 			LeaseName: c.e.name, BinaryVersion: c.binary, EmulationVersion: c.emulation,
 			Strategy: c.strategy, RenewTime: &now,
@@ -381,9 +381,9 @@ func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
 		}
 		rv := lc.ResourceVersion
 		p.request(time.Time{}, func() (runtime.Object, error) {
-			cur := w.candidates[p.c.key()]
+			cur := w.Candidate(p.c.key())
 			if cur == nil || cur.ResourceVersion != rv {
-				return nil, apierrors.NewConflict(simCandidatesGR, p.c.name, errors.New("changed"))
+				return nil, apierrors.NewConflict(simworld.CandidatesGR, p.c.name, errors.New("changed"))
 			}
 			next := cur.DeepCopy()
 			next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at))
@@ -661,10 +661,10 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 // reread is the Get after a conflict, within the same deadline.
 func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease, error)) {
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-		if e := p.c.e; e.lease != nil {
-			return e.lease.DeepCopy(), nil
+		if e := p.c.e; e.lease() != nil {
+			return e.lease().DeepCopy(), nil
 		}
-		return nil, apierrors.NewNotFound(simLeasesGR, p.c.e.name)
+		return nil, apierrors.NewNotFound(simworld.LeasesGR, p.c.e.name)
 	}, func(obj runtime.Object, err error) {
 		p.cancelRequest = nil
 		if err != nil {
@@ -802,7 +802,7 @@ func (p *simProcess) shutdown() {
 	}
 	deleteCandidate := func() {
 		p.request(p.clk.Wall().Add(simRenewDeadline), func() (runtime.Object, error) {
-			if lc := w.candidates[p.c.key()]; lc != nil {
+			if lc := w.Candidate(p.c.key()); lc != nil {
 				return w.writeCandidate(p.c.e.ns, name, nil, lc.ResourceVersion, name+" (shutdown)")
 			}
 			return nil, nil
@@ -1059,7 +1059,7 @@ func (w *simWorld) asGoodAs(leader, best *simCandidate) bool {
 // registered is c's LeaseCandidate, nil when there is none for its Lease
 // (another Lease's candidate may have its name: see addElections).
 func (c *simCandidate) registered() *coordinationv1beta1.LeaseCandidate {
-	if lc := c.w.candidates[c.key()]; lc != nil && lc.Spec.LeaseName == c.e.name {
+	if lc := c.w.Candidate(c.key()); lc != nil && lc.Spec.LeaseName == c.e.name {
 		return lc
 	}
 	return nil
@@ -1070,7 +1070,7 @@ func (c *simCandidate) registered() *coordinationv1beta1.LeaseCandidate {
 // depends on changes: the stored candidates (candidateWrites), which
 // processes run, the leader.
 func (w *simWorld) bestLeads(e *simElection, leaders []*simCandidate) (*simCandidate, bool) {
-	key := simRankKey{candidateWrites: w.candidateWrites}
+	key := simRankKey{candidateWrites: w.CandidateWrites}
 	for i, c := range e.cands {
 		if c.proc != nil && !c.proc.dead {
 			key.running |= 1 << i
@@ -1118,9 +1118,8 @@ func runSim(seed uint64, tracing bool) simResult {
 	world := simworld.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), tracing)
 	w := &simWorld{
 		World:      world,
-		Server:     simworld.NewServer(world),
+		Server:     simworld.NewServer(world, simNS),
 		witnessRng: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
-		candidates: map[string]*coordinationv1beta1.LeaseCandidate{},
 	}
 	w.Faulty = true
 	// Clock faults are drawn in some runs (see scheduleClockFaults); the
@@ -1136,8 +1135,7 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	w.Tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.ErrorRate, w.LagBase, w.strategy)
 
-	primary := &simElection{ns: simNS, name: simLease}
-	w.elections = []*simElection{primary}
+	primary := w.newElection(simNS, simLease)
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
 	n := 2 + w.Rng.IntN(4)
 	for i := range n {
@@ -1213,9 +1211,9 @@ func (w *simWorld) injectFault() {
 	e := w.pickElection()
 	pick := func() *simCandidate {
 		// Mostly the holder: that is where faults hurt.
-		if e.lease != nil && w.Rng.IntN(2) == 0 {
+		if e.lease() != nil && w.Rng.IntN(2) == 0 {
 			for _, c := range e.cands {
-				if c.name == holderIdentity(e.lease) {
+				if c.name == holderIdentity(e.lease()) {
 					return c
 				}
 			}
@@ -1262,13 +1260,13 @@ func (w *simWorld) injectFault() {
 			})
 		}
 	case 4: // the Lease is deleted
-		if e.lease != nil && w.builtin == nil { // see simBuiltin
+		if e.lease() != nil && w.builtin == nil { // see simBuiltin
 			w.Fault("delete-lease")
-			_, _ = w.writeLease(e, nil, e.lease.ResourceVersion, "fault")
+			_, _ = w.writeLease(e, nil, e.lease().ResourceVersion, "fault")
 		}
 	case 5: // a candidate is deleted
 		c := pick()
-		if lc := w.candidates[c.key()]; lc != nil {
+		if lc := w.Candidate(c.key()); lc != nil {
 			w.Fault("delete-candidate")
 			_, _ = w.writeCandidate(c.e.ns, c.name, nil, lc.ResourceVersion, "fault")
 		}
@@ -1299,11 +1297,11 @@ func (w *simWorld) injectFault() {
 		w.After(w.DurationBetween(time.Second, 40*time.Second), sc.resume)
 	case 10: // someone deletes the Lease and creates it again, vacant
 		// (kubectl, GitOps re-applying it): creates carry no precondition
-		if e.lease != nil && w.builtin == nil { // see simBuiltin
+		if e.lease() != nil && w.builtin == nil { // see simBuiltin
 			w.Fault("recreate-lease")
-			_, _ = w.writeLease(e, nil, e.lease.ResourceVersion, "kubectl")
+			_, _ = w.writeLease(e, nil, e.lease().ResourceVersion, "kubectl")
 			w.After(w.DurationBetween(0, 3*time.Second), func() {
-				if e.lease == nil && w.Faulty {
+				if e.lease() == nil && w.Faulty {
 					_, _ = w.writeLease(e, &coordinationv1.Lease{}, "", "kubectl")
 				}
 			})
@@ -1424,8 +1422,7 @@ func (w *simWorld) addElections() {
 		}
 	}
 	for i, name := range []string{"lease-b", "lease-d"}[:1+w.Rng.IntN(2)] {
-		e := &simElection{ns: simNS, name: name}
-		w.elections = append(w.elections, e)
+		e := w.newElection(simNS, name)
 		// The second asks for a strategy cle does not handle: no
 		// controller of cle's may name a holder.
 		e.unhandled = i == 1
@@ -1459,8 +1456,7 @@ const (
 // namespace.
 func (w *simWorld) addNamespace() {
 	w.namespaces++
-	e := &simElection{ns: simOtherNamespace, name: simLease}
-	w.elections = append(w.elections, e)
+	e := w.newElection(simOtherNamespace, simLease)
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
 	for j := range 2 + w.Rng.IntN(2) {
 		emulation := versions[w.Rng.IntN(len(versions))]
@@ -1491,7 +1487,7 @@ var simPriorities = []string{"", "0", "1", "5", "10", "-3"}
 // read, as kubectl's; the candidate's process keeps annotations it does not
 // own, and a LeaseCandidate it creates again has none.
 func (w *simWorld) annotate(c *simCandidate) {
-	cur := w.candidates[c.key()]
+	cur := w.Candidate(c.key())
 	if cur == nil {
 		return
 	}
@@ -1571,7 +1567,7 @@ func (w *simWorld) addMalformedCandidate() {
 			},
 		}
 		rv := ""
-		if cur := w.candidates[simKey(simNS, "malformed")]; cur != nil {
+		if cur := w.Candidate(simKey(simNS, "malformed")); cur != nil {
 			rv = cur.ResourceVersion
 		}
 		_, _ = w.writeCandidate(simNS, "malformed", lc, rv, "malformed")
@@ -1637,8 +1633,8 @@ func (w *simWorld) checkRecords() {
 	obs := w.ctrl.c.obs
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if n := len(obs.candidates); n > len(w.candidates) {
-		w.Fail("the controller keeps %d candidate records for %d candidates", n, len(w.candidates))
+	if n, stored := len(obs.candidates), len(w.CandidateKeys()); n > stored {
+		w.Fail("the controller keeps %d candidate records for %d candidates", n, stored)
 	}
 	if n := len(obs.leases); n > len(w.elections) {
 		w.Fail("the controller keeps %d Lease records for %d Leases", n, len(w.elections))

@@ -66,7 +66,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 	for _, c := range w.cands {
 		if p := c.proc; p != nil && p.lib != nil && !p.dead && !p.paused && !p.stopping {
 			procs = append(procs, p)
-			if c.e.lease != nil && holderIdentity(c.e.lease) == c.name {
+			if c.e.lease() != nil && holderIdentity(c.e.lease()) == c.name {
 				holder = p
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/cle-dev/cle/internal/simworld"
 	"github.com/cle-dev/cle/internal/stepped"
 	candidatepkg "github.com/cle-dev/cle/pkg/candidate"
 )
@@ -112,10 +113,10 @@ func (p *simProcess) startLibrary() {
 	// The informers list what there is, after a lag; the loops start once
 	// both lists are in.
 	var lease, self []runtime.Object
-	if c.e.lease != nil {
-		lease = append(lease, c.e.lease.DeepCopy())
+	if c.e.lease() != nil {
+		lease = append(lease, c.e.lease().DeepCopy())
 	}
-	if lc := w.candidates[c.key()]; lc != nil {
+	if lc := w.Candidate(c.key()); lc != nil {
 		self = append(self, lc.DeepCopy())
 	}
 	at := w.Now.Add(w.Lag())
@@ -363,10 +364,10 @@ type simLibLeases struct{ l *simLib }
 func (c simLibLeases) Get(ctx context.Context, name string) (*coordinationv1.Lease, error) {
 	e := c.l.p.c.w.electionOf(c.l.ns(), name)
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
-		if e == nil || e.lease == nil {
-			return nil, apierrors.NewNotFound(simLeasesGR, name)
+		if e == nil || e.lease() == nil {
+			return nil, apierrors.NewNotFound(simworld.LeasesGR, name)
 		}
-		return e.lease.DeepCopy(), nil
+		return e.lease().DeepCopy(), nil
 	})
 	lease, _ := obj.(*coordinationv1.Lease)
 	return lease, err
@@ -383,10 +384,10 @@ func (c simLibLeases) Update(ctx context.Context, lease *coordinationv1.Lease) (
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
 		e := w.electionOf(c.l.ns(), lease.Name)
 		if e == nil {
-			return nil, apierrors.NewNotFound(simLeasesGR, lease.Name)
+			return nil, apierrors.NewNotFound(simworld.LeasesGR, lease.Name)
 		}
-		if e.lease != nil {
-			before = holderIdentity(e.lease)
+		if e.lease() != nil {
+			before = holderIdentity(e.lease())
 		}
 		written, err := w.writeLease(e, lease, lease.ResourceVersion, c.l.who())
 		if written == nil {
@@ -410,9 +411,9 @@ type simLibCandidates struct{ l *simLib }
 func (c simLibCandidates) Get(ctx context.Context, name string) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.l.p.c.w
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
-		lc := w.candidates[simKey(c.l.ns(), name)]
+		lc := w.Candidate(simKey(c.l.ns(), name))
 		if lc == nil {
-			return nil, apierrors.NewNotFound(simCandidatesGR, name)
+			return nil, apierrors.NewNotFound(simworld.CandidatesGR, name)
 		}
 		return lc.DeepCopy(), nil
 	})
@@ -445,12 +446,12 @@ func (c simLibCandidates) write(ctx context.Context, lc *coordinationv1beta1.Lea
 func (c simLibCandidates) Delete(ctx context.Context, name string, pre *metav1.Preconditions) error {
 	w := c.l.p.c.w
 	_, err := c.l.call(ctx, func() (runtime.Object, error) {
-		cur := w.candidates[simKey(c.l.ns(), name)]
+		cur := w.Candidate(simKey(c.l.ns(), name))
 		switch {
 		case cur == nil:
-			return nil, apierrors.NewNotFound(simCandidatesGR, name)
+			return nil, apierrors.NewNotFound(simworld.CandidatesGR, name)
 		case pre != nil && pre.UID != nil && *pre.UID != cur.UID:
-			return nil, apierrors.NewConflict(simCandidatesGR, name, fmt.Errorf("UID precondition failed"))
+			return nil, apierrors.NewConflict(simworld.CandidatesGR, name, fmt.Errorf("UID precondition failed"))
 		}
 		_, err := w.writeCandidate(c.l.ns(), name, nil, cur.ResourceVersion, c.l.who()+" (shutdown)")
 		return nil, err

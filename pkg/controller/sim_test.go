@@ -23,8 +23,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
@@ -278,7 +276,6 @@ type simWorld struct {
 	// rollingOut: a rollout of another strategy is under way (see
 	// rollout), and w.strategy is not yet every candidate's.
 	rollingOut bool
-	candidates map[string]*coordinationv1beta1.LeaseCandidate // by namespace/name
 	// namespaces is how many namespaces the run's Leases are in.
 	namespaces int
 
@@ -294,8 +291,7 @@ type simWorld struct {
 	steadyLag bool
 	// builtin is kube-apiserver's election controller, in the runs that
 	// have it (see simBuiltin).
-	builtin         *simBuiltin
-	candidateWrites int // LeaseCandidate writes so far, which may change the ranking
+	builtin *simBuiltin
 	// deadDecider: a dead candidate asks for another strategy (see
 	// simDeadDeciderDelay).
 	deadDecider bool
@@ -304,8 +300,9 @@ type simWorld struct {
 // simElection is one Lease of the run: the object the model server stores,
 // its candidates, and what the checks follow of it.
 type simElection struct {
+	srv      *simworld.Server
 	ns, name string
-	lease    *coordinationv1.Lease
+	k        string // its key
 	cands    []*simCandidate
 	// history of terms: the highest token any term of the Lease had.
 	maxToken    int32
@@ -336,7 +333,17 @@ type simElection struct {
 	}
 }
 
-func (e *simElection) key() string { return e.ns + "/" + e.name }
+func (e *simElection) key() string { return e.k }
+
+// lease is the Lease as the server stores it, nil if there is none.
+func (e *simElection) lease() *coordinationv1.Lease { return e.srv.Lease(e.k) }
+
+// newElection adds a Lease of the run.
+func (w *simWorld) newElection(ns, name string) *simElection {
+	e := &simElection{srv: w.Server, ns: ns, name: name, k: simKey(ns, name)}
+	w.elections = append(w.elections, e)
+	return e
+}
 
 // shown is how the trace names the Lease (see simShown).
 func (e *simElection) shown() string { return simShown(e.ns, e.name) }
@@ -352,21 +359,11 @@ func (w *simWorld) electionOf(ns, name string) *simElection {
 }
 
 // simKey is an object's key in its store: namespace/name.
-func simKey(ns, name string) string { return ns + "/" + name }
+func simKey(ns, name string) string { return simworld.Key(ns, name) }
 
 // simShown is how the trace names an object: by name in the run's first
 // namespace, else by key.
-func simShown(ns, name string) string {
-	if ns == simNS {
-		return name
-	}
-	return simKey(ns, name)
-}
-
-var (
-	simLeasesGR     = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
-	simCandidatesGR = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leasecandidates"}
-)
+func simShown(ns, name string) string { return simworld.Shown(simNS, ns, name) }
 
 // ---- the model API server: what it stores, and who watches what ----
 
@@ -407,97 +404,12 @@ func (w *simWorld) candidateWatchers(ns, name string) []*simworld.Watcher {
 // writeLease stores e's Lease (nil: deletes it) if rv matches the stored
 // one ("" creates), and sends the event to every watcher of it.
 func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv string, by string) (*coordinationv1.Lease, error) {
-	switch {
-	case rv == "" && e.lease != nil:
-		return nil, apierrors.NewAlreadyExists(simLeasesGR, e.name)
-	case rv != "" && e.lease == nil:
-		return nil, apierrors.NewNotFound(simLeasesGR, e.name)
-	case rv != "" && e.lease.ResourceVersion != rv:
-		return nil, apierrors.NewConflict(simLeasesGR, e.name, errors.New("stale resourceVersion"))
-	}
-	w.Wrote()
-	if lease == nil {
-		old := e.lease
-		e.lease = nil
-		w.Tracef("%s deleted by %s", e.shown(), by)
-		for _, sw := range w.leaseWatchers(e) {
-			sw.Send(old, true)
-		}
-		return nil, nil
-	}
-	stored := lease.DeepCopy()
-	stored.Namespace, stored.Name = e.ns, e.name
-	for _, t := range []*metav1.MicroTime{stored.Spec.AcquireTime, stored.Spec.RenewTime} {
-		simworld.OnTheWire(t)
-	}
-	stored.ResourceVersion = w.NextRV()
-	if rv == "" {
-		stored.UID = types.UID(e.name + "-" + stored.ResourceVersion)
-	} else {
-		stored.UID = e.lease.UID
-	}
-	e.lease = stored
-	w.Tracef("%s by %s: holder=%q preferred=%q transitions=%d renew=%s rv=%s", e.shown(), by, holderIdentity(stored),
-		ptr.Deref(stored.Spec.PreferredHolder, ""), ptr.Deref(stored.Spec.LeaseTransitions, 0), simTime(stored.Spec.RenewTime), stored.ResourceVersion)
-	for _, sw := range w.leaseWatchers(e) {
-		sw.Send(stored.DeepCopy(), false)
-	}
-	return stored.DeepCopy(), nil
-}
-
-func simTime(t *metav1.MicroTime) string {
-	if t == nil {
-		return "-"
-	}
-	return t.UTC().Format("15:04:05.000")
+	return w.WriteLease(e.ns, e.name, lease, rv, by, func() []*simworld.Watcher { return w.leaseWatchers(e) })
 }
 
 // writeCandidate is writeLease for a LeaseCandidate.
 func (w *simWorld) writeCandidate(ns, name string, lc *coordinationv1beta1.LeaseCandidate, rv string, by string) (*coordinationv1beta1.LeaseCandidate, error) {
-	key, shown := simKey(ns, name), simShown(ns, name)
-	cur := w.candidates[key]
-	switch {
-	case rv == "" && cur != nil:
-		return nil, apierrors.NewAlreadyExists(simCandidatesGR, name)
-	case rv != "" && cur == nil:
-		return nil, apierrors.NewNotFound(simCandidatesGR, name)
-	case rv != "" && cur.ResourceVersion != rv:
-		return nil, apierrors.NewConflict(simCandidatesGR, name, errors.New("stale resourceVersion"))
-	}
-	if lc != nil && cur != nil && lc.Spec.LeaseName != cur.Spec.LeaseName {
-		// kube-apiserver refuses it: spec.leaseName is immutable. Only a
-		// process with another Lease's candidate's Identity would try.
-		w.Fail("%s rewrites LeaseCandidate %s of Lease %s for Lease %s", by, shown, cur.Spec.LeaseName, lc.Spec.LeaseName)
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: simCandidatesGR.Group, Kind: "LeaseCandidate"}, name, nil)
-	}
-	w.Wrote()
-	w.candidateWrites++
-	if lc == nil {
-		delete(w.candidates, key)
-		w.Tracef("candidate %s deleted by %s", shown, by)
-		for _, sw := range w.candidateWatchers(ns, name) {
-			sw.Send(cur, true)
-		}
-		return nil, nil
-	}
-	stored := lc.DeepCopy()
-	stored.Namespace, stored.Name = ns, name
-	for _, t := range []*metav1.MicroTime{stored.Spec.RenewTime, stored.Spec.PingTime} {
-		simworld.OnTheWire(t)
-	}
-	stored.ResourceVersion = w.NextRV()
-	if rv == "" {
-		stored.UID = types.UID(name + "-" + stored.ResourceVersion)
-		stored.CreationTimestamp = metav1.NewTime(w.Now.Truncate(time.Second))
-	} else {
-		stored.UID, stored.CreationTimestamp = cur.UID, cur.CreationTimestamp
-	}
-	w.candidates[key] = stored
-	w.Tracef("candidate %s by %s: renew=%s ping=%s rv=%s", shown, by, simTime(stored.Spec.RenewTime), simTime(stored.Spec.PingTime), stored.ResourceVersion)
-	for _, sw := range w.candidateWatchers(ns, name) {
-		sw.Send(stored.DeepCopy(), false)
-	}
-	return stored.DeepCopy(), nil
+	return w.WriteCandidate(ns, name, lc, rv, by, func() []*simworld.Watcher { return w.candidateWatchers(ns, name) })
 }
 
 // ---- the controller: real code behind a model client ----
@@ -616,15 +528,15 @@ func (sc *simController) listAfterLag(deliver func(cands, leases []runtime.Objec
 	w := sc.w
 	listAt := w.Now.Add(w.Lag())
 	var cands, leases []runtime.Object
-	for _, name := range slices.Sorted(mapKeys(w.candidates)) {
-		cands = append(cands, w.candidates[name].DeepCopy())
+	for _, key := range w.CandidateKeys() {
+		cands = append(cands, w.Candidate(key).DeepCopy())
 	}
 	if w.lock != nil {
 		leases = append(leases, w.lock.DeepCopy())
 	}
 	for _, e := range w.elections {
-		if e.lease != nil {
-			leases = append(leases, e.lease.DeepCopy())
+		if e.lease() != nil {
+			leases = append(leases, e.lease().DeepCopy())
 		}
 	}
 	for _, sw := range []*simworld.Watcher{sc.leaseWatch, sc.candWatch} {
@@ -679,7 +591,7 @@ func (sc *simController) renewLock() {
 		renew, sent := sc.clk.Wall().Truncate(time.Microsecond), sc.clk.Now()
 		failed := sc.c.opts.WatchLag.ExpectRenewal(simNS, simLock, renew, sent)
 		w.After(w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase), func() {
-			err, applied := w.RequestError(simLeasesGR, simLock)
+			err, applied := w.RequestError(simworld.LeasesGR, simLock)
 			if (err != nil && !applied) || w.ctrl != sc {
 				// Failed, or a standby holds the lock now: a deposed
 				// replica's renewal conflicts.
@@ -1100,14 +1012,14 @@ type simLeaseClient struct {
 func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lease, error) {
 	w := c.sc.w
 	obj, err := c.sc.request(func() (runtime.Object, error) {
-		if err, _ := w.RequestError(simLeasesGR, name); err != nil {
+		if err, _ := w.RequestError(simworld.LeasesGR, name); err != nil {
 			return nil, err
 		}
 		e := w.electionOf(c.ns, name)
-		if e == nil || e.lease == nil {
-			return nil, apierrors.NewNotFound(simLeasesGR, name)
+		if e == nil || e.lease() == nil {
+			return nil, apierrors.NewNotFound(simworld.LeasesGR, name)
 		}
-		return e.lease.DeepCopy(), nil
+		return e.lease().DeepCopy(), nil
 	})
 	l, _ := obj.(*coordinationv1.Lease)
 	return l, err
@@ -1135,11 +1047,11 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 	if e == nil {
 		panic("the controller writes a Lease the run does not have: " + simKey(c.ns, lease.Name))
 	}
-	err, applied := w.RequestError(simLeasesGR, e.name)
+	err, applied := w.RequestError(simworld.LeasesGR, e.name)
 	if err != nil && !applied {
 		return nil, err
 	}
-	before := e.lease
+	before := e.lease()
 	written, werr := w.writeLease(e, lease, rv, fmt.Sprintf("controller %d", c.sc.id))
 	if werr != nil {
 		return nil, werr
@@ -1184,12 +1096,12 @@ type simCandidateClient struct {
 func (c simCandidateClient) Get(_ context.Context, name string) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.sc.w
 	obj, err := c.sc.request(func() (runtime.Object, error) {
-		if err, _ := w.RequestError(simCandidatesGR, name); err != nil {
+		if err, _ := w.RequestError(simworld.CandidatesGR, name); err != nil {
 			return nil, err
 		}
-		lc, ok := w.candidates[simKey(c.ns, name)]
-		if !ok {
-			return nil, apierrors.NewNotFound(simCandidatesGR, name)
+		lc := w.Candidate(simKey(c.ns, name))
+		if lc == nil {
+			return nil, apierrors.NewNotFound(simworld.CandidatesGR, name)
 		}
 		return lc.DeepCopy(), nil
 	})
@@ -1204,7 +1116,7 @@ func (c simCandidateClient) Create(context.Context, *coordinationv1beta1.LeaseCa
 func (c simCandidateClient) Update(_ context.Context, lc *coordinationv1beta1.LeaseCandidate) (*coordinationv1beta1.LeaseCandidate, error) {
 	w := c.sc.w
 	obj, err := c.sc.request(func() (runtime.Object, error) {
-		err, applied := w.RequestError(simCandidatesGR, lc.Name)
+		err, applied := w.RequestError(simworld.CandidatesGR, lc.Name)
 		if err != nil && !applied {
 			return nil, err
 		}
@@ -1228,18 +1140,18 @@ func (c simCandidateClient) Update(_ context.Context, lc *coordinationv1beta1.Le
 func (c simCandidateClient) Delete(_ context.Context, name string, pre *metav1.Preconditions) error {
 	w := c.sc.w
 	_, err := c.sc.request(func() (runtime.Object, error) {
-		err, applied := w.RequestError(simCandidatesGR, name)
+		err, applied := w.RequestError(simworld.CandidatesGR, name)
 		if err != nil && !applied {
 			return nil, err
 		}
-		cur := w.candidates[simKey(c.ns, name)]
+		cur := w.Candidate(simKey(c.ns, name))
 		switch {
 		case cur == nil:
-			return nil, apierrors.NewNotFound(simCandidatesGR, name)
+			return nil, apierrors.NewNotFound(simworld.CandidatesGR, name)
 		case pre == nil || pre.UID == nil || pre.ResourceVersion == nil:
 			panic("the garbage collector deletes a candidate only as judged")
 		case *pre.UID != cur.UID || *pre.ResourceVersion != cur.ResourceVersion:
-			return nil, apierrors.NewConflict(simCandidatesGR, name, errors.New("precondition failed"))
+			return nil, apierrors.NewConflict(simworld.CandidatesGR, name, errors.New("precondition failed"))
 		}
 		w.collected(c.ns, name)
 		_, werr := w.writeCandidate(c.ns, name, nil, cur.ResourceVersion, fmt.Sprintf("controller %d (garbage collection)", c.sc.id))
@@ -1277,7 +1189,7 @@ func (w *simWorld) checkPreference(before, after *coordinationv1.Lease) {
 	if pref == "" || (before != nil && ptr.Deref(before.Spec.PreferredHolder, "") == pref) {
 		return
 	}
-	holder, preferred := w.candidates[simKey(after.Namespace, holderIdentity(after))], w.candidates[simKey(after.Namespace, pref)]
+	holder, preferred := w.Candidate(simKey(after.Namespace, holderIdentity(after))), w.Candidate(simKey(after.Namespace, pref))
 	if holder == nil || preferred == nil {
 		return
 	}
