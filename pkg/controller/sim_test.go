@@ -959,9 +959,9 @@ func (sc *simController) send(th *simThread, r *simRequest) {
 }
 
 // simAccess is an access layer on the model server: its clients, and the
-// informers the process's watches feed (nil: the process builds none).
-// simAccess is the access layer of a process: a library candidate's, bound
-// to its namespace, or a controller replica's (leasesIn, candidatesIn).
+// informers the process's watches feed (nil: the process builds none). A
+// library candidate's clients are bound to its namespace; a controller
+// replica's are made per namespace (leasesIn, candidatesIn).
 type simAccess struct {
 	leases            access.LeaseClient
 	candidates        access.CandidateClient
