@@ -832,15 +832,19 @@ func (e *election) bestName() string {
 // would make a worse candidate lead until the better one is steered to. So a
 // Lease that has never had a holder waits for the window, measured from the
 // first candidate seen, and closed early once no candidate has joined for a
-// fraction of it. A Lease with a history of holders is elected at once.
+// fraction of it. A loaded server delivers registrations made together up to
+// its watch's lag apart, so the window, and its early close, are the lag
+// longer: nothing when the server keeps up. A Lease with a history of
+// holders is elected at once.
 func (e *election) gatheringUntil() time.Time {
 	gather := e.o.ElectionGather
 	rec := &e.v.record
 	if gather <= 0 || rec.held {
 		return time.Time{}
 	}
-	until := rec.firstJoin.Add(gather)
-	if quiet := rec.lastJoin.Add(gather / gatherQuietFraction); quiet.Before(until) {
+	lag := e.v.watchLag
+	until := rec.firstJoin.Add(gather + lag)
+	if quiet := rec.lastJoin.Add(gather/gatherQuietFraction + lag); quiet.Before(until) {
 		until = quiet
 	}
 	if !e.v.now.Before(until) {

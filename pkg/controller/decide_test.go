@@ -175,7 +175,11 @@ func TestDecide(t *testing.T) {
 		lease  *coordinationv1.Lease
 		record leaseRecord
 		cands  []obsCand
-		want   func(*view) decision
+		// gather: the default gathering window (else none); watchLag:
+		// the Lease watch's lag.
+		gather   bool
+		watchLag time.Duration
+		want     func(*view) decision
 	}{{
 		name:  "no candidates",
 		lease: held("x"),
@@ -320,7 +324,24 @@ func TestDecide(t *testing.T) {
 		name:   "first election: gather",
 		record: leaseRecord{gathering: gathering{firstJoin: now.Add(-100 * time.Millisecond), lastJoin: now.Add(-100 * time.Millisecond)}},
 		cands:  []obsCand{seen(old, now.Add(-100*time.Millisecond))},
+		gather: true,
 		want:   want(waits(waitGathering), ranked("old"), hasBest(), neededSince(0), state(leaseVacant), next(100*time.Millisecond)),
+	}, {
+		// Candidates that started together reach a loaded server's watch
+		// seconds apart: the window is the watch's lag longer.
+		name:     "first election on a lagging watch: the window covers the lag",
+		record:   leaseRecord{gathering: gathering{firstJoin: now.Add(-900 * time.Millisecond), lastJoin: now.Add(-900 * time.Millisecond)}},
+		cands:    []obsCand{seen(old, now.Add(-900*time.Millisecond))},
+		gather:   true,
+		watchLag: 3 * time.Second,
+		want:     want(waits(waitGathering), ranked("old"), hasBest(), neededSince(0), state(leaseVacant), next(2300*time.Millisecond)),
+	}, {
+		name:     "first election on a lagging watch, the window and the lag passed: elect",
+		record:   leaseRecord{gathering: gathering{firstJoin: now.Add(-4 * time.Second), lastJoin: now.Add(-4 * time.Second)}},
+		cands:    []obsCand{seen(old, now.Add(-4*time.Second))},
+		gather:   true,
+		watchLag: 3 * time.Second,
+		want:     want(ranked("old"), hasBest(), create("old", 1, false, "old(binary 1.30.0, emulation 1.30.0)"), neededSince(0), wrote(leaseOptimal, leaseVacant), next(11*time.Second)),
 	}, {
 		name:   "deleted while held: not before the holder's term runs out",
 		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", until: now.Add(10 * time.Second)}}},
@@ -383,12 +404,12 @@ func TestDecide(t *testing.T) {
 			if tc.lease != nil {
 				tc.lease.ResourceVersion = "1"
 			}
-			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now}
+			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, watchLag: tc.watchLag}
 			opts := Options{}
 			if err := opts.complete(); err != nil {
 				t.Fatal(err)
 			}
-			if tc.name != "first election: gather" {
+			if !tc.gather {
 				opts.ElectionGather = NoElectionGather
 			}
 			d := decide(&opts, v)

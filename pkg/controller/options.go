@@ -38,8 +38,11 @@ type Options struct {
 	LeaseDuration time.Duration
 	// ElectionGather is the gathering window before the first election of a
 	// Lease that has never had a holder: measured from the first candidate
-	// seen, and closed early once no candidate has joined for a fifth of it.
-	// Candidates that start together then elect the best of them first,
+	// seen, and closed early once no candidate has joined for a fifth of it;
+	// both are longer by the lag the controller measures on its watch (see
+	// WatchLag), since a loaded server delivers registrations made together
+	// that far apart. Candidates that start together then elect the best of
+	// them first,
 	// instead of the first to register leading until it is preempted; the
 	// price is that much delay on a Lease's very first election only.
 	// Elections of vacant or expired Leases with a history are never
