@@ -56,13 +56,8 @@ func (s *Server) CandidateKeys() []string {
 func (s *Server) WriteLease(ns, name string, lease *coordinationv1.Lease, rv, by string, watchers func() []*Watcher) (*coordinationv1.Lease, error) {
 	key := Key(ns, name)
 	cur := s.leases[key]
-	switch {
-	case rv == "" && cur != nil:
-		return nil, apierrors.NewAlreadyExists(LeasesGR, name)
-	case rv != "" && cur == nil:
-		return nil, apierrors.NewNotFound(LeasesGR, name)
-	case rv != "" && cur.ResourceVersion != rv:
-		return nil, apierrors.NewConflict(LeasesGR, name, errors.New("stale resourceVersion"))
+	if err := precondition(LeasesGR, name, cur, rv); err != nil {
+		return nil, err
 	}
 	s.Wrote()
 	if lease == nil {
@@ -100,13 +95,8 @@ func (s *Server) WriteLease(ns, name string, lease *coordinationv1.Lease, rv, by
 func (s *Server) WriteCandidate(ns, name string, lc *coordinationv1beta1.LeaseCandidate, rv, by string, watchers func() []*Watcher) (*coordinationv1beta1.LeaseCandidate, error) {
 	key, shown := Key(ns, name), Shown(s.Home, ns, name)
 	cur := s.candidates[key]
-	switch {
-	case rv == "" && cur != nil:
-		return nil, apierrors.NewAlreadyExists(CandidatesGR, name)
-	case rv != "" && cur == nil:
-		return nil, apierrors.NewNotFound(CandidatesGR, name)
-	case rv != "" && cur.ResourceVersion != rv:
-		return nil, apierrors.NewConflict(CandidatesGR, name, errors.New("stale resourceVersion"))
+	if err := precondition(CandidatesGR, name, cur, rv); err != nil {
+		return nil, err
 	}
 	if lc != nil && cur != nil && lc.Spec.LeaseName != cur.Spec.LeaseName {
 		s.w.Fail("%s rewrites LeaseCandidate %s of Lease %s for Lease %s", by, shown, cur.Spec.LeaseName, lc.Spec.LeaseName)
@@ -140,6 +130,24 @@ func (s *Server) WriteCandidate(ns, name string, lc *coordinationv1beta1.LeaseCa
 		sw.Send(stored.DeepCopy(), false)
 	}
 	return stored.DeepCopy(), nil
+}
+
+// precondition is kube-apiserver's answer to a write of name, conditional on
+// resourceVersion rv ("": a create), when cur is stored (nil: none).
+func precondition[T interface {
+	comparable
+	GetResourceVersion() string
+}](gr schema.GroupResource, name string, cur T, rv string) error {
+	var none T
+	switch {
+	case rv == "" && cur != none:
+		return apierrors.NewAlreadyExists(gr, name)
+	case rv != "" && cur == none:
+		return apierrors.NewNotFound(gr, name)
+	case rv != "" && cur.GetResourceVersion() != rv:
+		return apierrors.NewConflict(gr, name, errors.New("stale resourceVersion"))
+	}
+	return nil
 }
 
 // TimeOf is how the trace shows an instant of an object.
