@@ -1,0 +1,153 @@
+package simworld
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newWorld() *World { return New(rand.New(rand.NewPCG(1, 2)), t0, false) }
+
+// run runs every event up to end, and ends there.
+func run(w *World, end time.Time) {
+	w.At(end, func() {})
+	for w.Step(end) {
+	}
+}
+
+func TestEventsRunInOrder(t *testing.T) {
+	w := newWorld()
+	var got []int
+	w.After(2*time.Second, func() { got = append(got, 3) })
+	w.After(time.Second, func() { got = append(got, 1) })
+	w.After(time.Second, func() { got = append(got, 2) }) // same instant: in order of scheduling
+	w.At(t0.Add(-time.Hour), func() { got = append(got, 0) })
+	w.After(time.Minute, func() { got = append(got, 4) })
+	run(w, t0.Add(10*time.Second))
+	if want := []int{0, 1, 2, 3}; !equal(got, want) {
+		t.Errorf("ran %v, want %v (the event after the end not run)", got, want)
+	}
+	if !w.Now.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("Now = %s, want the end", w.Now.Sub(t0))
+	}
+}
+
+func TestWatcherKeepsOrderAndStalls(t *testing.T) {
+	w := newWorld()
+	s := NewServer(w, "ns")
+	s.LagBase = 500 * time.Millisecond
+	var got []string
+	var at []time.Time
+	sw := s.Watch(func(obj runtime.Object, _ bool) {
+		got = append(got, obj.(*coordinationv1.Lease).ResourceVersion)
+		at = append(at, w.Now)
+	})
+	sw.StalledUntil = t0.Add(5 * time.Second)
+	for i, rv := range []string{"a", "b", "c"} {
+		l := &coordinationv1.Lease{}
+		l.ResourceVersion = rv
+		w.After(time.Duration(i)*time.Millisecond, func() { sw.Send(l, false) })
+	}
+	run(w, t0.Add(time.Minute))
+	if want := []string{"a", "b", "c"}; !equal(got, want) {
+		t.Errorf("delivered %q, want %q", got, want)
+	}
+	for i := range at {
+		if at[i].Before(sw.StalledUntil) || (i > 0 && at[i].Before(at[i-1])) {
+			t.Errorf("event %d delivered at %s: before the stall ended or before an earlier event", i, at[i].Sub(t0))
+		}
+	}
+	sw.Expired = true
+	sw.Send(&coordinationv1.Lease{}, false)
+	run(w, t0.Add(2*time.Minute))
+	if len(got) != 3 {
+		t.Errorf("an expired watch delivered an event")
+	}
+}
+
+func TestWritePreconditions(t *testing.T) {
+	w := newWorld()
+	s := NewServer(w, "ns")
+	none := func() []*Watcher { return nil }
+	if _, err := s.WriteLease("ns", "l", &coordinationv1.Lease{}, "1", "test", none); !apierrors.IsNotFound(err) {
+		t.Errorf("update of a Lease that does not exist: %v, want NotFound", err)
+	}
+	created, err := s.WriteLease("ns", "l", &coordinationv1.Lease{}, "", "test", none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteLease("ns", "l", &coordinationv1.Lease{}, "", "test", none); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("second create: %v, want AlreadyExists", err)
+	}
+	updated, err := s.WriteLease("ns", "l", created, created.ResourceVersion, "test", none)
+	if err != nil || updated.UID != created.UID || updated.ResourceVersion == created.ResourceVersion {
+		t.Errorf("update: %v, UID %s → %s, resourceVersion %s → %s", err, created.UID, updated.UID, created.ResourceVersion, updated.ResourceVersion)
+	}
+	if _, err := s.WriteLease("ns", "l", created, created.ResourceVersion, "test", none); !apierrors.IsConflict(err) {
+		t.Errorf("update on a stale resourceVersion: %v, want Conflict", err)
+	}
+	if _, err := s.WriteLease("ns", "l", nil, updated.ResourceVersion, "test", none); err != nil || s.Lease(Key("ns", "l")) != nil {
+		t.Errorf("delete: %v, stored %v", err, s.Lease(Key("ns", "l")))
+	}
+	again, _ := s.WriteLease("ns", "l", &coordinationv1.Lease{}, "", "test", none)
+	if again.UID == created.UID {
+		t.Error("a Lease created again kept the old UID")
+	}
+}
+
+func TestClockSuspend(t *testing.T) {
+	w := newWorld()
+	c := w.NewClock(time.Minute, 0, t0)
+	c.Monotonic = true
+	c.Alive = func() bool { return true }
+	var held []func()
+	c.Hold = func(fn func()) { held = append(held, fn) }
+	var fired time.Time
+	c.After(10*time.Second, func() { fired = w.Now })
+	w.After(2*time.Second, c.Suspend)
+	w.After(32*time.Second, func() {
+		c.Resume()
+		for _, fn := range held {
+			fn()
+		}
+	})
+	run(w, t0.Add(5*time.Second))
+	if got := c.Mono(); got != 2*time.Second {
+		t.Errorf("monotonic reading during a suspend = %s, want it stopped at 2s", got)
+	}
+	if got := c.Wall().Sub(t0); got != time.Minute+5*time.Second {
+		t.Errorf("wall reading = %s after 5s, want the offset 1m plus 5s", got)
+	}
+	if got, want := c.Now().Sub(c.Now().Add(-time.Second)), time.Second; got != want {
+		t.Errorf("instants of the clock differ by %s, want %s", got, want)
+	}
+	run(w, t0.Add(time.Minute))
+	if want := t0.Add(40 * time.Second); !fired.Equal(want) {
+		t.Errorf("a 10s timer set before a 30s suspend fired at %s, want %s", fired.Sub(t0), want.Sub(t0))
+	}
+	c.Step(-2 * time.Minute)
+	if got := c.Wall().Sub(t0.Add(time.Minute)); got != -time.Minute {
+		t.Errorf("wall reading a minute in, after a step back of 2m = %s from true time, want -1m (the offset 1m, less 2m)", got)
+	}
+	if got := c.Mono(); got != 30*time.Second {
+		t.Errorf("monotonic reading = %s, want 30s (a minute, less the suspend)", got)
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
