@@ -5,12 +5,13 @@ package builtin
 
 import (
 	"testing"
+	"time"
 
 	"github.com/cle-dev/cle/test/integration/candidate/suite"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
-var env = &suite.Env{Controller: "built-in controller", APIMode: "native"}
+var env = &suite.Env{Controller: "built-in controller", APIMode: "native", ElectionAllowance: 10 * time.Second}
 
 func TestMain(m *testing.M) {
 	suite.Main(m, framework.Options{CoordinatedLeaderElection: true}, env, false)

@@ -51,6 +51,11 @@ type Env struct {
 	SetupStale func(t *testing.T) (ns string, staleAfter time.Duration)
 	// APIMode is passed to the candidates; "" means auto.
 	APIMode string
+	// ElectionAllowance is how much longer than cle's the controller may
+	// take to name the next holder of a Lease just released: kube-apiserver's
+	// may name the departed candidate again from a stale cache, for its
+	// 5-second lease, and waits 5 s for a candidate it pinged.
+	ElectionAllowance time.Duration
 
 	accessOnce sync.Once
 	acc        access.Interface
