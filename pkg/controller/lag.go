@@ -35,8 +35,9 @@ type WatchLag struct {
 }
 
 // lagProbe is one write to recognise in the watch, by the renewTime it
-// writes: the watch delivers it, or a later version (see unseenAfter). It is recorded before the write
-// is sent, since the watch may deliver the write before its response comes.
+// writes: the watch delivers it, or a later version (see unseenAfter). It is
+// recorded before the write is sent, since the watch may deliver the write
+// before its response comes.
 type lagProbe struct {
 	renewTime time.Time
 	sentAt    time.Time
@@ -112,8 +113,8 @@ func (w *WatchLag) observe(lease *coordinationv1.Lease) {
 	w.pending[key] = probes
 }
 
-// unseenAfter is what is still awaited of probes once the watch showed a version
-// with renewTime renew. The writes are this controller's, sent one after the
+// unseenAfter is what is still awaited of probes once the watch showed a
+// version with renewTime renew. The writes are this controller's, sent one after the
 // other: the one the watch shows, known by its renewTime, follows every
 // earlier one, whose renewTimes a wall clock set back meanwhile may have put
 // later. A renewTime none of them wrote (another writer's, or one merged

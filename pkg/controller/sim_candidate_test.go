@@ -209,8 +209,8 @@ func (c *simCandidate) start() {
 	// Its watches list what there is, after a lag; the elector starts
 	// once the Lease's list is in.
 	var lease *coordinationv1.Lease
-	if c.e.lease() != nil {
-		lease = c.e.lease().DeepCopy()
+	if l := c.e.lease(); l != nil {
+		lease = l.DeepCopy()
 	}
 	at := w.Now.Add(w.Lag())
 	p.leaseWatch.Last, p.candWatch.Last = at, at
@@ -661,8 +661,8 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 // reread is the Get after a conflict, within the same deadline.
 func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease, error)) {
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-		if e := p.c.e; e.lease() != nil {
-			return e.lease().DeepCopy(), nil
+		if l := p.c.e.lease(); l != nil {
+			return l.DeepCopy(), nil
 		}
 		return nil, apierrors.NewNotFound(simworld.LeasesGR, p.c.e.name)
 	}, func(obj runtime.Object, err error) {
@@ -1211,9 +1211,9 @@ func (w *simWorld) injectFault() {
 	e := w.pickElection()
 	pick := func() *simCandidate {
 		// Mostly the holder: that is where faults hurt.
-		if e.lease() != nil && w.Rng.IntN(2) == 0 {
+		if l := e.lease(); l != nil && w.Rng.IntN(2) == 0 {
 			for _, c := range e.cands {
-				if c.name == holderIdentity(e.lease()) {
+				if c.name == holderIdentity(l) {
 					return c
 				}
 			}
@@ -1260,9 +1260,9 @@ func (w *simWorld) injectFault() {
 			})
 		}
 	case 4: // the Lease is deleted
-		if e.lease() != nil && w.builtin == nil { // see simBuiltin
+		if l := e.lease(); l != nil && w.builtin == nil { // see simBuiltin
 			w.Fault("delete-lease")
-			_, _ = w.writeLease(e, nil, e.lease().ResourceVersion, "fault")
+			_, _ = w.writeLease(e, nil, l.ResourceVersion, "fault")
 		}
 	case 5: // a candidate is deleted
 		c := pick()
@@ -1297,9 +1297,9 @@ func (w *simWorld) injectFault() {
 		w.After(w.DurationBetween(time.Second, 40*time.Second), sc.resume)
 	case 10: // someone deletes the Lease and creates it again, vacant
 		// (kubectl, GitOps re-applying it): creates carry no precondition
-		if e.lease() != nil && w.builtin == nil { // see simBuiltin
+		if l := e.lease(); l != nil && w.builtin == nil { // see simBuiltin
 			w.Fault("recreate-lease")
-			_, _ = w.writeLease(e, nil, e.lease().ResourceVersion, "kubectl")
+			_, _ = w.writeLease(e, nil, l.ResourceVersion, "kubectl")
 			w.After(w.DurationBetween(0, 3*time.Second), func() {
 				if e.lease() == nil && w.Faulty {
 					_, _ = w.writeLease(e, &coordinationv1.Lease{}, "", "kubectl")

@@ -55,7 +55,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 			w.After(d, sc.resume)
 			return
 		}
-		d := simClockStep(w, rng)
+		d := simClockStep(rng)
 		w.Fault("controller-clock-step")
 		w.Tracef("controller %d's wall clock steps %s", sc.id, d)
 		sc.clk.Step(d)
@@ -66,7 +66,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 	for _, c := range w.cands {
 		if p := c.proc; p != nil && p.lib != nil && !p.dead && !p.paused && !p.stopping {
 			procs = append(procs, p)
-			if c.e.lease() != nil && holderIdentity(c.e.lease()) == c.name {
+			if l := c.e.lease(); l != nil && holderIdentity(l) == c.name {
 				holder = p
 			}
 		}
@@ -83,7 +83,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 		w.Fault("suspend")
 		p.suspend(simworld.DurationBetween(rng, time.Second, 40*time.Second))
 	default:
-		d := simClockStep(w, rng)
+		d := simClockStep(rng)
 		w.Fault("clock-step")
 		w.Tracef("%s/%d's wall clock steps %s", p.c.shown(), p.id, d)
 		p.clk.Step(d)
@@ -93,7 +93,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 // simClockStep draws a step of a fraction of a second (NTP steps what it
 // cannot slew) or of minutes (a clock set by hand, a VM restored), either
 // way.
-func simClockStep(w *simWorld, rng *rand.Rand) time.Duration {
+func simClockStep(rng *rand.Rand) time.Duration {
 	d := simworld.DurationBetween(rng, 200*time.Millisecond, 2*time.Second)
 	if rng.IntN(2) == 0 {
 		d = simworld.DurationBetween(rng, time.Minute, 5*time.Minute)

@@ -113,8 +113,8 @@ func (p *simProcess) startLibrary() {
 	// The informers list what there is, after a lag; the loops start once
 	// both lists are in.
 	var lease, self []runtime.Object
-	if c.e.lease() != nil {
-		lease = append(lease, c.e.lease().DeepCopy())
+	if l := c.e.lease(); l != nil {
+		lease = append(lease, l.DeepCopy())
 	}
 	if lc := w.Candidate(c.key()); lc != nil {
 		self = append(self, lc.DeepCopy())
@@ -362,12 +362,13 @@ func (l *simLib) ns() string { return l.p.c.e.ns }
 type simLibLeases struct{ l *simLib }
 
 func (c simLibLeases) Get(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	e := c.l.p.c.w.electionOf(c.l.ns(), name)
+	w := c.l.p.c.w
 	obj, err := c.l.call(ctx, func() (runtime.Object, error) {
-		if e == nil || e.lease() == nil {
+		l := w.Lease(simKey(c.l.ns(), name))
+		if l == nil {
 			return nil, apierrors.NewNotFound(simworld.LeasesGR, name)
 		}
-		return e.lease().DeepCopy(), nil
+		return l.DeepCopy(), nil
 	})
 	lease, _ := obj.(*coordinationv1.Lease)
 	return lease, err
@@ -386,8 +387,8 @@ func (c simLibLeases) Update(ctx context.Context, lease *coordinationv1.Lease) (
 		if e == nil {
 			return nil, apierrors.NewNotFound(simworld.LeasesGR, lease.Name)
 		}
-		if e.lease() != nil {
-			before = holderIdentity(e.lease())
+		if l := e.lease(); l != nil {
+			before = holderIdentity(l)
 		}
 		written, err := w.writeLease(e, lease, lease.ResourceVersion, c.l.who())
 		if written == nil {

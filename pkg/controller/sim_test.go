@@ -535,8 +535,8 @@ func (sc *simController) listAfterLag(deliver func(cands, leases []runtime.Objec
 		leases = append(leases, w.lock.DeepCopy())
 	}
 	for _, e := range w.elections {
-		if e.lease() != nil {
-			leases = append(leases, e.lease().DeepCopy())
+		if l := e.lease(); l != nil {
+			leases = append(leases, l.DeepCopy())
 		}
 	}
 	for _, sw := range []*simworld.Watcher{sc.leaseWatch, sc.candWatch} {
@@ -1015,11 +1015,11 @@ func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lea
 		if err, _ := w.RequestError(simworld.LeasesGR, name); err != nil {
 			return nil, err
 		}
-		e := w.electionOf(c.ns, name)
-		if e == nil || e.lease() == nil {
+		l := w.Lease(simKey(c.ns, name))
+		if l == nil {
 			return nil, apierrors.NewNotFound(simworld.LeasesGR, name)
 		}
-		return e.lease().DeepCopy(), nil
+		return l.DeepCopy(), nil
 	})
 	l, _ := obj.(*coordinationv1.Lease)
 	return l, err
