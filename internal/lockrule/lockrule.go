@@ -32,7 +32,16 @@ const NoHolder = "(none: the election controller has not named a holder)"
 // names identity and nobody else is preferred; otherwise held, for ever, by
 // its holder, or by the preferred holder when the Lease names identity. A
 // Lease that does not exist (nil) or has no holder is held by NoHolder.
-func RecordOf(lease *coordinationv1.Lease, identity string) *resourcelock.LeaderElectionRecord {
+//
+// One exception keeps a leading elector able to release: while the elector
+// leads in the term whose fencing token is term (leading), a Lease that
+// still names identity in that term is shown as it is although another
+// holder is preferred. client-go releases (ReleaseOnCancel) only a Lease it
+// observes naming itself, and a preempted elector is told to stop
+// (Lock.ElectorContext) and must then hand the Lease to the preferred holder
+// at once; its renewals fail all the same, so it leads no longer than its
+// renew deadline allows.
+func RecordOf(lease *coordinationv1.Lease, identity string, term int32, leading bool) *resourcelock.LeaderElectionRecord {
 	if lease == nil {
 		// Reported as held, so that the elector waits quietly instead of
 		// trying to create the Lease, and logging it, every RetryPeriod.
@@ -42,7 +51,7 @@ func RecordOf(lease *coordinationv1.Lease, identity string) *resourcelock.Leader
 	if r.PreferredHolder == identity {
 		r.PreferredHolder = ""
 	}
-	if r.HolderIdentity == identity && r.PreferredHolder == "" {
+	if r.HolderIdentity == identity && (r.PreferredHolder == "" || leading && int32(r.LeaderTransitions) == term) {
 		return r
 	}
 	if r.HolderIdentity == identity {
@@ -76,9 +85,9 @@ const (
 // shutdown it cancels leader work at the same moment, and after a lost term
 // only later. So the Lease moves at once only when the elector promises that
 // it releases after leader work (afterWork, controller-runtime with a
-// negative GracefulShutdownTimeout) and the release ends a sound term (the
-// last renewal succeeded and the term has not lapsed); once leader work has
-// returned when the lock follows it (tracked); and otherwise not at all.
+// negative GracefulShutdownTimeout) and the release ends a sound term (see
+// TimingCheck.SoundRelease); once leader work has returned when the lock
+// follows it (tracked); and otherwise not at all.
 func ReleaseFor(afterWork, sound, tracked bool) Release {
 	switch {
 	case afterWork && sound:
@@ -145,9 +154,9 @@ type TimingCheck struct {
 	lastRead       time.Time
 	renewing       bool
 	minGap, maxGap time.Duration
-	// lastOK is whether the last renewal succeeded, and succeeded whether
-	// one ever did (the elector's acquisition).
-	lastOK    bool
+	// lastOKAt is when the last successful renewal returned, and
+	// succeeded whether one ever did (the elector's acquisition).
+	lastOKAt  time.Time
 	succeeded bool
 	// term is the fencing token of the term the elector acquired.
 	term int32
@@ -239,31 +248,35 @@ func (c *TimingCheck) Check(leaseDurationSeconds int, deadline time.Time, hasDea
 	return err, true
 }
 
-// Renewed records that a renewal returned, successfully or not, and reports
-// whether it is the first success. A failed renewal is abandoned when the
-// elector's context was cancelled while it was under way: the elector is
-// shutting down (client-go cancels the context it renews with only when its
-// Run's context is cancelled), and the call tells nothing of the term, so the
-// outcome of the renewal before it stands. A renewal whose deadline passed
-// did fail: that is how a renewal that hangs ends.
-func (c *TimingCheck) Renewed(ok, abandoned bool) (first bool) {
+// Renewed records that a renewal returned at now, successfully or not, and
+// reports whether it is the first success.
+func (c *TimingCheck) Renewed(ok bool, now time.Time) (first bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !ok && abandoned {
-		return false
-	}
 	first = ok && !c.succeeded
 	c.succeeded = c.succeeded || ok
-	c.lastOK = ok
+	if ok {
+		c.lastOKAt = now
+	}
 	return first
 }
 
-// LastRenewalSucceeded reports whether the elector's last renewal
-// succeeded.
-func (c *TimingCheck) LastRenewalSucceeded() bool {
+// SoundRelease reports whether a release the elector sends at now ends a
+// sound term: it comes less than RenewDeadline after the elector's last
+// successful renewal returned. client-go's renew loop gives up on its own
+// RetryPeriod + RenewDeadline after that at the earliest (it waits
+// RetryPeriod, then polls for RenewDeadline), so such a release comes from a
+// cancelled context: a shutdown, or a preemption that Lock.ElectorContext
+// passed on, both of which a controller-runtime manager sends only after its
+// leader runnables have stopped. The renewals in between may have failed:
+// the controller then prefers another holder, or the API did not answer,
+// and the Lease is this process's for a lease duration after the last
+// renewal it accepted either way. A renewal that a shutdown cut short
+// (failed with the cancelled context) changes nothing either.
+func (c *TimingCheck) SoundRelease(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lastOK
+	return c.succeeded && now.Sub(c.lastOKAt) < c.RenewDeadline
 }
 
 // SetTerm records the fencing token of the term the elector acquired.

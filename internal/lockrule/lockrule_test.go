@@ -26,21 +26,28 @@ func TestRecordOf(t *testing.T) {
 		return l
 	}
 	for _, tc := range []struct {
-		name              string
-		lease             *coordinationv1.Lease
+		name  string
+		lease *coordinationv1.Lease
+		// term and leading: the elector leads in the term of token term.
+		term              int32
+		leading           bool
 		holder, preferred string
 		seconds           int
 	}{
-		{"names me", lease("me", ""), "me", "", 15},
-		{"names me, I am preferred", lease("me", "me"), "me", "", 15},
-		{"names me, another preferred", lease("me", "better"), "better", "better", Forever},
-		{"names another", lease("other", ""), "other", "", Forever},
-		{"names another, I am preferred", lease("other", "me"), "other", "", Forever},
-		{"vacant", lease("", ""), NoHolder, "", Forever},
-		{"no holder", lease("-", ""), NoHolder, "", Forever},
+		{"names me", lease("me", ""), 0, false, "me", "", 15},
+		{"names me, I am preferred", lease("me", "me"), 0, false, "me", "", 15},
+		{"names me, another preferred", lease("me", "better"), 0, false, "better", "better", Forever},
+		{"names me, another preferred, I lead in its term", lease("me", "better"), 3, true, "me", "better", 15},
+		{"names me, another preferred, I lead in an earlier term", lease("me", "better"), 2, true, "better", "better", Forever},
+		{"names me in a term I do not lead", lease("me", ""), 2, true, "me", "", 15},
+		{"names another", lease("other", ""), 0, false, "other", "", Forever},
+		{"names another, I lead in its term", lease("other", "better"), 3, true, "other", "better", Forever},
+		{"names another, I am preferred", lease("other", "me"), 0, false, "other", "", Forever},
+		{"vacant", lease("", ""), 0, false, NoHolder, "", Forever},
+		{"no holder", lease("-", ""), 0, false, NoHolder, "", Forever},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := RecordOf(tc.lease, "me")
+			r := RecordOf(tc.lease, "me", tc.term, tc.leading)
 			if r.HolderIdentity != tc.holder || r.PreferredHolder != tc.preferred || r.LeaseDurationSeconds != tc.seconds {
 				t.Errorf("RecordOf = holder %q preferred %q leaseDurationSeconds %d; want %q, %q, %d",
 					r.HolderIdentity, r.PreferredHolder, r.LeaseDurationSeconds, tc.holder, tc.preferred, tc.seconds)
@@ -50,7 +57,7 @@ func TestRecordOf(t *testing.T) {
 			}
 		})
 	}
-	if r := RecordOf(nil, "me"); r.HolderIdentity != NoHolder || r.LeaseDurationSeconds != Forever {
+	if r := RecordOf(nil, "me", 3, true); r.HolderIdentity != NoHolder || r.LeaseDurationSeconds != Forever {
 		t.Errorf("RecordOf(nil) = holder %q leaseDurationSeconds %d; want %q, Forever", r.HolderIdentity, r.LeaseDurationSeconds, NoHolder)
 	}
 }
@@ -125,7 +132,7 @@ func TestTimingCheck(t *testing.T) {
 	if err, _ := c.Check(15, time.Time{}, false, t0); err != nil {
 		t.Fatalf("proved: %v", err)
 	}
-	c.Renewed(false, false) // the renewal failed after 9s
+	c.Renewed(false, t0.Add(9*time.Second)) // the renewal failed after 9s
 	c.minGap, c.maxGap = 0, 0
 	if err := check(c, 9*time.Second+2*time.Second); !errors.Is(err, ErrRetryPeriodUnconfirmed) {
 		t.Errorf("a gap spanning a renewal: %v, want it uncounted (unconfirmed)", err)
@@ -141,17 +148,32 @@ func TestTimingCheck(t *testing.T) {
 	}
 
 	c = newCheck()
-	if first := c.Renewed(true, false); !first || !c.LastRenewalSucceeded() {
-		t.Errorf("first success: first %v, last ok %v", first, c.LastRenewalSucceeded())
+	if c.SoundRelease(t0) {
+		t.Error("a release before the elector ever renewed is sound")
 	}
-	if first := c.Renewed(false, true); first || !c.LastRenewalSucceeded() {
-		t.Errorf("a renewal abandoned on shutdown: first %v, last ok %v; want the success before it to stand", first, c.LastRenewalSucceeded())
+	if first := c.Renewed(true, t0); !first {
+		t.Error("the first success is not reported first")
 	}
-	if first := c.Renewed(false, false); first || c.LastRenewalSucceeded() {
-		t.Errorf("a failure: first %v, last ok %v", first, c.LastRenewalSucceeded())
+	if first := c.Renewed(false, t0.Add(time.Second)); first {
+		t.Error("a failure is reported as the first success")
 	}
-	if first := c.Renewed(false, true); first || c.LastRenewalSucceeded() {
-		t.Errorf("a renewal abandoned after a failure: first %v, last ok %v; want the failure to stand", first, c.LastRenewalSucceeded())
+	if first := c.Renewed(true, t0.Add(-time.Second)); first {
+		t.Error("a second success is reported first")
+	}
+	c.Renewed(true, t0)
+	// A release within RenewDeadline of the last success comes from a
+	// cancelled context (client-go gives up on its own RetryPeriod +
+	// RenewDeadline after it at the earliest), failed renewals since or
+	// not; one later may come from the elector giving up.
+	if !c.SoundRelease(t0.Add(c.RenewDeadline - time.Millisecond)) {
+		t.Error("a release within RenewDeadline of the last success, after a failed renewal, is not sound")
+	}
+	if c.SoundRelease(t0.Add(c.RenewDeadline)) {
+		t.Error("a release RenewDeadline after the last success is sound")
+	}
+	c.Renewed(true, t0.Add(11*time.Second))
+	if !c.SoundRelease(t0.Add(20 * time.Second)) {
+		t.Error("a release 9s after a later success is not sound")
 	}
 	if err := check(c, 0, 30*time.Second); err != nil {
 		t.Errorf("after the acquisition, gaps do not count: %v", err)

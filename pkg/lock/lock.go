@@ -11,8 +11,9 @@
 //     this process, and otherwise as held by someone else that never
 //     expires: the elector never takes a Lease on its own. A Lease naming
 //     this process with another preferred holder is reported as held by that
-//     preferred holder; a Lease that does not exist or has no holder as held
-//     by NoHolder.
+//     preferred holder, unless the elector leads in the Lease's term (see
+//     the release below); a Lease that does not exist or has no holder as
+//     held by NoHolder.
 //   - Create always fails: the election controller creates the Lease.
 //   - Update naming this process is the library's conditional renewal
 //     (candidate.Renew): the first success makes the elector leader, and it
@@ -34,14 +35,24 @@
 //     answers at once, deletes its LeaseCandidate, and moves the Lease only
 //     once leader work has returned, as far as it knows (Callbacks,
 //     Config.ReleaseAfterLeaderWork); otherwise it leaves the Lease to
-//     expire. The Lock is then done.
+//     expire. The Lock is then done. client-go releases only a Lease it
+//     observes naming itself, so while the elector leads, Get shows the
+//     Lease of its term as naming it even when another holder is preferred.
+//
+// A preemption reaches the elector at once when it runs with the context
+// of ElectorContext: the controller prefers a better candidate, the
+// context is cancelled, the elector stops leader work and releases, and the
+// Lock hands the Lease to the better candidate once leader work has
+// returned. Without it, the elector notices only when its renewals have
+// failed for RenewDeadline.
 //
 // The candidate behind the Lock (Candidate) gives the same IsLeader, Token,
 // WrapConfig and HealthCheck as the library used directly. Its IsLeader turns
 // false as soon as the controller prefers another holder, or RenewDeadline
 // after the last successful renewal, while the elector notices only when its
-// renewals have failed for RenewDeadline: leader work that must stop at once
-// should check IsLeader or write through WrapConfig, and fence with Token.
+// renewals have failed for RenewDeadline (or at once, through
+// ElectorContext): leader work that must stop at once should check IsLeader
+// or write through WrapConfig, and fence with Token.
 //
 // A Lock serves one LeaderElector and one Run of it.
 package lock
@@ -138,6 +149,11 @@ type Lock struct {
 	// timing checks the elector's renewals against the candidate's
 	// timings.
 	timing lockrule.TimingCheck
+	// stopElector cancels the contexts ElectorContext returned, with
+	// ErrTermEnded, once a term of this process ends.
+	stopElector []context.CancelCauseFunc
+	// ended: a term of this process ended.
+	ended bool
 }
 
 var _ resourcelock.Interface = (*Lock)(nil)
@@ -145,16 +161,24 @@ var _ resourcelock.Interface = (*Lock)(nil)
 // New validates cfg and returns a Lock; every problem is reported at once,
 // wrapping candidate.ErrInvalidConfig.
 func New(cfg Config) (*Lock, error) {
+	var l *Lock // set below, before the candidate can run
 	cc := cfg.Candidate
 	cc.Identity = IdentityFor(cc.Identity)
 	release := true
 	cc.ReleaseOnCancel = &release
+	stopped := cc.Callbacks.OnStoppedLeading
+	cc.Callbacks.OnStoppedLeading = func() {
+		l.termEnded()
+		if stopped != nil {
+			stopped()
+		}
+	}
 	c, err := candidate.NewExternal(cc)
 	if err != nil {
 		return nil, err
 	}
 	ld, rd, rp := c.Timings()
-	return &Lock{
+	l = &Lock{
 		c:                c,
 		identity:         cc.Identity,
 		namespace:        cc.Namespace,
@@ -166,7 +190,50 @@ func New(cfg Config) (*Lock, error) {
 		// The retry period may exceed the candidate's by the third of the
 		// margin a renewal may take.
 		timing: lockrule.TimingCheck{LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, Margin: c.SlowRenewal()},
-	}, nil
+	}
+	return l, nil
+}
+
+// ErrTermEnded is the cause of the cancellation of a context from
+// ElectorContext: a term of this process ended, because the election
+// controller prefers another holder, the Lease went to another holder or
+// away, or the term lapsed.
+var ErrTermEnded = errors.New("this process's term ended: the election controller prefers another holder, or the term was lost")
+
+// ElectorContext returns the context to run the elector with (le.Run, or a
+// controller-runtime manager's Start): ctx, cancelled as well, with cause
+// ErrTermEnded, as soon as a term of this process ends. client-go's elector
+// otherwise keeps leading until its renewals have failed for RenewDeadline,
+// and a lost term is not a release: when the controller prefers a better
+// candidate, the Lease would reach it only a lease duration after the last
+// renewal. With this context the elector stops at once; with
+// ReleaseOnCancel, its release hands the Lease to the preferred holder once
+// leader work has returned (see Callbacks and
+// Config.ReleaseAfterLeaderWork), so the better candidate leads at its
+// elector's next try. Run then returns, as after any lost term: the process
+// exits or runs a new Lock and elector.
+func (l *Lock) ElectorContext(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		cancel(ErrTermEnded)
+	} else {
+		l.stopElector = append(l.stopElector, cancel)
+	}
+	return ctx
+}
+
+// termEnded is told by the candidate that a term of this process ended.
+func (l *Lock) termEnded() {
+	l.mu.Lock()
+	l.ended = true
+	cancels := l.stopElector
+	l.stopElector = nil
+	l.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(ErrTermEnded)
+	}
 }
 
 // Callbacks returns cb with its OnStartedLeading wrapped so that the Lock
@@ -235,7 +302,8 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		l.meta = *lease.ObjectMeta.DeepCopy()
 		l.mu.Unlock()
 	}
-	record := lockrule.RecordOf(lease, l.identity)
+	term, leading := l.timing.Term()
+	record := lockrule.RecordOf(lease, l.identity, term, leading)
 	raw, err := json.Marshal(record)
 	if err != nil {
 		return nil, nil, err
@@ -267,7 +335,7 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 			err = l.c.Renew(ctx)
 		}
 		err = l.callError(err)
-		l.renewed(err == nil, errors.Is(ctx.Err(), context.Canceled))
+		l.renewed(err == nil)
 		return err
 	case "":
 		return l.release(ctx)
@@ -293,7 +361,7 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 // the next holder LeaseDuration after the last renewal.
 func (l *Lock) release(ctx context.Context) error {
 	logger := l.logger(ctx).WithValues("lease", klog.KRef(l.namespace, l.name), "identity", l.identity)
-	sound := l.c.IsLeader() && l.timing.LastRenewalSucceeded()
+	sound := l.timing.SoundRelease(time.Now())
 	done := make(chan struct{})
 	l.mu.Lock()
 	if l.handedOver != nil {

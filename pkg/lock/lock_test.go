@@ -82,6 +82,8 @@ type world struct {
 	client *fake.Clientset
 	rv     atomic.Int64
 	lock   *Lock
+	// electorCtx is the context the elector runs with.
+	electorCtx context.Context
 
 	mu     sync.Mutex
 	events []string // the elector's callbacks and the library's Lease writes, in order
@@ -303,6 +305,8 @@ type elector struct {
 	untracked bool
 	// releaseAfterWork is the Lock's Config.ReleaseAfterLeaderWork.
 	releaseAfterWork bool
+	// electorContext runs the elector with Lock.ElectorContext.
+	electorContext bool
 }
 
 // errLock records the errors of the Lock's Update.
@@ -375,6 +379,10 @@ func (w *world) runElector(o elector) (le *leaderelection.LeaderElector, lk *err
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
 	w.logs = logger.GetSink().(ktesting.Underlier).GetBuffer()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	if o.electorContext {
+		ctx = lock.ElectorContext(ctx)
+	}
+	w.electorCtx = ctx
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -434,32 +442,97 @@ func TestElectorLeadsOnlyALeaseNamingIt(t *testing.T) {
 	})
 }
 
+// Without ElectorContext the elector learns of a preemption only when its
+// renewals have failed for RenewDeadline. Its release then hands the Lease
+// to the preferred holder once leader work has returned, when the Lock
+// follows leader work; otherwise the Lease goes when it expires.
 func TestPreferredHolderStopsElector(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		untracked bool
+	}{
+		{"callbacks wrapped", false},
+		{"callbacks not wrapped", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inWorld(t, func(t *testing.T, w *world) {
+				le, _, _ := w.runElector(elector{release: true, untracked: tc.untracked, workStops: time.Second})
+				w.leadNow(le)
+				renewed := w.lease().Spec.RenewTime.Time
+				writes := len(w.logged())
+				w.prefer("better")
+				if w.lock.Candidate().IsLeader() {
+					t.Error("the candidate still counts itself leader once another is preferred")
+				}
+				advance(renewDeadline)
+				if !le.IsLeader() || w.holder() != me {
+					t.Fatalf("RenewDeadline after the preference: elector leading %v, holder %s; want client-go to go on until its renew deadline, and the Lease unmoved: %v",
+						le.IsLeader(), w.holder(), w.logged())
+				}
+				// client-go gives up RetryPeriod + RenewDeadline after
+				// its last successful renewal at most, then releases
+				// and cancels leader work at the same moment.
+				advance(retryPeriod + 2*time.Second)
+				if le.IsLeader() || !slices.Contains(w.logged()[writes:], "leader work returned") {
+					t.Errorf("the elector still leads, or its leader work runs, RetryPeriod + RenewDeadline after the preference: %v", w.logged())
+				}
+				w.checkNoOverlap()
+				want := map[bool]string{false: "better", true: me}[tc.untracked]
+				if w.holder() != want {
+					t.Fatalf("after the elector gave up, the Lease names %s before it expired, want %s: %v", w.holder(), want, w.logged())
+				}
+				if tc.untracked && !w.lease().Spec.RenewTime.Time.Equal(renewed) {
+					t.Errorf("the Lease was renewed after the preference: %v", w.logged())
+				}
+				// Left to expire, it goes to the next holder when the
+				// election controller finds it expired.
+			})
+		})
+	}
+}
+
+// With ElectorContext a preemption stops the elector at once: leader work
+// is cancelled, the elector releases, and the Lease goes to the preferred
+// holder as soon as leader work has returned, never before.
+func TestElectorContextHandsOverOnPreemption(t *testing.T) {
+	const workStops = 700 * time.Millisecond
 	inWorld(t, func(t *testing.T, w *world) {
-		le, _, _ := w.runElector(elector{release: true})
+		le, _, _ := w.runElector(elector{release: true, workStops: workStops, electorContext: true})
 		w.leadNow(le)
-		renewed := w.lease().Spec.RenewTime.Time
 		writes := len(w.logged())
 		w.prefer("better")
-		if w.lock.Candidate().IsLeader() {
-			t.Error("the candidate still counts itself leader once another is preferred")
-		}
-		// client-go gives up when its renewals have failed for
-		// RenewDeadline; with ReleaseOnCancel it must not release then,
-		// as its leader work has not been told to stop yet.
-		advance(retryPeriod + renewDeadline + time.Second)
-		if le.IsLeader() {
-			t.Errorf("the elector still leads RetryPeriod + RenewDeadline after the preference: %v", w.logged())
-		}
-		if got := w.logged()[writes:]; !slices.Contains(got, "leader work returned") || slices.ContainsFunc(got, isLeaseWrite) {
-			t.Errorf("after the preference: %v; want the elector to stop with no Lease write", got)
+		if le.IsLeader() || !slices.Contains(w.logged()[writes:], "elector stopped") {
+			t.Errorf("the elector leads on once another is preferred: %v", w.logged()[writes:])
 		}
 		if w.holder() != me {
-			t.Fatalf("the Lease went to %s before LeaseDuration passed since the last renewal", w.holder())
+			t.Fatalf("the Lease went to %s while leader work still ran: %v", w.holder(), w.logged()[writes:])
 		}
-		advance(time.Until(renewed.Add(leaseDuration)) + time.Second)
-		if w.holder() != "better" {
-			t.Errorf("the Lease names %s LeaseDuration after the last renewal, want the preferred holder", w.holder())
+		advance(workStops)
+		w.checkNoOverlap()
+		if got := w.logged()[writes:]; w.holder() != "better" || !slices.Contains(got, "leader work returned") {
+			t.Fatalf("once leader work returned: holder %s, %v; want the preferred holder", w.holder(), got)
+		}
+		if err := context.Cause(w.electorCtx); !errors.Is(err, ErrTermEnded) {
+			t.Errorf("the elector's context ended with %v, want ErrTermEnded", err)
+		}
+		if _, err := w.client.CoordinationV1beta1().LeaseCandidates(ns).Get(context.Background(), me, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("LeaseCandidate after the release: %v, want it deleted", err)
+		}
+	})
+}
+
+// A context asked for after a term ended is done at once; before any term,
+// it is not.
+func TestElectorContextAfterATerm(t *testing.T) {
+	inWorld(t, func(t *testing.T, w *world) {
+		le, _, stop := w.runElector(elector{release: true})
+		if ctx := w.lock.ElectorContext(context.Background()); ctx.Err() != nil {
+			t.Errorf("before any term: %v", ctx.Err())
+		}
+		w.leadNow(le)
+		stop()
+		if ctx := w.lock.ElectorContext(context.Background()); !errors.Is(context.Cause(ctx), ErrTermEnded) {
+			t.Errorf("after a term ended: %v, want ErrTermEnded", context.Cause(ctx))
 		}
 	})
 }
@@ -780,46 +853,42 @@ func TestReleaseWaitsForLeaderWork(t *testing.T) {
 // A shutdown that cancels the elector's context while a renewal is under
 // way (client-go renews right after it acquires, and every RetryPeriod)
 // ends a sound term: with ReleaseAfterLeaderWork the Lease moves at once.
-// A renewal whose deadline passed did fail, and the Lease is left to expire.
+// A release after the elector gave up on its own (its renewals failed for
+// RenewDeadline) is sent before leader work stops, and the Lease is left to
+// expire.
 func TestReleaseAfterAnAbandonedRenewal(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// renewCtx is the context of the renewal sent just before the
-		// shutdown.
-		renewCtx   func() context.Context
-		handedOver bool
-	}{
-		{"renewal cancelled by the shutdown", func() context.Context {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			return ctx
-		}, true},
-		{"renewal past its deadline", func() context.Context {
-			ctx, cancel := context.WithDeadline(context.Background(), time.Now())
-			cancel()
-			return ctx
-		}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			inWorld(t, func(t *testing.T, w *world) {
-				le, lk, stop := w.runElector(elector{release: true, untracked: true, releaseAfterWork: true})
-				w.leadNow(le)
-				// client-go's tryAcquireOrRenew renews with that
-				// context; its request fails with the context's error.
-				ctx := tc.renewCtx()
-				w.faults(func(*coordinationv1.Lease) (time.Duration, error) {
-					return 0, fmt.Errorf("Put leases/%s: %w", leaseName, ctx.Err())
-				}, 0)
-				err := lk.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: me, LeaseDurationSeconds: int(leaseDuration / time.Second)})
-				if err == nil {
-					t.Fatal("a renewal whose request failed succeeded")
-				}
-				w.faults(nil, 0)
-				stop()
-				if got, want := w.holder(), map[bool]string{true: "", false: me}[tc.handedOver]; got != want {
-					t.Errorf("after the renewal (%v) and the elector's release the Lease names %q, want %q", err, got, want)
-				}
-			})
-		})
-	}
+	inWorld(t, func(t *testing.T, w *world) {
+		le, lk, stop := w.runElector(elector{release: true, untracked: true, releaseAfterWork: true})
+		w.leadNow(le)
+		// client-go's tryAcquireOrRenew renews with the context the
+		// shutdown cancels; its request fails with the context's error.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		w.faults(func(*coordinationv1.Lease) (time.Duration, error) {
+			return 0, fmt.Errorf("Put leases/%s: %w", leaseName, ctx.Err())
+		}, 0)
+		err := lk.Update(ctx, resourcelock.LeaderElectionRecord{HolderIdentity: me, LeaseDurationSeconds: int(leaseDuration / time.Second)})
+		if err == nil {
+			t.Fatal("a renewal whose request failed succeeded")
+		}
+		w.faults(nil, 0)
+		stop()
+		if got := w.holder(); got != "" {
+			t.Errorf("after the renewal (%v) and the elector's release the Lease names %q, want nobody", err, got)
+		}
+	})
+	inWorld(t, func(t *testing.T, w *world) {
+		le, _, _ := w.runElector(elector{release: true, untracked: true, releaseAfterWork: true})
+		w.leadNow(le)
+		w.faults(func(*coordinationv1.Lease) (time.Duration, error) {
+			return 0, apierrors.NewServiceUnavailable("etcd is down")
+		}, 0)
+		advance(retryPeriod + renewDeadline + time.Second)
+		if le.IsLeader() {
+			t.Fatalf("the elector leads after its renewals failed for RenewDeadline: %v", w.logged())
+		}
+		if got := w.holder(); got != me {
+			t.Errorf("the elector gave up on its own and released: the Lease names %q, want it left to expire", got)
+		}
+	})
 }

@@ -30,8 +30,8 @@ func (l *Lock) checkTimings(ctx context.Context, ler resourcelock.LeaderElection
 // renewed records the outcome of a renewal of the elector: the first
 // success is the elector's acquisition, after which it runs leader work in
 // the term it acquired.
-func (l *Lock) renewed(ok, abandoned bool) {
-	if first := l.timing.Renewed(ok, abandoned); first {
+func (l *Lock) renewed(ok bool) {
+	if first := l.timing.Renewed(ok, time.Now()); first {
 		token, _ := l.c.Token()
 		l.timing.SetTerm(token)
 		l.work.started()
