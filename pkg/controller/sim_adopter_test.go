@@ -44,6 +44,9 @@ import (
 //     it stops leader runnables and waits for them while the elector renews,
 //     then cancels the elector, which releases; on a lost term it cancels
 //     runnables without waiting and exits; Start then closes the lock).
+//     Half of them, drawn from a stream of their own, run the elector with
+//     Lock.ElectorContext: the library's step-down ends the plain
+//     program's Run context, or starts the manager's shutdown, at once.
 //
 // A process that exits on its own (a lost term) is restarted as a
 // candidate, as its Deployment would.
@@ -127,6 +130,9 @@ type simElector struct {
 	// renewedOK: the last renewal that returned before Run's context was
 	// cancelled succeeded (and counted).
 	renewedOK bool
+	// electorContext: the application runs the elector with
+	// Lock.ElectorContext, and termOver is set once that context ended.
+	electorContext, termOver bool
 }
 
 func newSimElector(p *simProcess, kind simAdopter) *simElector {
@@ -135,6 +141,7 @@ func newSimElector(p *simProcess, kind simAdopter) *simElector {
 		Margin: simTiming.SlowRenewal(),
 	}}
 	e.rp = e.timing.ElectorRetryPeriod() // Lock.Timings
+	e.electorContext = p.c.w.adoptRng.IntN(2) == 0
 	return e
 }
 
@@ -405,12 +412,36 @@ func (e *simElector) terminate(then func()) {
 	}
 	e.terminated, e.onExit = true, then
 	e.tracef("shuts down")
+	if e.termOver {
+		return // stopping already: the term ended
+	}
 	if e.kind == simClientGo {
 		e.cancelWork("shutdown")
 		e.cancel()
 		return
 	}
 	e.cancelWork("shutdown")
+	e.whenWorkReturned(e.cancel)
+}
+
+// termEnded is Lock.ElectorContext's context ending, told by the library's
+// step-down (OnStoppedLeading) while the elector leads. The plain program's
+// Run context ends, which cancels leader work at the same moment; the
+// manager's Start context ends, and the manager stops its leader runnables,
+// waits for them and only then cancels its elector. Either elector then
+// releases, and the process exits as after a lost term.
+func (e *simElector) termEnded() {
+	if !e.electorContext || e.termOver || e.terminated || e.state != simRenewing {
+		return
+	}
+	e.termOver = true
+	e.count("elector-context-ends")
+	e.tracef("elector's context ends: the term ended")
+	e.cancelWork("the term ended")
+	if e.kind == simClientGo {
+		e.cancel()
+		return
+	}
 	e.whenWorkReturned(e.cancel)
 }
 
@@ -503,7 +534,8 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 		lease := p.current()
 		finish()
 		e.timing.ReadReturned(p.clk.Wall())
-		rec := lockrule.RecordOf(lease, p.c.name)
+		term, leading := e.timing.Term()
+		rec := lockrule.RecordOf(lease, p.c.name, term, leading)
 		raw, err := json.Marshal(rec)
 		if err != nil {
 			panic(err)
@@ -545,7 +577,7 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 		if !e.ctxDone {
 			e.renewedOK = err == nil
 		}
-		if first := e.timing.Renewed(err == nil, e.ctxDone); first {
+		if first := e.timing.Renewed(err == nil, p.clk.Wall()); first {
 			var token int32
 			if p.isLeader() {
 				token = p.token
@@ -560,7 +592,7 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 // lockrule.ReleaseFor says; the candidate then stops.
 func (e *simElector) release(then func()) {
 	p := e.p
-	sound := p.isLeader() && e.timing.LastRenewalSucceeded()
+	sound := e.timing.SoundRelease(p.clk.Wall())
 	if e.released {
 		then()
 		return

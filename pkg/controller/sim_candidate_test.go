@@ -572,7 +572,10 @@ func (p *simProcess) stepDown(why string, then func()) {
 	p.busy = true
 	p.c.w.Tracef("%s/%d stops leading: %s", p.c.shown(), p.id, why)
 	if p.ext != nil {
-		then() // an External runs no leader work of its own
+		// An External runs no leader work of its own; OnStoppedLeading
+		// tells the Lock (Lock.ElectorContext).
+		p.ext.termEnded()
+		then()
 		return
 	}
 	p.c.w.After(p.c.w.DurationBetween(0, simWorkReturn), func() { p.act(then) })
@@ -1120,6 +1123,7 @@ func runSim(seed uint64, tracing bool) simResult {
 		World:      world,
 		Server:     simworld.NewServer(world, simNS),
 		witnessRng: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
+		adoptRng:   rand.New(rand.NewPCG(seed, 0x510e527fade682d1)),
 	}
 	w.Faulty = true
 	// Clock faults are drawn in some runs (see scheduleClockFaults); the

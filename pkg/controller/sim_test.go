@@ -256,8 +256,11 @@ func btoi(b bool) int {
 type simWorld struct {
 	*simworld.World
 	*simworld.Server
-	// witnessRng draws what leader work's writes to the witness do.
-	witnessRng *rand.Rand
+	// witnessRng draws what leader work's writes to the witness do, and
+	// adoptRng whether an adopter runs its elector with
+	// Lock.ElectorContext: streams of their own, so that neither moves
+	// the world's other draws.
+	witnessRng, adoptRng *rand.Rand
 	// clockFaults: library processes' clocks are stepped and suspended
 	// (see sim_clock_test.go).
 	clockFaults bool
