@@ -16,12 +16,16 @@
 //
 //   - Preemption: when the controller prefers a better candidate, the
 //     lock's renewals fail at once and the library's IsLeader turns false at
-//     once (write-guarded clients refuse writes), but controller-runtime's
-//     elector gives up only after its renewals have failed for
-//     RenewDeadline, and then stops the manager: Start returns an error
-//     ("leader election lost"), and the process is expected to exit and be
-//     restarted. The better candidate leads LeaseDuration after the last
-//     renewal, as with client-go's own leader election.
+//     once (write-guarded clients refuse writes). A manager from NewManager
+//     then stops as on a shutdown (below): its leader runnables stop, the
+//     Lease goes to the better candidate as soon as they have returned, and
+//     Start returns an error wrapping lock.ErrTermEnded ("leader election
+//     lost"); the process is expected to exit and be restarted. A manager
+//     created from ManagerOptions alone does the same when its Start is
+//     given Lock.ElectorContext(ctx); otherwise controller-runtime's elector
+//     gives up only after its renewals have failed for RenewDeadline, and
+//     the better candidate leads LeaseDuration after the last renewal, as
+//     with client-go's own leader election.
 //   - Shutdown: with LeaderElectionReleaseOnCancel (on unless
 //     Options.ReleaseOnCancel turns it off), the manager stops its
 //     leader-election runnables, waits for them (GracefulShutdownTimeout,

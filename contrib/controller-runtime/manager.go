@@ -33,6 +33,12 @@ const HealthTolerance = 20 * time.Second
 //     runs, and fails when a leader's renewal loop is stuck or leader work
 //     does not return after it was told to stop (see
 //     candidate.HealthCheck);
+//   - the manager's Start runs with the lock's ElectorContext: when the
+//     election controller prefers a better replica (or the term is lost
+//     otherwise), the manager stops at once as on a shutdown, hands the
+//     Lease over once its leader runnables have returned, and Start returns
+//     an error wrapping lock.ErrTermEnded ("leader election lost"), so that
+//     the process exits and is restarted as a candidate;
 //   - the manager's Start closes the lock before it returns, so that a main
 //     that exits with os.Exit when Start fails (kubebuilder's scaffold does)
 //     still finishes the hand-over and deletes its LeaseCandidate. Close is
@@ -69,7 +75,15 @@ type closingManager struct {
 }
 
 func (m *closingManager) Start(ctx context.Context) error {
-	err := m.Manager.Start(ctx)
+	// A term that ends (a preemption, a lost Lease) stops the manager at
+	// once, as a shutdown does: leader runnables stop and are waited for,
+	// then the elector releases, and the Lease goes to the next holder
+	// without waiting out the renew deadline and the lease.
+	electorCtx := m.lock.ElectorContext(ctx)
+	err := m.Manager.Start(electorCtx)
+	if cause := context.Cause(electorCtx); ctx.Err() == nil && errors.Is(cause, lock.ErrTermEnded) {
+		err = errors.Join(fmt.Errorf("leader election lost: %w", cause), err)
+	}
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.closeWithin)
 	defer cancel()
 	if cerr := m.lock.Close(closeCtx); cerr != nil {
