@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -149,12 +150,16 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	le.Run(ctx)
+	// The lock's context ends as soon as this process's term does (the
+	// controller prefers a better candidate): the elector stops leader
+	// work and releases at once instead of at its renew deadline.
+	electorCtx := lk.ElectorContext(ctx)
+	le.Run(electorCtx)
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ld)
 	defer cancel()
 	closeErr := lk.Close(closeCtx)
 	if ctx.Err() == nil {
-		return errors.Join(errors.New("leader election lost"), closeErr)
+		return errors.Join(fmt.Errorf("leader election lost: %w", cmp.Or(context.Cause(electorCtx), errors.New("the elector stopped"))), closeErr)
 	}
 	return closeErr
 }

@@ -135,7 +135,9 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		ld, rd, rp := lk.Timings()
-		err = elect(ctx, lk, o.identity, ld, rd, rp, false, lk.Callbacks)
+		// The elector stops as soon as its term ends, as adopters are
+		// told to run it (Lock.ElectorContext).
+		err = elect(lk.ElectorContext(ctx), lk, o.identity, ld, rd, rp, false, lk.Callbacks)
 		// Closed whether the term was lost or the process stops, as
 		// examples/lock-elector does: Close finishes a hand-over and
 		// withdraws the LeaseCandidate.
@@ -182,7 +184,7 @@ func elect(ctx context.Context, lk resourcelock.Interface, id string, ld, rd, rp
 		return err
 	}
 	le.Run(ctx)
-	if ctx.Err() == nil {
+	if ctx.Err() == nil || errors.Is(context.Cause(ctx), lock.ErrTermEnded) {
 		return errors.New("leader election lost")
 	}
 	return nil

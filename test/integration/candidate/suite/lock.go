@@ -107,7 +107,9 @@ func (env *Env) runElector(t *testing.T, tl *timeline, creates *leaseCreates, ns
 	m := &electorMember{id: id, lock: l, le: le, started: time.Now(), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		le.Run(ctx)
+		// The lock's context ends with the term, as adopters are told
+		// to run their electors.
+		le.Run(l.ElectorContext(ctx))
 		closeCtx, cancel := context.WithTimeout(context.Background(), waitLong)
 		defer cancel()
 		if err := l.Close(closeCtx); err != nil {
@@ -173,8 +175,9 @@ func LockElectsBest(t *testing.T, env *Env) {
 }
 
 // LockPreemption: a better candidate joining preempts an elector on a lock:
-// the elector's renewals fail, it stops leading, and the better one leads
-// after the old one's leader work stopped. It returns the time from the
+// the elector's context from Lock.ElectorContext ends, it stops leading and
+// releases, and the better one leads once the old one's leader work has
+// stopped, without waiting for the Lease to expire. It returns the time from the
 // better elector's start to its leading.
 func LockPreemption(t *testing.T, env *Env) time.Duration {
 	ns := env.Setup(t)
@@ -191,6 +194,11 @@ func LockPreemption(t *testing.T, env *Env) time.Duration {
 	if !ok1 || !ok2 || !stop.Before(start) {
 		t.Errorf("old leader stopped at %v (recorded %v), new leader started at %v (recorded %v): want stop strictly before start",
 			stop.Format(time.StampMicro), ok1, start.Format(time.StampMicro), ok2)
+	}
+	// The preempted elector stops at once (Lock.ElectorContext) and
+	// hands the Lease over once its leader work has returned.
+	if took := start.Sub(better.started); took >= leaseDuration+env.ElectionAllowance {
+		t.Errorf("the better elector led %s after it started (%s allowed for the %s): the Lease was not handed over, it expired", took, env.ElectionAllowance, env.Controller)
 	}
 	tl.checkNoOverlap(t)
 	creates.check(t)

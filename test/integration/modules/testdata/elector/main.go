@@ -71,6 +71,6 @@ func run(ctx context.Context, kubeconfig, namespace, lease, id string) error {
 	if err != nil {
 		return err
 	}
-	le.Run(ctx)
+	le.Run(lk.ElectorContext(ctx))
 	return lk.Close(context.Background())
 }
