@@ -180,6 +180,20 @@ func (c *TimingCheck) ElectorRetryPeriod() time.Duration {
 	return min(rp, c.RetryPeriod)
 }
 
+// StandByWait bounds how long the lock's Get waits for the holder to change
+// while the elector stands by; the elector then reads again after its
+// RetryPeriod, and a change in that pause waits for that read.
+const StandByWait = 5 * time.Minute
+
+// Proven reports whether a gap between two of the elector's tries has shown
+// its RetryPeriod within the limit, so that an acquisition needs no further
+// gap.
+func (c *TimingCheck) Proven() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.minGap != 0 && c.minGap <= c.Limit()
+}
+
 // ObserveGet records a read of the Lease by the elector at now.
 func (c *TimingCheck) ObserveGet(now time.Time) {
 	c.mu.Lock()

@@ -31,6 +31,8 @@ type renewalMode interface {
 	calls() <-chan call
 	// stopped is told when the elector's loop takes no more calls.
 	stopped()
+	// observed is told of the Lease each step decides on (nil: none).
+	observed(lease *coordinationv1.Lease)
 }
 
 // selfRenewal is the mode of a Candidate: the library renews, and stops and
@@ -43,6 +45,7 @@ func (selfRenewal) quietIn(bool, time.Duration) time.Duration { return 0 }
 func (selfRenewal) termStarted()                              {}
 func (selfRenewal) calls() <-chan call                        { return nil }
 func (selfRenewal) stopped()                                  {}
+func (selfRenewal) observed(*coordinationv1.Lease)            {}
 
 // externalRenewal is the mode of an External: the elector renews through
 // Renew, and may act as leader until LeaseDuration after its last successful
@@ -62,11 +65,18 @@ type externalRenewal struct {
 	requests  chan call
 	loopDone  chan struct{}
 	closeLoop func()
+	// changed is closed, and replaced, when the loop sees the Lease change
+	// (another resourceVersion, or none): LeaseWhen waits on it. seenRV is
+	// the version it last saw, owned by the loop.
+	changed atomic.Pointer[chan struct{}]
+	seenRV  string
 }
 
 func newExternalRenewal(leaseDuration time.Duration, clk clock.PassiveClock) *externalRenewal {
 	x := &externalRenewal{leaseDuration: leaseDuration, clock: clk, requests: make(chan call), loopDone: make(chan struct{})}
 	x.closeLoop = sync.OnceFunc(func() { close(x.loopDone) })
+	changed := make(chan struct{})
+	x.changed.Store(&changed)
 	return x
 }
 
@@ -89,6 +99,19 @@ func (x *externalRenewal) quietIn(renewed bool, sinceRenewal time.Duration) time
 func (x *externalRenewal) termStarted()       { x.resigned.Store(false) }
 func (x *externalRenewal) calls() <-chan call { return x.requests }
 func (x *externalRenewal) stopped()           { x.closeLoop() }
+
+func (x *externalRenewal) observed(lease *coordinationv1.Lease) {
+	rv := "-" // none
+	if lease != nil {
+		rv = lease.ResourceVersion
+	}
+	if rv == x.seenRV {
+		return
+	}
+	x.seenRV = rv
+	next := make(chan struct{})
+	close(*x.changed.Swap(&next))
+}
 
 // Errors of the calls of an External.
 var (
@@ -278,6 +301,34 @@ func (e *External) Lease(ctx context.Context) (*coordinationv1.Lease, error) {
 		return nil
 	})
 	return lease, err
+}
+
+// LeaseWhen waits until the Lease as this process sees it satisfies cond,
+// and returns it (nil when it does not exist); cond is called with each
+// version the loop has seen, from the current one on. When ctx ends first it
+// returns the Lease as last read (nil if none was) with ctx's error, and once
+// Run has stopped with ErrNotRunning. An elector that polls the Lease can wait here instead,
+// for the change it is waiting for, and act on it at once.
+func (e *External) LeaseWhen(ctx context.Context, cond func(*coordinationv1.Lease) bool) (*coordinationv1.Lease, error) {
+	var last *coordinationv1.Lease
+	for {
+		// Taken before the read, so that no change after it is missed.
+		changed := *e.x.changed.Load()
+		lease, err := e.Lease(ctx)
+		if err != nil {
+			return last, err
+		}
+		if last = lease; cond(lease) {
+			return lease, nil
+		}
+		select {
+		case <-changed:
+		case <-e.x.loopDone:
+			return lease, ErrNotRunning
+		case <-ctx.Done():
+			return lease, ctx.Err()
+		}
+	}
 }
 
 // Resign tells the library that the external elector has stopped leading

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -192,4 +193,59 @@ func TestExternalRenewalConfig(t *testing.T) {
 	if _, err := NewExternal(cfg); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewExternal with RenewDeadline + RetryPeriod = LeaseDuration: %v, want ErrInvalidConfig", err)
 	}
+}
+
+// LeaseWhen waits for the Lease to satisfy its condition, waking on each
+// change the loop sees, and gives up with the caller's context or when Run
+// stops.
+func TestExternalLeaseWhen(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c := h.startExternal()
+		names := func(holder string) func(*coordinationv1.Lease) bool {
+			return func(l *coordinationv1.Lease) bool { return l != nil && ptr.Deref(l.Spec.HolderIdentity, "") == holder }
+		}
+		h.elect("other")
+		type result struct {
+			lease *coordinationv1.Lease
+			err   error
+		}
+		got := make(chan result, 1)
+		go func() {
+			l, err := c.LeaseWhen(context.Background(), names(me))
+			got <- result{l, err}
+		}()
+		h.step(DefaultRetryPeriod)
+		h.prefer("someone")
+		h.step(DefaultRetryPeriod)
+		select {
+		case r := <-got:
+			t.Fatalf("LeaseWhen returned before the Lease named this process: %v, %v", r.lease, r.err)
+		default:
+		}
+		h.elect(me)
+		synctest.Wait()
+		select {
+		case r := <-got:
+			if r.err != nil || !names(me)(r.lease) {
+				t.Errorf("LeaseWhen = %v, %v; want the Lease naming %s", r.lease, r.err, me)
+			}
+		default:
+			t.Fatal("LeaseWhen still waits once the Lease names this process")
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if l, err := c.LeaseWhen(ctx, names("nobody")); !errors.Is(err, context.DeadlineExceeded) || !names(me)(l) {
+			t.Errorf("LeaseWhen past its deadline = %v, %v; want the Lease as it is and the context's error", l, err)
+		}
+		go func() {
+			l, err := c.LeaseWhen(context.Background(), names("nobody"))
+			got <- result{l, err}
+		}()
+		synctest.Wait()
+		h.stop()
+		if r := <-got; !errors.Is(r.err, ErrNotRunning) {
+			t.Errorf("LeaseWhen once Run stopped = %v, want ErrNotRunning", r.err)
+		}
+	})
 }

@@ -521,6 +521,7 @@ func (e *elector) release(ctx context.Context) {
 
 // observe records the holder and tells OnNewLeader about a new one.
 func (e *elector) observe(lease *coordinationv1.Lease) {
+	e.c.mode.observed(lease)
 	holder := lead.HolderOf(lease)
 	e.c.holder.Store(&holder)
 	if holder == e.observed {

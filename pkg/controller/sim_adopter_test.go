@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/cle-dev/cle/internal/lead"
@@ -133,6 +134,10 @@ type simElector struct {
 	// electorContext: the application runs the elector with
 	// Lock.ElectorContext, and termOver is set once that context ended.
 	electorContext, termOver bool
+	// reported is the holder the Lock's last Get reported; standBy is a
+	// Get waiting for it to change.
+	reported string
+	standBy  *simStandBy
 }
 
 func newSimElector(p *simProcess, kind simAdopter) *simElector {
@@ -453,6 +458,7 @@ func (e *simElector) cancel() {
 	}
 	e.ctxDone = true
 	e.gen++
+	e.endStandBy(context.Canceled)
 	e.p.cancelCalls()
 	if e.trying {
 		return // the try fails, and the loop then ends
@@ -526,25 +532,108 @@ func (e *simElector) acts() bool {
 
 // get is Lock.Get: the Lease as the candidate last saw it (External.Lease,
 // a call of its loop), reported by lockrule.RecordOf, with the reads timed
-// for the timing check.
+// for the timing check. Standing by (not leading, its RetryPeriod proven),
+// it waits for the holder it reports to change instead (External.LeaseWhen:
+// woken whenever the loop sees another version of the Lease, read again
+// through the loop), for at most standByWait, or until Run's context ends,
+// when it reports the Lease as last read.
 func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElectionRecord, string, error)) {
 	p := e.p
 	e.timing.ObserveGet(p.clk.Wall())
-	p.call(deadline, func(finish func()) {
-		lease := p.current()
-		finish()
+	term, leading := e.timing.Term()
+	reported := e.reported
+	standBy := !leading && reported != "" && reported != p.c.name && e.timing.Proven()
+	answer := func(lease *coordinationv1.Lease) {
 		e.timing.ReadReturned(p.clk.Wall())
-		term, leading := e.timing.Term()
 		rec := lockrule.RecordOf(lease, p.c.name, term, leading)
+		e.reported = rec.HolderIdentity
 		raw, err := json.Marshal(rec)
 		if err != nil {
 			panic(err)
 		}
 		reply(rec, string(raw), nil)
-	}, func(err error) {
+	}
+	fail := func(err error) {
 		e.timing.ReadReturned(p.clk.Wall())
 		reply(nil, "", err)
-	})
+	}
+	sb := &simStandBy{answer: answer, fail: fail}
+	var read func()
+	read = func() {
+		p.call(deadline, func(finish func()) {
+			lease := p.current()
+			finish()
+			if !standBy || sb.over || lockrule.RecordOf(lease, p.c.name, term, leading).HolderIdentity != reported {
+				sb.over = true
+				answer(lease)
+				return
+			}
+			sb.last, sb.read = lease, read
+			e.standBy = sb
+		}, func(err error) {
+			if sb.over {
+				return
+			}
+			sb.over = true
+			if standBy && !errors.Is(err, candidatepkg.ErrNotRunning) {
+				answer(sb.last) // Run's context ended: the Lease as last read
+				return
+			}
+			fail(err)
+		})
+	}
+	if standBy {
+		e.count("stand-by-waits")
+		e.wait2(lockrule.StandByWait, func() {
+			if !sb.over {
+				sb.over = true
+				e.standBy = nil
+				answer(sb.last)
+			}
+		})
+	}
+	read()
+}
+
+// simStandBy is a Get that waits for the holder to change.
+type simStandBy struct {
+	// last is the Lease as last read, read reads it again.
+	last   *coordinationv1.Lease
+	read   func()
+	answer func(*coordinationv1.Lease)
+	fail   func(error)
+	over   bool
+}
+
+// leaseSeen is the loop seeing the Lease as it steps: a Get standing by
+// reads it again when its version changed.
+func (e *simElector) leaseSeen() {
+	sb := e.standBy
+	if sb == nil || sb.over {
+		e.standBy = nil
+		return
+	}
+	if cur := e.p.current(); cur == sb.last || cur != nil && sb.last != nil && cur.ResourceVersion == sb.last.ResourceVersion {
+		return
+	}
+	e.standBy = nil
+	sb.read()
+}
+
+// endStandBy ends a Get standing by: Run's context ended (it reports the
+// Lease as last read), or the candidate stopped.
+func (e *simElector) endStandBy(err error) {
+	sb := e.standBy
+	e.standBy = nil
+	if sb == nil || sb.over {
+		return
+	}
+	sb.over = true
+	if errors.Is(err, candidatepkg.ErrNotRunning) {
+		sb.fail(err)
+		return
+	}
+	sb.answer(sb.last)
 }
 
 // update is Lock.Update naming this process: the timing check, then
@@ -762,6 +851,9 @@ func (p *simProcess) nextCall() {
 		return
 	}
 	if p.stopping {
+		if p.ext != nil {
+			p.ext.endStandBy(candidatepkg.ErrNotRunning)
+		}
 		for _, cl := range p.calls {
 			if !cl.over {
 				cl.over = true

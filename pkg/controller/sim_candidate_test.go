@@ -513,6 +513,9 @@ func (p *simProcess) stepFrom(actions int, steppedDown bool, k func()) {
 		p.shutdown()
 		return
 	}
+	if actions == 0 && p.ext != nil {
+		p.ext.leaseSeen() // the library's observe, at each step
+	}
 	for ; actions < simMaxActions; actions++ {
 		v := p.view()
 		v.SteppedDown = steppedDown

@@ -154,6 +154,8 @@ type Lock struct {
 	stopElector []context.CancelCauseFunc
 	// ended: a term of this process ended.
 	ended bool
+	// reported is the holder the last Get reported.
+	reported string
 }
 
 var _ resourcelock.Interface = (*Lock)(nil)
@@ -293,7 +295,27 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	}
 	l.timing.ObserveGet(time.Now())
 	defer func() { l.timing.ReadReturned(time.Now()) }()
-	lease, err := l.c.Lease(ctx)
+	term, leading := l.timing.Term()
+	l.mu.Lock()
+	reported := l.reported
+	l.mu.Unlock()
+	var lease *coordinationv1.Lease
+	var err error
+	if !leading && reported != "" && reported != l.identity && l.timing.Proven() {
+		// Standing by: wait for the holder the elector sees to change,
+		// so that it takes the Lease as soon as it is named, not at its
+		// next poll. Renewals of the holder do not end the wait.
+		wait, cancel := context.WithTimeout(ctx, lockrule.StandByWait)
+		lease, err = l.c.LeaseWhen(wait, func(lease *coordinationv1.Lease) bool {
+			return lockrule.RecordOf(lease, l.identity, term, leading).HolderIdentity != reported
+		})
+		cancel()
+		if err != nil && wait.Err() != nil && !errors.Is(err, candidate.ErrNotRunning) {
+			err = nil // the Lease as it still is
+		}
+	} else {
+		lease, err = l.c.Lease(ctx)
+	}
 	if err != nil {
 		return nil, nil, l.callError(err)
 	}
@@ -302,8 +324,10 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		l.meta = *lease.ObjectMeta.DeepCopy()
 		l.mu.Unlock()
 	}
-	term, leading := l.timing.Term()
 	record := lockrule.RecordOf(lease, l.identity, term, leading)
+	l.mu.Lock()
+	l.reported = record.HolderIdentity
+	l.mu.Unlock()
 	raw, err := json.Marshal(record)
 	if err != nil {
 		return nil, nil, err

@@ -309,11 +309,17 @@ type elector struct {
 	electorContext bool
 }
 
-// errLock records the errors of the Lock's Update.
+// errLock records the errors of the Lock's Update, and counts its Gets.
 type errLock struct {
 	*Lock
 	mu   sync.Mutex
 	errs []error
+	gets atomic.Int64
+}
+
+func (l *errLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.gets.Add(1)
+	return l.Lock.Get(ctx)
 }
 
 func (l *errLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
@@ -608,6 +614,35 @@ func (w *world) leadNow(le *leaderelection.LeaderElector) {
 		advance(retryPeriod)
 	}
 	w.t.Fatalf("not leading after 50 retry periods: %v", w.logged())
+}
+
+// An elector standing by waits in Get for the holder to change instead of
+// polling: another holder's renewals do not wake it, and once the Lease
+// names it, it leads at once rather than at its next try.
+func TestStandingByElectorLeadsAsSoonAsNamed(t *testing.T) {
+	inWorld(t, func(t *testing.T, w *world) {
+		le, lk, _ := w.runElector(elector{release: true})
+		w.elect("other")
+		advance(3 * retryPeriod) // a gap proves the elector's RetryPeriod
+		before := lk.gets.Load()
+		for range 20 {
+			l := w.lease().DeepCopy()
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			w.put(l)
+			advance(retryPeriod)
+		}
+		if n := lk.gets.Load() - before; n > 2 {
+			t.Errorf("the elector read the Lease %d times while another holder renewed it 20 times; want it to wait for a new holder", n)
+		}
+		if le.IsLeader() || le.GetLeader() != "other" {
+			t.Fatalf("leading %v, leader %q; want standing by behind other", le.IsLeader(), le.GetLeader())
+		}
+		w.elect(me)
+		advance(time.Millisecond)
+		if !w.leads(le) {
+			t.Errorf("not leading a millisecond after the Lease named it: %v", w.logged())
+		}
+	})
 }
 
 // client-go waits RetryPeriod to 2.2 times it between two tries to acquire,
