@@ -1499,10 +1499,7 @@ func (w *simWorld) annotate(c *simCandidate) {
 		return
 	}
 	w.Fault("annotate-priority")
-	if w.annotated == nil {
-		w.annotated = map[string]time.Time{}
-	}
-	w.annotated[c.key()] = w.Now
+	w.rerank(c.e.ns, c.name)
 	next := cur.DeepCopy()
 	if value := simPriorities[w.Rng.IntN(len(simPriorities))]; value == "" {
 		delete(next.Annotations, strategy.PriorityAnnotation)
@@ -1515,8 +1512,18 @@ func (w *simWorld) annotate(c *simCandidate) {
 	_, _ = w.writeCandidate(c.e.ns, c.name, next, cur.ResourceVersion, "kubectl annotate ("+next.Annotations[strategy.PriorityAnnotation]+")")
 }
 
-// reranked reports an operator's change of the candidate's priority recent
-// enough (30 s) that a controller may not have seen it yet.
+// rerank records that the candidate's priority changed now: an operator
+// changed it, or its LeaseCandidate, annotated, was deleted (created again,
+// it carries none).
+func (w *simWorld) rerank(ns, name string) {
+	if w.annotated == nil {
+		w.annotated = map[string]time.Time{}
+	}
+	w.annotated[simKey(ns, name)] = w.Now
+}
+
+// reranked reports a change of the candidate's priority recent enough
+// (30 s) that a controller may not have seen it yet.
 func (w *simWorld) reranked(ns, name string) bool {
 	at, ok := w.annotated[simKey(ns, name)]
 	return ok && w.Now.Sub(at) < 30*time.Second

@@ -273,7 +273,7 @@ type simWorld struct {
 	// libs are every library process of the run, ended with it.
 	libs []*simLib
 	// strategy is the strategy the candidates ask for; annotated is when
-	// an operator last changed each candidate's priority.
+	// each candidate's priority last changed (see rerank).
 	strategy  coordinationv1.CoordinatedLeaseStrategy
 	annotated map[string]time.Time
 	// rollingOut: a rollout of another strategy is under way (see
@@ -412,7 +412,15 @@ func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv st
 
 // writeCandidate is writeLease for a LeaseCandidate.
 func (w *simWorld) writeCandidate(ns, name string, lc *coordinationv1beta1.LeaseCandidate, rv string, by string) (*coordinationv1beta1.LeaseCandidate, error) {
-	return w.WriteCandidate(ns, name, lc, rv, by, func() []*simworld.Watcher { return w.candidateWatchers(ns, name) })
+	cur := w.Candidate(simKey(ns, name))
+	written, err := w.WriteCandidate(ns, name, lc, rv, by, func() []*simworld.Watcher { return w.candidateWatchers(ns, name) })
+	if err == nil && lc == nil && cur != nil && cur.Annotations[strategy.PriorityAnnotation] != "" {
+		// Created again, it carries no priority: its merit changes as
+		// if an operator had changed it (see annotate), and a controller
+		// that has not seen the deletion yet judges the old one.
+		w.rerank(ns, name)
+	}
+	return written, err
 }
 
 // ---- the controller: real code behind a model client ----
