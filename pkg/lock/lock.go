@@ -9,7 +9,11 @@
 //
 //   - Get reports the Lease as the election controller left it when it names
 //     this process, and otherwise as held by someone else that never
-//     expires: the elector never takes a Lease on its own. A Lease naming
+//     expires: the elector never takes a Lease on its own. While the elector
+//     stands by, once a gap between its tries has proved its RetryPeriod,
+//     Get waits (for at most five minutes) until the holder it reports
+//     changes, so that the elector takes the Lease the moment it is named
+//     instead of at its next try. A Lease naming
 //     this process with another preferred holder is reported as held by that
 //     preferred holder, unless the elector leads in the Lease's term (see
 //     the release below); a Lease that does not exist or has no holder as
@@ -211,8 +215,8 @@ var ErrTermEnded = errors.New("this process's term ended: the election controlle
 // renewal. With this context the elector stops at once; with
 // ReleaseOnCancel, its release hands the Lease to the preferred holder once
 // leader work has returned (see Callbacks and
-// Config.ReleaseAfterLeaderWork), so the better candidate leads at its
-// elector's next try. Run then returns, as after any lost term: the process
+// Config.ReleaseAfterLeaderWork), and the better candidate's elector, waiting
+// in Get, takes it at once. Run then returns, as after any lost term: the process
 // exits or runs a new Lock and elector.
 func (l *Lock) ElectorContext(ctx context.Context) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
