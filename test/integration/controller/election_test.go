@@ -73,9 +73,11 @@ func testBetterCandidateJoins(t *testing.T, m apiMode) {
 	handed.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 	handed.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(time.Now()))
 	handed.Spec.RenewTime = handed.Spec.AcquireTime
-	if _, err := e.acc.Leases(e.ns).Update(ctx, handed); err != nil {
+	written, err := e.acc.Leases(e.ns).Update(ctx, handed)
+	if err != nil {
 		t.Fatalf("hand over: %v", err)
 	}
+	w.ignore(written.ResourceVersion)
 	e.expectEvent(t, "join", controller.ReasonPreferredHolderSet)
 	// Settle: the controller has nothing more to do.
 	if n := w.countFor(3 * time.Second); n != 1 {
@@ -200,8 +202,22 @@ func (e *env) expectEvent(t *testing.T, lease, reason string) {
 // writeWatch counts writes by the controller, from informers on the
 // namespace's Leases and LeaseCandidates, told apart by managedFields.
 type writeWatch struct {
-	writes chan struct{}
+	// writes carries the resourceVersion of each write counted.
+	writes chan string
 	n      int
+	// ignored are the resourceVersions of the test's own writes: their
+	// managedFields times are to the second, so a write of the test in
+	// the second of the controller's last one can look like the
+	// controller's.
+	ignored map[string]bool
+}
+
+// ignore leaves out the write that made resourceVersion rv.
+func (w *writeWatch) ignore(rv string) {
+	if w.ignored == nil {
+		w.ignored = map[string]bool{}
+	}
+	w.ignored[rv] = true
 }
 
 // The informers have synced when it returns: objects that exist already are
@@ -220,10 +236,10 @@ func (e *env) watchControllerLeaseWrites(t *testing.T) *writeWatch {
 func (e *env) watchWrites(t *testing.T, informers ...cache.SharedIndexInformer) *writeWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	ww := &writeWatch{writes: make(chan struct{}, 1000)}
+	ww := &writeWatch{writes: make(chan string, 1000)}
 	count := func(obj any) {
 		if m, ok := obj.(metav1.Object); ok && lastManager(m) == controllerUserAgent {
-			ww.writes <- struct{}{}
+			ww.writes <- m.GetResourceVersion()
 		}
 	}
 	handler := cache.ResourceEventHandlerDetailedFuncs{
@@ -268,8 +284,10 @@ func (w *writeWatch) countFor(d time.Duration) int {
 	deadline := time.After(d)
 	for {
 		select {
-		case <-w.writes:
-			w.n++
+		case rv := <-w.writes:
+			if !w.ignored[rv] {
+				w.n++
+			}
 		case <-deadline:
 			return w.n
 		}
@@ -279,8 +297,10 @@ func (w *writeWatch) countFor(d time.Duration) int {
 func (w *writeWatch) count() int {
 	for {
 		select {
-		case <-w.writes:
-			w.n++
+		case rv := <-w.writes:
+			if !w.ignored[rv] {
+				w.n++
+			}
 		default:
 			return w.n
 		}
