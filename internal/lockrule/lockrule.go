@@ -185,6 +185,15 @@ func (c *TimingCheck) ElectorRetryPeriod() time.Duration {
 // RetryPeriod, and a change in that pause waits for that read.
 const StandByWait = 5 * time.Minute
 
+// WakesStandBy reports whether a Lease whose record names holder ends the
+// wait of an elector standing by that last saw reported: a new holder does,
+// but not a Lease gone vacant (NoHolder), which the elector cannot take, and
+// which the election controller fills at once after a release; waking for
+// it would leave the elector in its pause when the next holder is named.
+func WakesStandBy(holder, reported string) bool {
+	return holder != reported && holder != NoHolder
+}
+
 // Proven reports whether a gap between two of the elector's tries has shown
 // its RetryPeriod within the limit, so that an acquisition needs no further
 // gap.

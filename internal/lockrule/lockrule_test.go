@@ -179,3 +179,21 @@ func TestTimingCheck(t *testing.T) {
 		t.Errorf("after the acquisition, gaps do not count: %v", err)
 	}
 }
+
+func TestWakesStandBy(t *testing.T) {
+	for _, tc := range []struct {
+		holder, reported string
+		want             bool
+	}{
+		{"other", "other", false},
+		{"me", "other", true},
+		{"next", "other", true},
+		{NoHolder, "other", false},
+		{"next", NoHolder, true},
+		{NoHolder, NoHolder, false},
+	} {
+		if got := WakesStandBy(tc.holder, tc.reported); got != tc.want {
+			t.Errorf("WakesStandBy(%q, %q) = %v, want %v", tc.holder, tc.reported, got, tc.want)
+		}
+	}
+}

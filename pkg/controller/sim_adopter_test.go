@@ -563,7 +563,7 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 		p.call(deadline, func(finish func()) {
 			lease := p.current()
 			finish()
-			if !standBy || sb.over || lockrule.RecordOf(lease, p.c.name, term, leading).HolderIdentity != reported {
+			if !standBy || sb.over || lockrule.WakesStandBy(lockrule.RecordOf(lease, p.c.name, term, leading).HolderIdentity, reported) {
 				sb.over = true
 				answer(lease)
 				return

@@ -311,7 +311,7 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		// next poll. Renewals of the holder do not end the wait.
 		wait, cancel := context.WithTimeout(ctx, lockrule.StandByWait)
 		lease, err = l.c.LeaseWhen(wait, func(lease *coordinationv1.Lease) bool {
-			return lockrule.RecordOf(lease, l.identity, term, leading).HolderIdentity != reported
+			return lockrule.WakesStandBy(lockrule.RecordOf(lease, l.identity, term, leading).HolderIdentity, reported)
 		})
 		cancel()
 		if err != nil && wait.Err() != nil && !errors.Is(err, candidate.ErrNotRunning) {

@@ -617,8 +617,9 @@ func (w *world) leadNow(le *leaderelection.LeaderElector) {
 }
 
 // An elector standing by waits in Get for the holder to change instead of
-// polling: another holder's renewals do not wake it, and once the Lease
-// names it, it leads at once rather than at its next try.
+// polling: another holder's renewals do not wake it, nor does the Lease
+// going vacant, and once the Lease names it, it leads at once rather than at
+// its next try.
 func TestStandingByElectorLeadsAsSoonAsNamed(t *testing.T) {
 	inWorld(t, func(t *testing.T, w *world) {
 		le, lk, _ := w.runElector(elector{release: true})
@@ -637,6 +638,11 @@ func TestStandingByElectorLeadsAsSoonAsNamed(t *testing.T) {
 		if le.IsLeader() || le.GetLeader() != "other" {
 			t.Fatalf("leading %v, leader %q; want standing by behind other", le.IsLeader(), le.GetLeader())
 		}
+		// The holder releases, and the controller names this process a
+		// moment later: the vacant Lease, which the elector cannot take,
+		// does not end its wait.
+		w.elect("")
+		advance(100 * time.Millisecond)
 		w.elect(me)
 		advance(time.Millisecond)
 		if !w.leads(le) {
