@@ -194,13 +194,16 @@ func WakesStandBy(holder, reported string) bool {
 	return holder != reported && holder != NoHolder
 }
 
-// Proven reports whether a gap between two of the elector's tries has shown
-// its RetryPeriod within the limit, so that an acquisition needs no further
-// gap.
-func (c *TimingCheck) Proven() bool {
+// StandsBy reports whether a read of the Lease by the elector of identity,
+// whose last read reported holder reported, waits for a new holder
+// (WakesStandBy) instead of answering at once: the elector has not acquired
+// the Lease, its last read showed another holder, and a gap between two of
+// its tries has shown its RetryPeriod within the limit, so that it may lead
+// as soon as the Lease names it.
+func (c *TimingCheck) StandsBy(reported, identity string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.minGap != 0 && c.minGap <= c.Limit()
+	return !c.succeeded && reported != "" && reported != identity && c.minGap != 0 && c.minGap <= c.Limit()
 }
 
 // ObserveGet records a read of the Lease by the elector at now.

@@ -197,3 +197,33 @@ func TestWakesStandBy(t *testing.T) {
 		}
 	}
 }
+
+// An elector stands by only before it acquired the Lease, behind another
+// holder, once a gap has proved its RetryPeriod.
+func TestStandsBy(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := &TimingCheck{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Margin: time.Second}
+	if c.StandsBy("other", "me") {
+		t.Error("stands by before a gap proved its RetryPeriod")
+	}
+	c.ObserveGet(t0)
+	c.ReadReturned(t0)
+	c.ObserveGet(t0.Add(10 * time.Second))
+	if c.StandsBy("other", "me") {
+		t.Error("stands by after a gap longer than the limit")
+	}
+	c.ReadReturned(t0.Add(10 * time.Second))
+	c.ObserveGet(t0.Add(12 * time.Second))
+	for _, tc := range []struct {
+		reported string
+		want     bool
+	}{{"other", true}, {NoHolder, true}, {"me", false}, {"", false}} {
+		if got := c.StandsBy(tc.reported, "me"); got != tc.want {
+			t.Errorf("StandsBy(%q) with a proved RetryPeriod = %v, want %v", tc.reported, got, tc.want)
+		}
+	}
+	c.Renewed(true, t0.Add(13*time.Second))
+	if c.StandsBy("other", "me") {
+		t.Error("stands by once it acquired the Lease")
+	}
+}

@@ -542,7 +542,7 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 	e.timing.ObserveGet(p.clk.Wall())
 	term, leading := e.timing.Term()
 	reported := e.reported
-	standBy := !leading && reported != "" && reported != p.c.name && e.timing.Proven()
+	standBy := e.timing.StandsBy(reported, p.c.name)
 	answer := func(lease *coordinationv1.Lease) {
 		e.timing.ReadReturned(p.clk.Wall())
 		rec := lockrule.RecordOf(lease, p.c.name, term, leading)
@@ -571,12 +571,8 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 			sb.last, sb.read = lease, read
 			e.standBy = sb
 		}, func(err error) {
-			if sb.over {
-				return
-			}
-			sb.over = true
-			if standBy && !errors.Is(err, candidatepkg.ErrNotRunning) {
-				answer(sb.last) // Run's context ended: the Lease as last read
+			if standBy {
+				sb.end(err)
 				return
 			}
 			fail(err)
@@ -585,11 +581,10 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 	if standBy {
 		e.count("stand-by-waits")
 		e.wait2(lockrule.StandByWait, func() {
-			if !sb.over {
-				sb.over = true
+			if e.standBy == sb {
 				e.standBy = nil
-				answer(sb.last)
 			}
+			sb.end(context.DeadlineExceeded)
 		})
 	}
 	read()
@@ -620,12 +615,11 @@ func (e *simElector) leaseSeen() {
 	sb.read()
 }
 
-// endStandBy ends a Get standing by: Run's context ended (it reports the
-// Lease as last read), or the candidate stopped.
-func (e *simElector) endStandBy(err error) {
-	sb := e.standBy
-	e.standBy = nil
-	if sb == nil || sb.over {
+// end ends the wait with the error of LeaseWhen: the candidate stopped
+// (ErrNotRunning, which Get returns), or its context ended (Run's, or the
+// wait's bound), when Get reports the Lease as last read.
+func (sb *simStandBy) end(err error) {
+	if sb.over {
 		return
 	}
 	sb.over = true
@@ -634,6 +628,15 @@ func (e *simElector) endStandBy(err error) {
 		return
 	}
 	sb.answer(sb.last)
+}
+
+// endStandBy ends a Get standing by (see simStandBy.end).
+func (e *simElector) endStandBy(err error) {
+	sb := e.standBy
+	e.standBy = nil
+	if sb != nil {
+		sb.end(err)
+	}
 }
 
 // update is Lock.Update naming this process: the timing check, then

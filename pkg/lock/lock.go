@@ -305,7 +305,7 @@ func (l *Lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	l.mu.Unlock()
 	var lease *coordinationv1.Lease
 	var err error
-	if !leading && reported != "" && reported != l.identity && l.timing.Proven() {
+	if l.timing.StandsBy(reported, l.identity) {
 		// Standing by: wait for the holder the elector sees to change,
 		// so that it takes the Lease as soon as it is named, not at its
 		// next poll. Renewals of the holder do not end the wait.
