@@ -61,6 +61,19 @@ const (
 // election controller change its pingTime.
 const WriterAnnotation = "cle.dev/writer"
 
+// The annotations of the proof of death (docs/design.md, "Proof of death").
+// A candidate running in a Pod registers, on its LeaseCandidate, the process
+// instance that runs it (InstanceAnnotation, a random value drawn when the
+// process starts) and its Pod (PodAnnotation, "namespace/name"). While it
+// leads, every renewal of the Lease says which instance wrote it
+// (HolderInstanceAnnotation, "<instance> <renewTime>"), so that the
+// controller knows which process holds the term.
+const (
+	InstanceAnnotation       = "cle.dev/instance"
+	PodAnnotation            = "cle.dev/pod"
+	HolderInstanceAnnotation = "cle.dev/holder-instance"
+)
+
 // Default names of the election controller's own leader-election Lease, in
 // kube-system. In native mode it is the Lease of the controller built into
 // kube-apiserver: contending for the same Lease makes exactly one coordinated

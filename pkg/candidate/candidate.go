@@ -112,6 +112,10 @@ type Candidate struct {
 	holder atomic.Pointer[string]
 	// metrics are nil unless Config.Metrics is set.
 	metrics *metrics
+	// instance is the process instance the kubelet will report exited, set
+	// by start before the loops run ("" without a proof of death): the
+	// registrar registers it, the elector stamps its renewals with it.
+	instance string
 }
 
 // New validates cfg, fills in its defaults and returns a Candidate. Every
@@ -259,6 +263,7 @@ func (c *Candidate) start(ctx context.Context, acc access.Interface, reg *regist
 	if lc := reg.current(); lc != nil && lc.Spec.LeaseName != c.cfg.LeaseName {
 		return identityInUse(lc, &c.cfg)
 	}
+	c.instance = c.writeMarker(ctx)
 	klog.FromContext(ctx).V(2).Info("Candidate started", "binaryVersion", c.cfg.BinaryVersion,
 		"emulationVersion", c.cfg.EmulationVersion, "strategy", c.cfg.Strategy, "mode", acc.Mode())
 	return nil

@@ -147,6 +147,13 @@ type Config struct {
 	// and name. One candidate per Lease per registry.
 	Metrics prometheus.Registerer
 
+	// ProofOfDeath lets cle-controller (with --proof-of-death) elect the next
+	// holder as soon as the kubelet reports this process's container
+	// exited, instead of after the Lease expires (see ProofOfDeath). Nil:
+	// DetectProofOfDeath, which finds it in a Pod and turns it off
+	// elsewhere; NoProofOfDeath turns it off.
+	ProofOfDeath *ProofOfDeath
+
 	// Clock is the library's only time source. Default: real time.
 	Clock clock.WithTicker
 }
@@ -227,6 +234,9 @@ func (c *Config) complete(external bool) error {
 	}
 	if err := strategy.ValidateStrategyName(c.Strategy); err != nil {
 		errs = append(errs, fmt.Errorf("Strategy: %w", err))
+	}
+	if err := c.completeProofOfDeath(); err != nil {
+		errs = append(errs, err)
 	}
 
 	for name, d := range map[string]time.Duration{

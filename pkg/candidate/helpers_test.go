@@ -179,6 +179,7 @@ func (h *harness) config(tweaks ...func(*Config)) Config {
 		BinaryVersion:    "1.36.0",
 		EmulationVersion: "1.35.0",
 		Clock:            h.clock,
+		ProofOfDeath:     NoProofOfDeath,
 		Callbacks: Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				h.log("started leading")

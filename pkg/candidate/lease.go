@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
+	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/pkg/access"
 )
 
@@ -384,7 +385,11 @@ func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coo
 // lead.Renewal).
 func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) (*coordinationv1.Lease, error) {
 	cfg := &e.c.cfg
-	return lead.Renewal(lease, cfg.Identity, now, leading, e.seen.Before(lease), cfg.LeaseDuration)
+	renewal, err := lead.Renewal(lease, cfg.Identity, now, leading, e.seen.Before(lease), cfg.LeaseDuration)
+	if err == nil {
+		proof.Stamp(renewal, e.c.instance)
+	}
+	return renewal, err
 }
 
 // startWork runs OnStartedLeading for the term that just began, with the
@@ -478,6 +483,7 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 			return
 		}
 		clone := lead.LetGo(lease, to, cfg.Clock.Now(), e.seen.Max())
+		proof.Unstamp(clone)
 		updated, err := e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
 			return e.leases.Update(ctx, clone)
 		})

@@ -181,15 +181,37 @@ func (r *registrar) update(ctx context.Context, lc *coordinationv1beta1.LeaseCan
 	return r.client.Update(ctx, clone)
 }
 
-// annotate records the writer's user name, when known, in m.
+// annotate records in m the writer's user name, when known, and the process
+// instance and Pod of the proof of death, when there is one.
 func (r *registrar) annotate(m *metav1.ObjectMeta) {
-	if r.writer == "" {
-		return
+	for key, want := range r.annotations() {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		if want == "" {
+			delete(m.Annotations, key)
+		} else {
+			m.Annotations[key] = want
+		}
 	}
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
+	if len(m.Annotations) == 0 {
+		m.Annotations = nil
 	}
-	m.Annotations[access.WriterAnnotation] = r.writer
+}
+
+// annotations are what annotate writes: an empty value removes the
+// annotation. The writer's is left as it is when unknown; an instance and Pod
+// left by an earlier process are removed, since they would name a process
+// that is not this one.
+func (r *registrar) annotations() map[string]string {
+	want := map[string]string{access.InstanceAnnotation: r.c.instance, access.PodAnnotation: ""}
+	if r.c.instance != "" {
+		want[access.PodAnnotation] = r.c.cfg.ProofOfDeath.Pod
+	}
+	if r.writer != "" {
+		want[access.WriterAnnotation] = r.writer
+	}
+	return want
 }
 
 // pinged reports a ping not answered yet: a pingTime later than renewTime.
@@ -199,14 +221,21 @@ func (r *registrar) pinged(lc *coordinationv1beta1.LeaseCandidate) bool {
 }
 
 // outdated reports a candidate that does not say what this process is (e.g.
-// it restarted with new versions, or runs as another user, or somebody edited
-// it).
+// it restarted with new versions, or runs as another user or process
+// instance, or somebody edited it).
 func (r *registrar) outdated(lc *coordinationv1beta1.LeaseCandidate) bool {
 	cfg := &r.c.cfg
 	s := lc.Spec
-	return s.LeaseName != cfg.LeaseName || s.BinaryVersion != cfg.BinaryVersion ||
-		s.EmulationVersion != cfg.EmulationVersion || s.Strategy != cfg.Strategy || s.RenewTime == nil ||
-		(r.writer != "" && lc.Annotations[access.WriterAnnotation] != r.writer)
+	if s.LeaseName != cfg.LeaseName || s.BinaryVersion != cfg.BinaryVersion ||
+		s.EmulationVersion != cfg.EmulationVersion || s.Strategy != cfg.Strategy || s.RenewTime == nil {
+		return true
+	}
+	for key, want := range r.annotations() {
+		if lc.Annotations[key] != want {
+			return true
+		}
+	}
+	return false
 }
 
 // delete removes the LeaseCandidate, conditional on its UID so that a

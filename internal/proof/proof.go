@@ -1,0 +1,163 @@
+// Package proof holds the rule by which a holder's term may end before its
+// Lease expires: proof, from the kubelet, that the process instance holding
+// the term has exited.
+//
+// The binding between a process and the kubelet's report is exact, not
+// inferred from clocks. Each process draws a random instance ID when it
+// starts and writes it into its container's termination message file (the
+// file the kubelet reads, per container instance, once that instance has
+// exited, and reports as state.terminated.message). The kubelet creates that
+// file anew for every instance of a container, so a terminated state whose
+// message carries the ID reports the exit of the container instance that ran
+// the process, and with it the exit of every process in that container. The
+// process registers the ID on its LeaseCandidate, and each renewal it makes
+// of the Lease carries the ID together with the renewTime it writes, so that
+// the controller knows which instance made the Lease's last renewal: another
+// writer of the Lease (a client-go elector of the same identity, a controller
+// naming the next holder) writes another renewTime, and the stamp no longer
+// matches.
+//
+// Everything short of that report is not proof: a Pod deleted (with --force,
+// its process may run on a partitioned node), a node NotReady, a Pod phase
+// of Failed set by Pod garbage collection, a status that is missing, late or
+// says nothing of the instance. Those Leases expire as they always did.
+//
+// The package is pure: it reads and builds objects, and reads no clock.
+package proof
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cle-dev/cle/internal/lead"
+	"github.com/cle-dev/cle/pkg/access"
+)
+
+// markerPrefix starts the line of a termination message that names the
+// process instance: "cle.dev/instance=<id>".
+const markerPrefix = access.InstanceAnnotation + "="
+
+// idLen is the length of an instance ID: 16 random bytes in hex.
+const idLen = 32
+
+// NewInstance draws a new instance ID.
+func NewInstance() string {
+	var b [idLen / 2]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// ValidInstance reports whether id has the form NewInstance draws. Only
+// such IDs are read from termination messages and annotations, so that no
+// text a process writes about something else is taken for one.
+func ValidInstance(id string) bool {
+	if len(id) != idLen {
+		return false
+	}
+	for _, r := range id {
+		if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Marker is the line a process with instance id writes into its termination
+// message file.
+func Marker(id string) string { return markerPrefix + id + "\n" }
+
+// InstancesIn returns the instance IDs that a termination message names.
+func InstancesIn(message string) []string {
+	var ids []string
+	for line := range strings.Lines(message) {
+		line = strings.TrimSpace(line)
+		if id, ok := strings.CutPrefix(line, markerPrefix); ok && ValidInstance(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// Exited returns the instances that pod's status reports exited: those named
+// by the message of a terminated state, current or last, of any of its
+// containers. Nothing else in the status is taken as proof.
+func Exited(pod *corev1.Pod) []string {
+	if pod == nil {
+		return nil
+	}
+	var ids []string
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+		for _, cs := range list {
+			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+				if t != nil {
+					ids = append(ids, InstancesIn(t.Message)...)
+				}
+			}
+		}
+	}
+	return ids
+}
+
+// stampTime is how a stamp writes the renewTime: as the API stores a
+// MicroTime.
+const stampTime = "2006-01-02T15:04:05.000000Z07:00"
+
+// Stamp marks lease, a renewal about to be written by instance id, as
+// written by it: HolderInstanceAnnotation carries the ID, the renewTime the
+// renewal writes and the holder it names. An empty id removes any stamp.
+func Stamp(lease *coordinationv1.Lease, id string) {
+	if id == "" || lease.Spec.RenewTime == nil || lead.HolderOf(lease) == "" {
+		Unstamp(lease)
+		return
+	}
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Annotations[access.HolderInstanceAnnotation] = stampOf(id, lease)
+}
+
+// stampOf is the stamp of a renewal of lease by instance id.
+func stampOf(id string, lease *coordinationv1.Lease) string {
+	return id + " " + lead.AtMicro(lease.Spec.RenewTime.Time).UTC().Format(stampTime) + " " + lead.HolderOf(lease)
+}
+
+// Unstamp removes the stamp: a write that names another holder, or nobody,
+// is no renewal of the instance's.
+func Unstamp(lease *coordinationv1.Lease) {
+	if _, ok := lease.Annotations[access.HolderInstanceAnnotation]; ok {
+		delete(lease.Annotations, access.HolderInstanceAnnotation)
+		if len(lease.Annotations) == 0 {
+			lease.Annotations = nil
+		}
+	}
+}
+
+// HolderInstance returns the instance that made the Lease's last renewal: the
+// stamp's ID, if the stamp's renewTime and holder are the Lease's. "" when
+// the Lease does not say: no stamp, or one left over from a write of
+// somebody else's that kept the annotations (a client-go elector renewing
+// under the same identity, kube-apiserver's controller naming a holder).
+func HolderInstance(lease *coordinationv1.Lease) string {
+	if lease == nil || lease.Spec.RenewTime == nil || lead.HolderOf(lease) == "" {
+		return ""
+	}
+	stamp := lease.Annotations[access.HolderInstanceAnnotation]
+	id, _, ok := strings.Cut(stamp, " ")
+	if !ok || !ValidInstance(id) || stamp != stampOf(id, lease) {
+		return ""
+	}
+	return id
+}
+
+// InstanceOf returns the instance a LeaseCandidate (or any object's
+// annotations) registers, "" for none or a malformed one.
+func InstanceOf(annotations map[string]string) string {
+	if id := annotations[access.InstanceAnnotation]; ValidInstance(id) {
+		return id
+	}
+	return ""
+}

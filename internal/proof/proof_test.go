@@ -1,0 +1,159 @@
+package proof
+
+import (
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
+)
+
+const (
+	idA = "0123456789abcdef0123456789abcdef"
+	idB = "fedcba9876543210fedcba9876543210"
+)
+
+func TestNewInstance(t *testing.T) {
+	a, b := NewInstance(), NewInstance()
+	if !ValidInstance(a) || !ValidInstance(b) || a == b {
+		t.Fatalf("NewInstance drew %q and %q", a, b)
+	}
+	for _, bad := range []string{"", "0123", idA + "0", "0123456789ABCDEF0123456789ABCDEF", "0123456789abcdef0123456789abcdeg"} {
+		if ValidInstance(bad) {
+			t.Errorf("ValidInstance(%q) = true", bad)
+		}
+	}
+}
+
+func TestInstancesIn(t *testing.T) {
+	for _, tc := range []struct {
+		message string
+		want    []string
+	}{
+		{"", nil},
+		{Marker(idA), []string{idA}},
+		{Marker(idA) + "panic: nil map\n", []string{idA}},
+		{"exit reason\r\n  " + Marker(idB), []string{idB}},
+		{Marker(idA) + Marker(idB), []string{idA, idB}},
+		{"cle.dev/instance=" + idA[:31], nil},                     // cut short
+		{"said cle.dev/instance=" + idA, nil},                     // not a line of its own
+		{"cle.dev/instance=" + idA + " and more", nil},            // not the whole line
+		{"cle.dev/instance=0123456789ABCDEF0123456789ABCDEF", nil}, // not drawn by NewInstance
+	} {
+		if got := InstancesIn(tc.message); !equal(got, tc.want) {
+			t.Errorf("InstancesIn(%q) = %v, want %v", tc.message, got, tc.want)
+		}
+	}
+}
+
+func TestExited(t *testing.T) {
+	terminated := func(msg string) corev1.ContainerState {
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Message: msg}}
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	for _, tc := range []struct {
+		name   string
+		status corev1.PodStatus
+		want   []string
+	}{
+		{"running", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: running}}}, nil},
+		{"terminated", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: terminated(Marker(idA))}}}, []string{idA}},
+		{"restarted in place", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: running, LastTerminationState: terminated(Marker(idA))}}}, []string{idA}},
+		{"init and ephemeral containers", corev1.PodStatus{
+			InitContainerStatuses:      []corev1.ContainerStatus{{State: terminated(Marker(idA))}},
+			EphemeralContainerStatuses: []corev1.ContainerStatus{{State: terminated(Marker(idB))}},
+		}, []string{idA, idB}},
+		// Pod garbage collection marks the Pods of a node that is gone
+		// Failed without the kubelet: no container says it terminated.
+		{"failed by pod GC", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: running}}}, nil},
+		{"terminated without a marker", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: terminated("OOMKilled")}}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Exited(&corev1.Pod{Status: tc.status}); !equal(got, tc.want) {
+				t.Errorf("Exited = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := Exited(nil); got != nil {
+		t.Errorf("Exited(nil) = %v", got)
+	}
+}
+
+func TestStampAndHolderInstance(t *testing.T) {
+	at := time.Date(2026, 11, 28, 4, 5, 6, 123456789, time.UTC)
+	lease := func(holder string, renew time.Time) *coordinationv1.Lease {
+		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: ptr.To(metav1.NewMicroTime(renew))}}
+	}
+	stamped := lease("a", at)
+	Stamp(stamped, idA)
+	if got := HolderInstance(stamped); got != idA {
+		t.Fatalf("HolderInstance of a stamped renewal = %q, want %q (stamp %q)", got, idA, stamped.Annotations[access.HolderInstanceAnnotation])
+	}
+	// The stored MicroTime loses the nanoseconds: the stamp still matches.
+	stored := stamped.DeepCopy()
+	stored.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at.Truncate(time.Microsecond)))
+	if got := HolderInstance(stored); got != idA {
+		t.Errorf("HolderInstance after the API's truncation = %q, want %q", got, idA)
+	}
+
+	for name, change := range map[string]func(l *coordinationv1.Lease){
+		// Somebody else renewed, keeping the annotations (client-go's
+		// elector under the same identity).
+		"renewed by another writer": func(l *coordinationv1.Lease) {
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at.Add(2 * time.Second)))
+		},
+		// A controller named another holder, keeping renewTime and the
+		// annotations.
+		"another holder named": func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("b") },
+		"released":             func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") },
+		"no renewTime":         func(l *coordinationv1.Lease) { l.Spec.RenewTime = nil },
+		"unstamped":            Unstamp,
+		"malformed": func(l *coordinationv1.Lease) {
+			l.Annotations[access.HolderInstanceAnnotation] = "not-an-id " + at.Format(time.RFC3339Nano) + " a"
+		},
+	} {
+		l := stamped.DeepCopy()
+		change(l)
+		if got := HolderInstance(l); got != "" {
+			t.Errorf("%s: HolderInstance = %q, want none", name, got)
+		}
+	}
+	if HolderInstance(nil) != "" {
+		t.Error("HolderInstance(nil) names an instance")
+	}
+
+	// Stamping with no instance removes an earlier stamp, and the map when
+	// it is left empty.
+	Stamp(stamped, "")
+	if stamped.Annotations != nil {
+		t.Errorf("annotations after Stamp with no instance = %v, want none", stamped.Annotations)
+	}
+}
+
+func TestInstanceOf(t *testing.T) {
+	if got := InstanceOf(map[string]string{access.InstanceAnnotation: idA}); got != idA {
+		t.Errorf("InstanceOf = %q, want %q", got, idA)
+	}
+	if got := InstanceOf(map[string]string{access.InstanceAnnotation: "x"}); got != "" {
+		t.Errorf("InstanceOf a malformed instance = %q", got)
+	}
+	if got := InstanceOf(nil); got != "" {
+		t.Errorf("InstanceOf(nil) = %q", got)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
