@@ -39,9 +39,9 @@ func TestInstancesIn(t *testing.T) {
 		{Marker(idA) + "panic: nil map\n", []string{idA}},
 		{"exit reason\r\n  " + Marker(idB), []string{idB}},
 		{Marker(idA) + Marker(idB), []string{idA, idB}},
-		{"cle.dev/instance=" + idA[:31], nil},                     // cut short
-		{"said cle.dev/instance=" + idA, nil},                     // not a line of its own
-		{"cle.dev/instance=" + idA + " and more", nil},            // not the whole line
+		{"cle.dev/instance=" + idA[:31], nil},                      // cut short
+		{"said cle.dev/instance=" + idA, nil},                      // not a line of its own
+		{"cle.dev/instance=" + idA + " and more", nil},             // not the whole line
 		{"cle.dev/instance=0123456789ABCDEF0123456789ABCDEF", nil}, // not drawn by NewInstance
 	} {
 		if got := InstancesIn(tc.message); !equal(got, tc.want) {

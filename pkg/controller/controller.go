@@ -46,6 +46,11 @@ type Informers struct {
 	// for all). When it does not match them, every informer is searched for
 	// every key.
 	Namespaces []string
+	// Pods, when set, turn the proof of death on (see exits.go): the
+	// controller reads from them the kubelet's reports of exited
+	// containers. Made by NewPodInformer. Elections never wait for them to
+	// sync: without them a holder's Lease expires as it always did.
+	Pods []cache.SharedIndexInformer
 }
 
 // NewInformers creates the informers for namespaces (all namespaces if
@@ -89,7 +94,7 @@ func NewInformersExcept(acc access.Interface, excluded []string, resync time.Dur
 // until they have all stopped.
 func (i Informers) Start(ctx context.Context) (wait func()) {
 	var wg sync.WaitGroup
-	for _, inf := range append(append([]cache.SharedIndexInformer{}, i.Leases...), i.Candidates...) {
+	for _, inf := range slices.Concat(i.Leases, i.Candidates, i.Pods) {
 		wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 	return wg.Wait
@@ -112,6 +117,10 @@ type Controller struct {
 	neededMu    sync.Mutex
 	neededSince map[types.NamespacedName]time.Time
 
+	// exits are the process instances the kubelet reported exited; nil
+	// without Pod informers.
+	exits *exits
+
 	// queuedAt is when a step of each Lease first became due since a worker
 	// last took it up: when an event queued it, or the time an earlier step
 	// asked to run again at. Candidates are judged as of then (see
@@ -132,7 +141,8 @@ type Controller struct {
 	outcomeMu   sync.Mutex
 	outcomes    map[types.NamespacedName]leaseOutcome
 
-	registrations []registration
+	registrations    []registration
+	podRegistrations []registration
 }
 
 type registration struct {
@@ -180,8 +190,14 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 	c.leaseStores = storesByNamespace(informers.Leases, informers.Namespaces)
 	c.candidateStores = storesByNamespace(informers.Candidates, informers.Namespaces)
 
+	candidateIndexers, leaseIndexers := cache.Indexers{byLeaseIndex: indexByLease}, cache.Indexers{}
+	if len(informers.Pods) > 0 {
+		c.exits = newExits(opts.CandidateTTL)
+		candidateIndexers[byInstanceIndex] = indexByInstance
+		leaseIndexers[byHolderInstanceIndex] = indexByHolderInstance
+	}
 	for _, inf := range informers.Candidates {
-		if err := inf.AddIndexers(cache.Indexers{byLeaseIndex: indexByLease}); err != nil {
+		if err := inf.AddIndexers(candidateIndexers); err != nil {
 			return nil, fmt.Errorf("add candidate index: %w", err)
 		}
 		h, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
@@ -195,6 +211,11 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		c.registrations = append(c.registrations, registration{inf, h})
 	}
 	for _, inf := range informers.Leases {
+		if len(leaseIndexers) > 0 {
+			if err := inf.AddIndexers(leaseIndexers); err != nil {
+				return nil, fmt.Errorf("add lease index: %w", err)
+			}
+		}
 		h, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.onLease,
 			UpdateFunc: func(_, obj any) { c.onLease(obj) },
@@ -204,6 +225,17 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 			return nil, fmt.Errorf("add lease handler: %w", err)
 		}
 		c.registrations = append(c.registrations, registration{inf, h})
+	}
+	for _, inf := range informers.Pods {
+		h, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.onPod,
+			UpdateFunc: func(_, obj any) { c.onPod(obj) },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("add pod handler: %w", err)
+		}
+		// Not among the registrations whose sync HasSynced waits for.
+		c.podRegistrations = append(c.podRegistrations, registration{inf, h})
 	}
 	return c, nil
 }
@@ -443,7 +475,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
 	defer func() {
-		for _, r := range c.registrations {
+		for _, r := range slices.Concat(c.registrations, c.podRegistrations) {
 			_ = r.informer.RemoveEventHandler(r.handle)
 		}
 		// A controller that stopped has no candidates to report.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -60,6 +61,11 @@ type view struct {
 	// watchLag is how late the Lease watch delivers changes now (see
 	// WatchLag): a holder's Lease expires that much later.
 	watchLag time.Duration
+	// holderExitedAt is when the controller read the kubelet's report that
+	// the process instance that made the Lease's last renewal has exited
+	// (zero: no such report). The holder's term is over then, Lease or
+	// not: see exits.go.
+	holderExitedAt time.Time
 }
 
 // observedCandidate is a candidate as cached with its record.
@@ -170,6 +176,7 @@ const (
 	countConflict
 	countInvalid
 	countNoEligible
+	countHolderExited
 )
 
 // pingIntent asks a candidate whether it is alive.
@@ -407,6 +414,20 @@ func (e *election) judgeLease() {
 		if missed := e.v.record.observedAt.Add(2*gap + e.v.watchLag); !missed.After(early) {
 			e.lateAt = early
 		}
+	}
+	if exited := e.v.holderExitedAt; !exited.IsZero() && e.v.now.Before(expiry) {
+		// Proof of death: the process that renewed the Lease last has
+		// exited, so nobody holds the term it renewed. Whatever it had in
+		// flight carries its fencing token.
+		e.leaseExpiredAt, e.lateAt = exited, exited
+		e.d.event(eventIntent{
+			topic: ReasonHolderExited, eventType: corev1.EventTypeNormal, reason: ReasonHolderExited, action: "Elect",
+			note: fmt.Sprintf("The kubelet reports that the process of holder %s has exited; its term (leaseTransitions %d) is over before its Lease expires",
+				e.holder, ptr.Deref(e.v.lease.Spec.LeaseTransitions, 0)),
+			counter: countHolderExited,
+			log:     &logLine{level: 2, msg: "The holder's process has exited; electing without waiting for its Lease to expire", kv: []any{"holder", e.holder, "expiry", expiry}},
+		})
+		return
 	}
 	if e.v.now.Before(expiry) {
 		e.leaseLive, e.leaseExpiry = true, expiry
@@ -958,6 +979,9 @@ func (e *election) elect() {
 		// it writes its own with its first renewal.
 		clone.Spec.LeaseDurationSeconds = ptr.To(int32(e.o.LeaseDuration / time.Second))
 		clone.Spec.LeaseTransitions = ptr.To(term)
+		// The last holder's stamp says which process renewed; the naming
+		// is no renewal of that process's.
+		proof.Unstamp(clone)
 		w.lease = clone
 	}
 	d.write = w

@@ -179,7 +179,10 @@ func TestDecide(t *testing.T) {
 		// the Lease watch's lag.
 		gather   bool
 		watchLag time.Duration
-		want     func(*view) decision
+		// exited: when the kubelet's report that the holder's process
+		// exited was read (zero: none).
+		exited time.Time
+		want   func(*view) decision
 	}{{
 		name:  "no candidates",
 		lease: held("x"),
@@ -394,6 +397,31 @@ func TestDecide(t *testing.T) {
 		},
 		want: want(ranked("old"), event(eventIntent{topic: "candidate/bad", related: "bad", eventType: "Warning", reason: "InvalidCandidate", action: "Elect", note: "Candidate bad cannot take part under strategy OldestEmulationVersion: spec.binaryVersion \"1.31.x\" is not a strict semantic version: illegal version string \"1.31.x\"", counter: countInvalid}), steer("old"), notNeeded(), state(leaseOptimal), next(3*time.Second)),
 	}, {
+		name:   "live holder whose process exited: the next best at once, not at the expiry",
+		lease:  held("old", transitions(2)),
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-2 * time.Second), renewGap: 2 * time.Second}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
+		cands:  []obsCand{withRec(seen(old, now.Add(-time.Second)), func(r *candidateRecord) { r.exited = true }), seen(mid, now.Add(-time.Second))},
+		exited: now.Add(-100 * time.Millisecond),
+		want: want(event(eventIntent{topic: ReasonHolderExited, eventType: "Normal", reason: ReasonHolderExited, action: "Elect",
+			note: "The kubelet reports that the process of holder old has exited; its term (leaseTransitions 2) is over before its Lease expires", counter: countHolderExited}),
+			ranked("old", "mid"), hasBest(), elect("mid", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(100*time.Millisecond), wrote(leaseOptimal, leaseExpired), next(14*time.Second)),
+	}, {
+		// Restarted in place: the container's next process registered a
+		// new instance before the report of the last one's exit was read.
+		// It may well be the best again, once it answers.
+		name:   "live holder whose process exited, its next process registered since: asked, then elected",
+		lease:  held("old", transitions(2)),
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-2 * time.Second), renewGap: 2 * time.Second}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
+		cands:  []obsCand{seen(old, now.Add(-time.Second)), seen(mid, now.Add(-time.Second))},
+		exited: now.Add(-100 * time.Millisecond),
+		want: want(event(eventIntent{topic: ReasonHolderExited, eventType: "Normal", reason: ReasonHolderExited, action: "Elect",
+			note: "The kubelet reports that the process of holder old has exited; its term (leaseTransitions 2) is over before its Lease expires", counter: countHolderExited}),
+			waits(waitAnswer), ranked("old", "mid"), hasBest(), ping("old", false), neededSince(100*time.Millisecond), state(leaseExpired), next(5*time.Second)),
+	}, {
+		name:  "a candidate whose process exited: passed over without a ping",
+		cands: []obsCand{withRec(seen(old, now.Add(-time.Second)), func(r *candidateRecord) { r.exited = true }), seen(mid, now.Add(-time.Second))},
+		want:  want(ranked("old", "mid"), hasBest(), create("mid", 1, false, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(0), wrote(leaseOptimal, leaseVacant), next(14*time.Second)),
+	}, {
 		name:   "token exhausted: no election",
 		lease:  held("", transitions(math.MaxInt32)),
 		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: math.MaxInt32}},
@@ -404,7 +432,7 @@ func TestDecide(t *testing.T) {
 			if tc.lease != nil {
 				tc.lease.ResourceVersion = "1"
 			}
-			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, watchLag: tc.watchLag}
+			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, watchLag: tc.watchLag, holderExitedAt: tc.exited}
 			opts := Options{}
 			if err := opts.complete(); err != nil {
 				t.Fatal(err)

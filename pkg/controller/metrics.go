@@ -21,6 +21,8 @@ type Metrics struct {
 	PingTimeouts     prometheus.Counter
 	Conflicts        prometheus.Counter
 	InvalidCandidate prometheus.Counter
+	ExitsRead        prometheus.Counter
+	HolderExits      prometheus.Counter
 
 	queue *queueMetrics
 	// candidates reports, when scraped, the candidates of the controller
@@ -81,6 +83,14 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Name: "invalid_candidates_total",
 			Help: "Times a candidate was skipped because its strategy cannot rank it (e.g. a version that does not parse).",
 		}),
+		ExitsRead: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "process_exits_total",
+			Help: "Exits of candidate processes read from the kubelet's reports of terminated containers (--proof-of-death).",
+		}),
+		HolderExits: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "holder_exits_total",
+			Help: "Terms ended before their Lease expired because the kubelet reported the holder's process exited (--proof-of-death).",
+		}),
 		queue:  newQueueMetrics(),
 		leases: newLeaseCollector(),
 		candidates: &stateGauge{desc: prometheus.NewDesc("cle_candidates",
@@ -92,7 +102,7 @@ func NewMetrics() *Metrics {
 
 // Register registers every metric, including the workqueue's, with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingTimeouts, m.Conflicts, m.InvalidCandidate}
+	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingTimeouts, m.Conflicts, m.InvalidCandidate, m.ExitsRead, m.HolderExits}
 	cs = append(cs, m.queue.collectors()...)
 	cs = append(cs, m.candidates, m.leases)
 	for _, c := range cs {

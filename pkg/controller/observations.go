@@ -63,6 +63,11 @@ type candidateRecord struct {
 	// undelivered ping doubles the wait, up to maxUnreachableBackoff. A
 	// renewal clears it.
 	unreachable unreachable
+	// exited is set, from the kubelet's report, when the process instance
+	// the candidate registers has exited (see exits.go): the candidate is
+	// unresponsive until it registers another instance. It is the view's,
+	// not observed here.
+	exited bool
 }
 
 // unreachable is when a candidate that could not be pinged is tried again.
@@ -107,7 +112,7 @@ func (r *candidateRecord) lastRenewal() time.Time {
 // marks it unresponsive once that has passed), unresponsive, or unknown.
 func (r *candidateRecord) state(now time.Time, freshness, pingTimeout time.Duration) (liveness, time.Time) {
 	switch {
-	case r.unresponsive:
+	case r.unresponsive || r.exited:
 		return unresponsive, time.Time{}
 	case !r.renewedAt.IsZero() && now.Before(r.renewedAt.Add(freshness)):
 		return alive, r.renewedAt.Add(freshness)

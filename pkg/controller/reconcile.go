@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/internal/proof"
 )
 
 // Event reasons, on the Lease.
@@ -26,6 +28,7 @@ const (
 	ReasonInvalidCandidate   = "InvalidCandidate"
 	ReasonPingFailed         = "PingFailed"
 	ReasonTermsExhausted     = "FencingTokenExhausted"
+	ReasonHolderExited       = "HolderExited"
 )
 
 // reconcile runs one election step for a Lease and returns when to look again
@@ -54,8 +57,11 @@ func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
 	v := &view{key: key, now: now, judgeAt: now, watchLag: c.opts.WatchLag.At(now)}
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
+	v.holderExitedAt = c.exits.exitedAt(proof.HolderInstance(v.lease))
 	for _, lc := range c.candidatesOf(key) {
-		v.candidates = append(v.candidates, observedCandidate{lc: lc, rec: c.obs.candidate(lc, now)})
+		rec := c.obs.candidate(lc, now)
+		rec.exited = !c.exits.exitedAt(proof.InstanceOf(lc.Annotations)).IsZero()
+		v.candidates = append(v.candidates, observedCandidate{lc: lc, rec: rec})
 	}
 	return v
 }
@@ -168,6 +174,8 @@ func (c *Controller) say(ctx context.Context, v *view, ev eventIntent) {
 		c.opts.Metrics.InvalidCandidate.Inc()
 	case countNoEligible:
 		c.opts.Metrics.Elections.WithLabelValues(resultNoEligible).Inc()
+	case countHolderExited:
+		c.opts.Metrics.HolderExits.Inc()
 	}
 	if l := ev.log; l != nil {
 		klog.FromContext(ctx).V(l.level).Info(l.msg, l.kv...)

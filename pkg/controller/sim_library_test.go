@@ -89,6 +89,7 @@ func (p *simProcess) startLibrary() {
 		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: c.strategy,
 		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
 		CandidateRenewInterval: simCandRenew,
+		ProofOfDeath:           candidatepkg.NoProofOfDeath,
 		Callbacks: candidatepkg.Callbacks{
 			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
 			OnStoppedLeading: l.workReturns,

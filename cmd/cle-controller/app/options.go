@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/cle-dev/cle/pkg/access"
@@ -36,6 +37,10 @@ type Options struct {
 	LeaseDuration      time.Duration
 	ElectionGather     time.Duration
 	UnseenHolderWait   time.Duration
+
+	ProofOfDeath     bool
+	PodNamespaces    []string
+	PodLabelSelector string
 
 	LeaderElect              bool
 	LeaderElectLeaseDuration time.Duration
@@ -115,6 +120,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "leaseDurationSeconds of the Leases the controller creates (whole seconds).")
 	fs.DurationVar(&o.UnseenHolderWait, "unseen-holder-wait", o.UnseenHolderWait, "How long a replica that starts waits before it names a holder of a Lease that does not exist, or exists empty, while candidates for it were there before it started: the holder of a Lease deleted just before may act until its own lease duration has run out. Set it to the longest lease duration your components use when that is longer than --lease-duration. 0: --lease-duration.")
 	fs.DurationVar(&o.ElectionGather, "election-gather", o.ElectionGather, "Before the first election of a Lease that has never had a holder, wait this long from the first candidate seen for others starting at the same time (closed early once no candidate has joined for a fifth of it; both longer by the lag measured on the Lease watch), so that the best of them leads first instead of a worse one leading until it is preempted. The price: a new Lease's very first election takes up to this long; vacant or expired Leases with a history are elected at once. 0 disables it.")
+	fs.BoolVar(&o.ProofOfDeath, "proof-of-death", o.ProofOfDeath, "Read the status of Pods (needs get, list and watch on pods: see docs/security.md) and elect the next holder as soon as the kubelet reports that the container of the holder's process has exited, instead of when its Lease expires. Only a report naming the very process instance that holds the term counts (candidates of pkg/candidate register theirs); a Pod deleted, a node NotReady or a status missing is no proof, and the Lease expires as without this flag.")
+	fs.StringSliceVar(&o.PodNamespaces, "pod-namespaces", o.PodNamespaces, "With --proof-of-death, the namespaces whose Pods are read (comma-separated). Empty: those of --namespaces, or all.")
+	fs.StringVar(&o.PodLabelSelector, "pod-label-selector", o.PodLabelSelector, "With --proof-of-death, read only the Pods that match this label selector (e.g. one label every candidate's Pod template carries), so that the watch sends only those. Empty: every Pod of --pod-namespaces; the controller keeps a few hundred bytes of each.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect one active replica of this controller before electing anything.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Lease duration of the controller's own leader election.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the active replica keeps trying to renew before it stops acting.")
@@ -198,6 +206,17 @@ func (o *Options) Validate() error {
 	if o.ElectionGather < 0 {
 		errs = append(errs, fmt.Errorf("--election-gather=%s: must not be negative (0 disables it)", o.ElectionGather))
 	}
+	if !o.ProofOfDeath && (len(o.PodNamespaces) > 0 || o.PodLabelSelector != "") {
+		errs = append(errs, errors.New("--pod-namespaces and --pod-label-selector need --proof-of-death"))
+	}
+	for _, ns := range o.PodNamespaces {
+		if strings.TrimSpace(ns) == "" {
+			errs = append(errs, errors.New("--pod-namespaces has an empty entry"))
+		}
+	}
+	if _, err := labels.Parse(o.PodLabelSelector); err != nil {
+		errs = append(errs, fmt.Errorf("--pod-label-selector: %w", err))
+	}
 	if o.UnseenHolderWait < 0 {
 		errs = append(errs, fmt.Errorf("--unseen-holder-wait=%s: must not be negative (0 takes --lease-duration)", o.UnseenHolderWait))
 	}
@@ -227,6 +246,19 @@ func (o *Options) controllerOptions() controller.Options {
 		LeaseDuration:            o.LeaseDuration,
 		ElectionGather:           gather,
 		UnseenHolderWait:         o.UnseenHolderWait,
+	}
+}
+
+// podNamespaces are the namespaces whose Pods the proof of death reads ("":
+// all).
+func (o *Options) podNamespaces() []string {
+	switch {
+	case len(o.PodNamespaces) > 0:
+		return o.PodNamespaces
+	case len(o.Namespaces) > 0:
+		return o.Namespaces
+	default:
+		return []string{""}
 	}
 }
 

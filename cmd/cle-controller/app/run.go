@@ -208,6 +208,11 @@ func Run(ctx context.Context, o *Options) error {
 		if err := trimCaches(informers); err != nil {
 			return err
 		}
+		if o.ProofOfDeath {
+			for _, ns := range o.podNamespaces() {
+				informers.Pods = append(informers.Pods, controller.NewPodInformer(client, ns, o.PodLabelSelector))
+			}
+		}
 		copts := o.controllerOptions()
 		copts.Recorder, copts.Metrics, copts.WatchLag = recorder, metrics, lag
 		copts.Holding = holding

@@ -37,6 +37,9 @@ type ControllerOptions struct {
 	// WrapTransport, when set, wraps the transport of every request of the
 	// controller (its informers' included), e.g. to fail them for a while.
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// ProofOfDeath reads the Pods of Namespaces (cle-controller's
+	// --proof-of-death).
+	ProofOfDeath bool
 }
 
 // DefaultControllerUserAgent is the user agent of StartController's requests.
@@ -95,6 +98,11 @@ func (s *Server) StartController(t testing.TB, o ControllerOptions) *RunningCont
 		t.Fatalf("access mode %q: %v", o.APIMode, err)
 	}
 	informers := controller.NewInformers(acc, o.Namespaces, 0)
+	if o.ProofOfDeath {
+		for _, ns := range o.Namespaces {
+			informers.Pods = append(informers.Pods, controller.NewPodInformer(clients.Kube, ns, ""))
+		}
+	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		cancel()

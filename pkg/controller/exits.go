@@ -1,0 +1,200 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cle-dev/cle/internal/proof"
+)
+
+// The proof of death (docs/design.md): with Pod informers, the controller
+// reads the kubelet's reports of exited containers and ends the term of a
+// holder whose process has exited at once, instead of when its Lease
+// expires. Which process holds a term, and which one a report is about, are
+// both named by the process's instance ID (internal/proof), never inferred
+// from clocks or Pod phases.
+
+const (
+	// byInstanceIndex indexes LeaseCandidates by the process instance they
+	// register.
+	byInstanceIndex = "cle.dev/by-instance"
+	// byHolderInstanceIndex indexes Leases by the instance that made their
+	// last renewal.
+	byHolderInstanceIndex = "cle.dev/by-holder-instance"
+)
+
+func indexByInstance(obj any) ([]string, error) {
+	if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
+		if id := proof.InstanceOf(lc.Annotations); id != "" {
+			return []string{id}, nil
+		}
+	}
+	return nil, nil
+}
+
+func indexByHolderInstance(obj any) ([]string, error) {
+	if lease, ok := obj.(*coordinationv1.Lease); ok {
+		if id := proof.HolderInstance(lease); id != "" {
+			return []string{id}, nil
+		}
+	}
+	return nil, nil
+}
+
+// exits are the process instances the kubelet reported exited, with when the
+// controller first read each report. A report is kept for the candidate TTL
+// (swept a tenth of it later at most):
+// by then the candidate it concerns has registered a new instance or has
+// been collected, and the Lease it held has expired anyway. Pods come and go
+// (a Pod deleted after its containers exited takes its report with it), so
+// what was read is kept here, not looked up again.
+type exits struct {
+	mu     sync.Mutex
+	at     map[string]time.Time
+	keep   time.Duration
+	swept  time.Time
+	sweeps time.Duration
+}
+
+func newExits(keep time.Duration) *exits {
+	return &exits{at: map[string]time.Time{}, keep: keep, sweeps: keep / 10}
+}
+
+// record notes that instance id exited, as read at now, and reports whether
+// that is news.
+func (x *exits) record(id string, now time.Time) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if now.Sub(x.swept) >= x.sweeps {
+		for k, t := range x.at {
+			if now.Sub(t) >= x.keep {
+				delete(x.at, k)
+			}
+		}
+		x.swept = now
+	}
+	if _, ok := x.at[id]; ok {
+		return false
+	}
+	x.at[id] = now
+	return true
+}
+
+// exitedAt is when the exit of instance id was read (zero: not known to
+// have exited). An empty id has no exit.
+func (x *exits) exitedAt(id string) time.Time {
+	if x == nil || id == "" {
+		return time.Time{}
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.at[id]
+}
+
+// len is how many exits are kept.
+func (x *exits) len() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.at)
+}
+
+// onPod reads the exits a Pod's status reports and, for each one that is
+// news, enqueues the Leases concerned: those whose candidates registered the
+// instance, and those whose last renewal it made (its candidate may have
+// been re-registered by the next instance of its container already).
+func (c *Controller) onPod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := c.opts.Clock.Now()
+	for _, id := range proof.Exited(pod) {
+		if !c.exits.record(id, now) {
+			continue
+		}
+		keys := map[types.NamespacedName]bool{}
+		for _, stores := range c.candidateStores {
+			for _, store := range stores {
+				objs, _ := store.ByIndex(byInstanceIndex, id)
+				for _, obj := range objs {
+					if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
+						keys[leaseKeyOf(lc)] = true
+					}
+				}
+			}
+		}
+		for _, stores := range c.leaseStores {
+			for _, store := range stores {
+				objs, _ := store.ByIndex(byHolderInstanceIndex, id)
+				for _, obj := range objs {
+					if lease, ok := obj.(*coordinationv1.Lease); ok {
+						keys[types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}] = true
+					}
+				}
+			}
+		}
+		c.opts.Metrics.ExitsRead.Inc()
+		for key := range keys {
+			if c.hasCandidates(key) {
+				c.enqueue(key, now)
+			}
+		}
+	}
+}
+
+// NewPodInformer returns an informer of the Pods of namespace ("" for all)
+// that match labelSelector ("" for all), for the proof of death. It keeps
+// of each Pod only what the proof reads: its name and the exits its
+// containers report (see slimPod), so that a namespace of many Pods costs a
+// few hundred bytes for each.
+func NewPodInformer(client kubernetes.Interface, namespace, labelSelector string) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = labelSelector
+			return client.CoreV1().Pods(namespace).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = labelSelector
+			return client.CoreV1().Pods(namespace).Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
+	// The informer has not started: setting the transform cannot fail.
+	_ = inf.SetTransform(slimPod)
+	return inf
+}
+
+// slimPod is an informer transform that keeps of a Pod its name, namespace,
+// UID and resourceVersion, and of its status only the terminated states
+// whose messages name an instance, with only those lines. It is idempotent,
+// as client-go asks of a transform.
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+	}}
+	if ids := proof.Exited(pod); len(ids) > 0 {
+		var msg string
+		for _, id := range ids {
+			msg += proof.Marker(id)
+		}
+		out.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}},
+		}}
+	}
+	return out, nil
+}

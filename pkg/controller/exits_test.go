@@ -1,0 +1,69 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cle-dev/cle/internal/proof"
+)
+
+func TestExits(t *testing.T) {
+	const a, b = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	x := newExits(30 * time.Minute)
+	if !x.record(a, t0) || x.record(a, t0.Add(time.Second)) {
+		t.Fatal("record: the first report is news, the same one again is not")
+	}
+	if got := x.exitedAt(a); !got.Equal(t0) {
+		t.Errorf("exitedAt = %v, want when it was first read, %v", got, t0)
+	}
+	if !x.exitedAt("").IsZero() || !x.exitedAt(b).IsZero() || !(*exits)(nil).exitedAt(a).IsZero() {
+		t.Error("an exit for no instance, an unknown one, or without the proof of death")
+	}
+	// Kept for the candidate TTL (and at most a tenth longer), then
+	// forgotten.
+	x.record(b, t0.Add(29*time.Minute))
+	x.record("11111111111111111111111111111111", t0.Add(33*time.Minute))
+	if !x.exitedAt(a).IsZero() || x.exitedAt(b).IsZero() || x.len() != 2 {
+		t.Errorf("after 33 minutes: exits of a at %v, b at %v, %d kept; want a forgotten, b kept, 2", x.exitedAt(a), x.exitedAt(b), x.len())
+	}
+}
+
+func TestSlimPod(t *testing.T) {
+	const id = "0123456789abcdef0123456789abcdef"
+	full := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "app-0", UID: "u1", ResourceVersion: "7",
+			Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"big": "value"}},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "app", Image: "app:1"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "app", RestartCount: 1,
+				State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Message: proof.Marker(id) + "panic: boom\n"}}},
+			{Name: "sidecar", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+		}},
+	}
+	slim, err := slimPod(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := slim.(*corev1.Pod)
+	if got := proof.Exited(pod); !cmp.Equal(got, []string{id}) {
+		t.Errorf("the slim Pod reports exits %v, want [%s]", got, id)
+	}
+	if pod.Name != "app-0" || pod.Namespace != "team" || pod.ResourceVersion != "7" || pod.Labels != nil || pod.Annotations != nil || len(pod.Spec.Containers) != 0 {
+		t.Errorf("slim Pod keeps more or less than it should: %+v", pod)
+	}
+	again, _ := slimPod(pod)
+	if diff := cmp.Diff(pod, again); diff != "" {
+		t.Errorf("slimPod is not idempotent (-once +twice):\n%s", diff)
+	}
+	// A Pod with no exit keeps nothing of its status.
+	running := full.DeepCopy()
+	running.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{}
+	if s, _ := slimPod(running); len(s.(*corev1.Pod).Status.ContainerStatuses) != 0 {
+		t.Errorf("slim Pod of a running one keeps %+v", s.(*corev1.Pod).Status)
+	}
+}

@@ -1,0 +1,213 @@
+package controller
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/cle-dev/cle/internal/proof"
+	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+// The proof of death against a real kube-apiserver: library candidates in
+// Pods (Pod objects whose status the test writes as their kubelet would,
+// from each process's termination message file), a holder that dies without
+// a word (no release, its LeaseCandidate left behind), and the controller
+// run with --proof-of-death. The candidates' Leases last a minute, so an
+// election before that can only come from the proof.
+
+// podLeaseDuration is the candidates' lease duration: far longer than any
+// wait of these tests.
+const podLeaseDuration = 60 * time.Second
+
+// podProcess is a library candidate running "in" a Pod.
+type podProcess struct {
+	identity, pod string
+	instance      string
+	messageFile   string
+	stop          func()
+}
+
+// startInPod runs a library candidate as a process of the Pod's container
+// would: its termination message file is a file of the test's; on stop it
+// neither releases the Lease nor deletes its candidate, as a crashed
+// process does not.
+func (e *env) startInPod(t *testing.T, lease, identity, pod, emulation string) *podProcess {
+	t.Helper()
+	p := &podProcess{identity: identity, pod: pod, instance: proof.NewInstance(), messageFile: filepath.Join(t.TempDir(), "termination-log")}
+	if err := os.WriteFile(p.messageFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.stop = framework.RunCandidate(t, candidate.Config{
+		RestConfig: e.mode.server.Config(), APIMode: e.mode.name,
+		Namespace: e.ns, LeaseName: lease, Identity: identity,
+		BinaryVersion: "1.31.0", EmulationVersion: emulation,
+		LeaseDuration: podLeaseDuration, RenewDeadline: 40 * time.Second, RetryPeriod: 2 * time.Second,
+		ReleaseOnCancel: ptr.To(false), DeleteCandidateOnExit: ptr.To(false),
+		ProofOfDeath: &candidate.ProofOfDeath{TerminationMessagePath: p.messageFile, Pod: e.ns + "/" + pod, Instance: p.instance},
+	})
+	return p
+}
+
+// createPod creates a running Pod with one container, "app", as the
+// kubelet of node-1 reports it.
+func (e *env) createPod(t *testing.T, name string) {
+	t.Helper()
+	pod, err := e.client.CoreV1().Pods(e.ns).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{NodeName: "node-1", AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create Pod %s: %v", name, err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "app", Ready: true, Image: "example.com/app:1",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+	}}}
+	e.writePodStatus(t, pod)
+}
+
+// reportExit writes the Pod's status as its kubelet does once the
+// container's process has exited: terminated, with the process's
+// termination message file as the message; restarted, the container runs
+// again and the exit is its last state.
+func (e *env) reportExit(t *testing.T, p *podProcess, restarted bool) {
+	t.Helper()
+	msg, err := os.ReadFile(p.messageFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), p.pod, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exited := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: string(msg),
+		StartedAt: pod.Status.ContainerStatuses[0].State.Running.StartedAt, FinishedAt: metav1.Now()}}
+	cs := &pod.Status.ContainerStatuses[0]
+	if restarted {
+		cs.LastTerminationState, cs.RestartCount = exited, cs.RestartCount+1
+		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	} else {
+		cs.State, cs.Ready = exited, false
+	}
+	e.writePodStatus(t, pod)
+}
+
+func (e *env) writePodStatus(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	if _, err := e.client.CoreV1().Pods(e.ns).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("write the status of Pod %s: %v", pod.Name, err)
+	}
+}
+
+// startWithProofOfDeath runs a controller with --proof-of-death on a fresh
+// namespace of the mode.
+func startWithProofOfDeath(t *testing.T, m apiMode) *env {
+	t.Helper()
+	ns := m.server.CreateNamespace(t)
+	c := m.server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, ProofOfDeath: true})
+	e := newEnv(t, m, ns)
+	e.metrics = c.Metrics
+	return e
+}
+
+// stampedBy reports a Lease whose last renewal instance p made.
+func stampedBy(p *podProcess) func(*coordinationv1.Lease) bool {
+	return func(l *coordinationv1.Lease) bool {
+		return ptr.Deref(l.Spec.HolderIdentity, "") == p.identity && proof.HolderInstance(l) == p.instance
+	}
+}
+
+func TestProofOfDeath(t *testing.T) { forEachMode(t, testProofOfDeath) }
+
+func testProofOfDeath(t *testing.T, m apiMode) {
+	e := startWithProofOfDeath(t, m)
+	e.createPod(t, "a-0")
+	e.createPod(t, "b-0")
+	a := e.startInPod(t, "pod", "a", "a-0", "1.30.0")
+	b := e.startInPod(t, "pod", "b", "b-0", "1.31.0")
+	held := e.waitLease("pod", 30*time.Second, "a leads, its renewals stamped", stampedBy(a))
+	a.stop() // dies: the Lease still names it, unexpired for a minute
+
+	// What is not proof: the Pod failed without its kubelet (Pod garbage
+	// collection on a node that is gone), and an exit of another process
+	// instance (the container's previous one).
+	pod, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), "a-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 1, Message: proof.Marker(proof.NewInstance())}}
+	e.writePodStatus(t, pod)
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return readCounter(e.metrics.ExitsRead) == 1, nil
+	}); err != nil {
+		t.Fatalf("the controller did not read the Pod's status: %v", err)
+	}
+	notBefore := time.Now().Add(2 * time.Second)
+	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Until(notBefore), true, func(ctx context.Context) (bool, error) {
+		l, err := e.acc.Leases(e.ns).Get(ctx, "pod")
+		if err == nil && ptr.Deref(l.Spec.HolderIdentity, "") != "a" {
+			t.Fatalf("elected on no proof: %s", describe(l))
+		}
+		return false, nil
+	})
+
+	// The kubelet reports a's process exited: b leads long before a's
+	// Lease would have expired.
+	reported := time.Now()
+	e.reportExit(t, a, false)
+	got := e.waitLease("pod", 20*time.Second, "b leads", stampedBy(b))
+	t.Logf("%s mode: b renewed its term %s after the kubelet's report", m.name, time.Since(reported).Round(time.Millisecond))
+	if ptr.Deref(got.Spec.LeaseTransitions, 0) <= ptr.Deref(held.Spec.LeaseTransitions, 0) {
+		t.Errorf("the next term's token %d is not above the dead holder's %d", ptr.Deref(got.Spec.LeaseTransitions, 0), ptr.Deref(held.Spec.LeaseTransitions, 0))
+	}
+	e.expectEvent(t, "pod", "HolderExited")
+	if n := readCounter(e.metrics.HolderExits); n != 1 {
+		t.Errorf("cle_holder_exits_total = %v, want 1", n)
+	}
+}
+
+// A container restarted in place under the same Identity: the next process
+// registers a new instance; the report of the last one's exit ends its term,
+// and the new process, still the best, leads a new one.
+func TestProofOfDeathRestartInPlace(t *testing.T) { forEachMode(t, testProofOfDeathRestartInPlace) }
+
+func testProofOfDeathRestartInPlace(t *testing.T, m apiMode) {
+	e := startWithProofOfDeath(t, m)
+	e.createPod(t, "a-0")
+	e.createPod(t, "b-0")
+	a := e.startInPod(t, "restart", "a", "a-0", "1.30.0")
+	e.startInPod(t, "restart", "b", "b-0", "1.31.0")
+	held := e.waitLease("restart", 30*time.Second, "a leads, its renewals stamped", stampedBy(a))
+	a.stop()
+	next := e.startInPod(t, "restart", "a", "a-0", "1.30.0")
+	e.reportExit(t, a, true)
+	got := e.waitLease("restart", 20*time.Second, "the restarted a leads", stampedBy(next))
+	if ptr.Deref(got.Spec.LeaseTransitions, 0) <= ptr.Deref(held.Spec.LeaseTransitions, 0) {
+		t.Errorf("the restarted process leads under token %d, not above its predecessor's %d", ptr.Deref(got.Spec.LeaseTransitions, 0), ptr.Deref(held.Spec.LeaseTransitions, 0))
+	}
+}
+
+// readCounter is a counter's value.
+func readCounter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
