@@ -24,6 +24,7 @@ for values in \
   "replicas=3,podDisruptionBudget.enabled=false" \
   "monitoring.enabled=true,monitoring.labels.release=prometheus" \
   "policies.enabled=true" \
+  "proofOfDeath.enabled=true,proofOfDeath.namespaces={team-a},proofOfDeath.labelSelector=app=x" \
   "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"; do
   echo "test-chart: helm lint --strict charts/cle ${values:+--set ${values}}" >&2
   "${helm}" lint --strict --quiet charts/cle ${values:+--set "${values}"} >/dev/null

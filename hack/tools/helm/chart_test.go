@@ -306,6 +306,34 @@ func TestValues(t *testing.T) {
 			},
 		},
 		{
+			name: "proof of death: off by default, no Pods read",
+			check: func(t *testing.T, objs map[string]object) {
+				if args := deploymentArgs(t, objs); slices.Contains(args, "--proof-of-death") {
+					t.Errorf("the arguments %q turn the proof of death on", args)
+				}
+				if hasObject(objs, "ClusterRole", "cle-controller-pods") {
+					t.Error("cle-controller-pods rendered with the proof of death off")
+				}
+			},
+		},
+		{
+			name: "proof of death: the flags, and Pods readable",
+			set:  []string{"proofOfDeath.enabled=true", "proofOfDeath.namespaces={team-a,team-b}", "proofOfDeath.labelSelector=cle.dev/candidate=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				args := deploymentArgs(t, objs)
+				for _, want := range []string{"--proof-of-death", "--pod-namespaces=team-a,team-b", "--pod-label-selector=cle.dev/candidate=true"} {
+					if !slices.Contains(args, want) {
+						t.Errorf("the arguments %q lack %s", args, want)
+					}
+				}
+				find(t, objs, "ClusterRole", "cle-controller-pods")
+				binding := find(t, objs, "ClusterRoleBinding", "cle-controller-pods")
+				if ns := at(t, binding, "subjects").([]any)[0].(map[string]any)["namespace"]; ns != "cle-system" {
+					t.Errorf("cle-controller-pods is bound to the ServiceAccount in %v", ns)
+				}
+			},
+		},
+		{
 			name: "extra arguments after the Deployment's",
 			set:  []string{"extraArgs={--namespaces=a,--workers=32}"},
 			check: func(t *testing.T, objs map[string]object) {
@@ -611,4 +639,13 @@ func wantRunbooks(t *testing.T, objs map[string]object, page string) {
 	if !strings.Contains(dashboard, `"url": "`+page+`#runbooks"`) || page != shippedRunbooks && strings.Contains(dashboard, shippedRunbooks) {
 		t.Errorf("the dashboard does not link the runbooks at %s", page)
 	}
+}
+
+func hasObject(objs map[string]object, kind, name string) bool {
+	for _, obj := range objs {
+		if m, ok := obj["metadata"].(map[string]any); ok && obj["kind"] == kind && m["name"] == name {
+			return true
+		}
+	}
+	return false
 }

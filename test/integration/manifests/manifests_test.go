@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -74,7 +75,14 @@ func kubectl(t *testing.T) string {
 // render runs `kubectl kustomize` on a directory of manifests/.
 func render(t *testing.T, dir string) []byte {
 	t.Helper()
-	cmd := exec.Command(kubectl(t), "kustomize", framework.RepoPath(filepath.Join("manifests", dir)))
+	return renderPath(t, framework.RepoPath(filepath.Join("manifests", dir)), dir)
+}
+
+// renderPath runs `kubectl kustomize` on the kustomization in path, named dir
+// in errors.
+func renderPath(t *testing.T, path, dir string) []byte {
+	t.Helper()
+	cmd := exec.Command(kubectl(t), "kustomize", path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -160,6 +168,17 @@ func TestApply(t *testing.T) {
 				t.Errorf("manifests/migration/%s names cle-controller-next's Pods in %d places, want 5 (labels, selector, template, two topology spreads)", mode, n)
 			}
 		}
+		// The proof of death's component, as a user's kustomization takes
+		// it: the flag, and the role that lets the controller read Pods.
+		withProof := withComponent(t, "controller", "components/proof-of-death")
+		if got := deploymentArgs(t, withProof); !slices.Contains(got, "--proof-of-death") {
+			t.Errorf("manifests/components/proof-of-death: cle-controller args %v, want --proof-of-death", got)
+		}
+		role := clusterRole(t, withProof, "cle-controller-pods")
+		if len(role.Rules) != 1 || strings.Join(role.Rules[0].Resources, ",") != "pods" || strings.Join(role.Rules[0].Verbs, ",") != "get,list,watch" {
+			t.Errorf("cle-controller-pods grants %+v, want get, list and watch on pods only", role.Rules)
+		}
+		apply(t, m, withProof, false)
 		deployments, err := m.server.Client().AppsV1().Deployments("cle-system").List(t.Context(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +191,26 @@ func TestApply(t *testing.T) {
 			t.Errorf("Deployments in cle-system after applying everything: %v, want cle-controller and cle-controller-next", names)
 		}
 	})
+}
+
+// withComponent renders the base manifests/base with the kustomize component
+// manifests/component, as a user's kustomization would.
+func withComponent(t *testing.T, base, component string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	// kustomize takes no absolute path to a base.
+	rel := func(p string) string {
+		r, err := filepath.Rel(dir, framework.RepoPath(filepath.Join("manifests", p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n", rel(base), rel(component))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return renderPath(t, dir, base+" with "+component)
 }
 
 // clusterRole returns the ClusterRole name of a rendered manifest.
