@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,6 +28,7 @@ type Server struct {
 
 	leases     map[string]*coordinationv1.Lease
 	candidates map[string]*coordinationv1beta1.LeaseCandidate
+	pods       map[string]*corev1.Pod
 	// Faulty: the fault phase, when requests fail at ErrorRate and watches
 	// lag by the write rate and in spikes.
 	Faulty    bool
@@ -42,7 +44,7 @@ type Server struct {
 
 // NewServer is the server of w.
 func NewServer(w *World, home string) *Server {
-	return &Server{w: w, Home: home, leases: map[string]*coordinationv1.Lease{}, candidates: map[string]*coordinationv1beta1.LeaseCandidate{}}
+	return &Server{w: w, Home: home, leases: map[string]*coordinationv1.Lease{}, candidates: map[string]*coordinationv1beta1.LeaseCandidate{}, pods: map[string]*corev1.Pod{}}
 }
 
 // Wrote records a write now, which loads the server.

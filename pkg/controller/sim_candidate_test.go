@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -46,6 +47,8 @@ type simCandidate struct {
 	refusals int
 	// strategy is the strategy its processes ask for.
 	strategy coordinationv1.CoordinatedLeaseStrategy
+	// pod is its Pod, in a run with the proof of death.
+	pod *simPod
 	// releasesAsClientGo: its release writes leaseDurationSeconds 1, as
 	// client-go's elector with ReleaseOnCancel does (every other candidate,
 	// so that no random draw, and no seed's schedule, changes).
@@ -70,6 +73,10 @@ type simProcess struct {
 	paused bool
 	dead   bool
 	held   []func() // what arrived while paused
+	// instance and messageFile are its proof of death's, in a run with it;
+	// exited: the kubelet has seen it exit.
+	instance, messageFile string
+	exited                bool
 	// partitionedUntil: until then the process cannot reach the API
 	// server (its requests fail after a connection timeout, or hang until
 	// their deadline), while its clock and timers run on.
@@ -1127,6 +1134,18 @@ func runSim(seed uint64, tracing bool) simResult {
 		Server:     simworld.NewServer(world, simNS),
 		witnessRng: rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
 		adoptRng:   rand.New(rand.NewPCG(seed, 0x510e527fade682d1)),
+		podRng:     rand.New(rand.NewPCG(seed, 0x9b05688c2b3e6c1f)),
+		metrics:    NewMetrics(),
+		proof:      proofRun(seed),
+	}
+	if w.proof {
+		dir, err := os.MkdirTemp("", "cle-sim-pods-")
+		if err != nil {
+			panic(err)
+		}
+		w.podDir = dir
+		defer func() { _ = os.RemoveAll(dir) }()
+		w.Tracef("the proof of death: controllers read Pods, library candidates run in Pods")
 	}
 	w.Faulty = true
 	// Clock faults are drawn in some runs (see scheduleClockFaults); the
@@ -1194,6 +1213,8 @@ func runSim(seed uint64, tracing bool) simResult {
 		w.checkRecords()
 	}
 	w.res.simulated = w.Now.Sub(w.Start)
+	w.res.holderExits = int(readCounter(w.metrics.HolderExits))
+	w.ending = true
 	for _, sc := range slices.Clone(w.ctrls) {
 		sc.stop() // ends a step in flight: no goroutine outlives the run
 	}

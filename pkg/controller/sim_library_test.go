@@ -82,6 +82,10 @@ func (p *simProcess) startLibrary() {
 		logger = funcr.New(func(prefix, args string) { w.Tracef("%s/%d: %s", c.shown(), p.id, args) }, funcr.Options{Verbosity: 4})
 	}
 	l.ctx, l.cancel = context.WithCancel(klog.NewContext(context.Background(), logger))
+	proof := candidatepkg.NoProofOfDeath
+	if w.proof {
+		proof = w.podProcessStarts(p)
+	}
 	loops, err := stepped.New(candidatepkg.Config{
 		Access: &simAccess{leases: simLibLeases{l}, candidates: simLibCandidates{l}, leaseInf: l.leases, candInf: l.cands},
 		Clock:  l.clock, Logger: logger,
@@ -89,7 +93,7 @@ func (p *simProcess) startLibrary() {
 		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: c.strategy,
 		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
 		CandidateRenewInterval: simCandRenew,
-		ProofOfDeath:           candidatepkg.NoProofOfDeath,
+		ProofOfDeath:           proof,
 		Callbacks: candidatepkg.Callbacks{
 			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
 			OnStoppedLeading: l.workReturns,
@@ -333,6 +337,10 @@ func (l *simLib) shutdownWhenIdle() {
 // threads' requests fail and nothing more reaches the server; leader work
 // returns.
 func (l *simLib) kill() {
+	if w := l.p.c.w; !l.p.exited && !w.ending && w.proof {
+		l.p.exited = true
+		w.podProcessExits(l.p)
+	}
 	l.p.dead = true
 	l.cancel()
 	for _, lp := range []*simLoop{l.elector, l.registrar} {

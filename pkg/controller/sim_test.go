@@ -191,6 +191,9 @@ type simResult struct {
 	// identityInUse, library processes that found their Identity taken by
 	// another Lease's candidate when they started.
 	collected, identityInUse int
+	// holderExits counts the terms the controllers ended on the kubelet's
+	// report that the holder's process exited.
+	holderExits int
 	// simulated is the simulated time the runs covered.
 	simulated time.Duration
 	// toLeader and toBest are the longest waits, once faults stopped, for
@@ -214,6 +217,7 @@ func (r *simResult) add(o simResult) {
 	r.fenced += o.fenced
 	r.collected += o.collected
 	r.identityInUse += o.identityInUse
+	r.holderExits += o.holderExits
 	r.simulated += o.simulated
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
 	if r.faults == nil {
@@ -238,8 +242,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced), %d candidates collected, %d starts refused for a taken Identity; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.collected, r.identityInUse, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced), %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.collected, r.identityInUse, r.holderExits, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -298,6 +302,17 @@ type simWorld struct {
 	// deadDecider: a dead candidate asks for another strategy (see
 	// simDeadDeciderDelay).
 	deadDecider bool
+
+	// proof: the run has the proof of death (see sim_kubelet_test.go),
+	// drawn from podRng, with the processes' termination message files in
+	// podDir. metrics are the controller replicas', shared as
+	// cle-controller's terms share them.
+	proof   bool
+	podRng  *rand.Rand
+	podDir  string
+	metrics *Metrics
+	// ending: the run is over; processes killed now exit unobserved.
+	ending bool
 }
 
 // simElection is one Lease of the run: the object the model server stores,
@@ -437,10 +452,12 @@ type simController struct {
 	clk        *simworld.Clock
 	leaseWatch *simworld.Watcher
 	candWatch  *simworld.Watcher
+	// podWatch and pinf: the Pods', in a run with the proof of death.
+	podWatch *simworld.Watcher
 	// linf and cinf are the replica's informers, fed by its watches; the
 	// controller registered its handlers on them.
-	linf, cinf *simInformer
-	ctx        context.Context
+	linf, cinf, pinf *simInformer
+	ctx              context.Context
 	// The replica's two workers run its real processNext and processNextGC
 	// on goroutines of their own (simThread), taking turns with the
 	// simulation: watch events reach the replica's informers while a
@@ -504,11 +521,15 @@ func (w *simWorld) startController() {
 		watched = []string{""} // one informer of each kind for all namespaces
 	}
 	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: watched}
+	if w.proof {
+		sc.pinf = newSimInformer(cache.MetaNamespaceKeyFunc)
+		inf.Pods = []cache.SharedIndexInformer{sc.pinf}
+	}
 	holding := func() bool {
 		// cle-controller's heldLock.holding
 		return !sc.lockSent.IsZero() && lead.Elapsed(sc.clk.Now(), sc.lockSent) < simControllerRenewDeadline
 	}
-	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding})
+	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding, Metrics: w.metrics})
 	if err != nil {
 		panic(err)
 	}
@@ -525,6 +546,9 @@ func (w *simWorld) startController() {
 	}
 	sc.leaseWatch = w.Watch(func(obj runtime.Object, deleted bool) { sc.deliver(sc.linf, obj, deleted) })
 	sc.candWatch = w.Watch(func(obj runtime.Object, deleted bool) { sc.deliver(sc.cinf, obj, deleted) })
+	if sc.pinf != nil {
+		sc.podWatch = w.Watch(func(obj runtime.Object, deleted bool) { sc.deliver(sc.pinf, obj, deleted) })
+	}
 	w.ctrl = sc
 	w.ctrls = append(w.ctrls, sc)
 	sc.renewLock()
@@ -535,10 +559,15 @@ func (w *simWorld) startController() {
 // listAfterLag lists the server's objects now and hands them to deliver
 // (list or relist) after a lag; the watches deliver what is written from
 // now on after it.
-func (sc *simController) listAfterLag(deliver func(cands, leases []runtime.Object)) {
+func (sc *simController) listAfterLag(deliver func(cands, leases, pods []runtime.Object)) {
 	w := sc.w
 	listAt := w.Now.Add(w.Lag())
-	var cands, leases []runtime.Object
+	var cands, leases, pods []runtime.Object
+	if sc.pinf != nil {
+		for _, pod := range w.podObjects() {
+			pods = append(pods, pod)
+		}
+	}
 	for _, key := range w.CandidateKeys() {
 		cands = append(cands, w.Candidate(key).DeepCopy())
 	}
@@ -550,20 +579,31 @@ func (sc *simController) listAfterLag(deliver func(cands, leases []runtime.Objec
 			leases = append(leases, l.DeepCopy())
 		}
 	}
-	for _, sw := range []*simworld.Watcher{sc.leaseWatch, sc.candWatch} {
+	for _, sw := range sc.watches() {
 		if listAt.After(sw.Last) {
 			sw.Last = listAt
 		}
 	}
 	w.Late(listAt)
-	w.At(listAt, func() { sc.act(func() { deliver(cands, leases) }) })
+	w.At(listAt, func() { sc.act(func() { deliver(cands, leases, pods) }) })
 }
 
-// list is the informers' initial list: candidates first.
-func (sc *simController) list(cands, leases []runtime.Object) {
+// watches are the replica's watches.
+func (sc *simController) watches() []*simworld.Watcher {
+	if sc.podWatch != nil {
+		return []*simworld.Watcher{sc.leaseWatch, sc.candWatch, sc.podWatch}
+	}
+	return []*simworld.Watcher{sc.leaseWatch, sc.candWatch}
+}
+
+// list is the informers' initial list: candidates first, Pods last.
+func (sc *simController) list(cands, leases, pods []runtime.Object) {
 	sc.sync()
 	sc.cinf.list(cands...)
 	sc.linf.list(leases...)
+	if sc.pinf != nil {
+		sc.pinf.list(pods...)
+	}
 	sc.noteToken()
 }
 
@@ -690,25 +730,32 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // meanwhile reaches it, and then its informers relist (see relist).
 func (sc *simController) expireWatches(d time.Duration) {
 	w := sc.w
-	sc.leaseWatch.Expired, sc.candWatch.Expired = true, true
+	for _, sw := range sc.watches() {
+		sw.Expired = true
+	}
 	w.Tracef("controller %d's watches expire for %s", sc.id, d)
 	w.Late(w.Now.Add(d))
 	w.After(d, func() {
 		if sc.dead {
 			return
 		}
-		sc.leaseWatch.Expired, sc.candWatch.Expired = false, false
+		for _, sw := range sc.watches() {
+			sw.Expired = false
+		}
 		sc.listAfterLag(sc.relist)
 	})
 }
 
 // relist is the informers' relist after their watches expired (see
 // simInformer.relist): candidates first, then the Leases.
-func (sc *simController) relist(cands, leases []runtime.Object) {
+func (sc *simController) relist(cands, leases, pods []runtime.Object) {
 	sc.sync()
 	sc.w.Tracef("controller %d relists", sc.id)
 	sc.cinf.relist(cands)
 	sc.linf.relist(leases)
+	if sc.pinf != nil {
+		sc.pinf.relist(pods)
+	}
 	sc.noteToken()
 }
 

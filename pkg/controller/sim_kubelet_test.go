@@ -1,0 +1,189 @@
+package controller
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cle-dev/cle/internal/simworld"
+	candidatepkg "github.com/cle-dev/cle/pkg/candidate"
+)
+
+// The proof of death in the world (docs/design.md, "Proof of death"): in one
+// run in simProofEvery, the controllers run with Pod informers, and each
+// library candidate runs in a Pod of its own (<name>-pod in its Lease's
+// namespace), one process after another in its container. Each process is
+// the library's with a ProofOfDeath of its own: a termination message file
+// (a real file, one per process, as the kubelet makes one per container
+// instance) and an instance ID drawn from the run's stream.
+//
+// The Pod's kubelet is modelled: it knows the truth at once (which process
+// runs, what the last one that exited wrote into its file, read when it
+// exited, as the kubelet does) and writes it to the Pod's status after a
+// delay, as its status manager does: the container running (with the last
+// exit as lastState), or terminated. Its reports are late (up to 2 s, and one
+// in simKubeletPartitioned from a kubelet cut off from the API, 10 s to
+// 90 s), lost (one in simKubeletLost: a later change reports the whole truth
+// again), and reach the controllers through their Pod watches, late and in
+// no order across Pods. A Pod is deleted with --force while its process
+// runs on (one process in simForceDeleteEvery): the kubelet's reports of
+// that Pod then fail, and the Pod is created again, with a new UID, when the
+// candidate's next process starts. Adopters' processes run a model of the
+// library's elector, which stamps nothing: their terms end by expiry.
+//
+// All draws come from a stream of their own, so that the runs without the
+// proof of death keep their schedules.
+const (
+	simProofEvery         = 3
+	simKubeletLost        = 10
+	simKubeletPartitioned = 20
+	simForceDeleteEvery   = 8
+)
+
+// simPod is a candidate's Pod as its kubelet knows it.
+type simPod struct {
+	name string
+	// uid is the Pod object's the kubelet writes to: a Pod created again
+	// is another object, whose kubelet knows nothing of the old one.
+	uid types.UID
+	// running is the instance of the process running in the container
+	// ("" when none); terminated the message of the current terminated
+	// state; last the message of the last exit before the running process.
+	running          string
+	terminated, last string
+	restarts         int32
+}
+
+// proofRun reports whether seed's run has the proof of death.
+func proofRun(seed uint64) bool {
+	return rand.New(rand.NewPCG(seed, 0x3c6ef372fe94f82b)).IntN(simProofEvery) == 0
+}
+
+// podProcessStarts gives a library process starting in c's Pod its proof of
+// death, creating the Pod if there is none, and has the kubelet report it
+// running.
+func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
+	c := p.c
+	if c.pod == nil {
+		c.pod = &simPod{name: c.name + "-pod"}
+	}
+	pod := c.pod
+	if w.Pod(simKey(c.e.ns, pod.name)) == nil {
+		// A Pod created again is another object: its container's history
+		// starts over.
+		created, err := w.CreatePod(c.e.ns, pod.name, &corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-" + c.name}}, "pod controller", w.podWatchers)
+		if err != nil {
+			panic(err)
+		}
+		pod.uid, pod.terminated, pod.last, pod.restarts = created.UID, "", "", 0
+	}
+	id := fmt.Sprintf("%016x%016x", w.podRng.Uint64(), w.podRng.Uint64())
+	path := filepath.Join(w.podDir, fmt.Sprintf("%s_%s_%d", c.e.ns, c.name, p.id))
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		panic(err)
+	}
+	p.instance, p.messageFile = id, path
+	if pod.terminated != "" {
+		pod.last = pod.terminated
+		pod.restarts++
+	}
+	pod.running, pod.terminated = id, ""
+	w.kubeletReports(c)
+	if w.podRng.IntN(simForceDeleteEvery) == 0 {
+		uid := pod.uid
+		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() {
+			if cur := w.Pod(simKey(c.e.ns, pod.name)); cur != nil && cur.UID == uid {
+				w.Fault("pod-force-deleted")
+				w.DeletePod(c.e.ns, pod.name, "kubectl delete --force", w.podWatchers)
+			}
+		})
+	}
+	return &candidatepkg.ProofOfDeath{TerminationMessagePath: path, Pod: c.e.ns + "/" + pod.name, Instance: id}
+}
+
+// podProcessExits is the kubelet seeing p's container exit: it reads the
+// termination message file now, and reports.
+func (w *simWorld) podProcessExits(p *simProcess) {
+	pod := p.c.pod
+	if pod == nil || p.messageFile == "" || pod.running != p.instance {
+		return
+	}
+	msg, err := os.ReadFile(p.messageFile)
+	if err != nil {
+		panic(err)
+	}
+	pod.running, pod.terminated = "", string(msg)
+	w.kubeletReports(p.c)
+}
+
+// kubeletReports schedules the kubelet's next status write for c's Pod: of
+// the truth as it is when the write is made.
+func (w *simWorld) kubeletReports(c *simCandidate) {
+	pod := c.pod
+	if w.podRng.IntN(simKubeletLost) == 0 {
+		w.Fault("kubelet-status-lost")
+		return
+	}
+	delay := simworld.DurationBetween(w.podRng, 100*time.Millisecond, 2*time.Second)
+	if w.podRng.IntN(simKubeletPartitioned) == 0 {
+		w.Fault("kubelet-partitioned")
+		delay = simworld.DurationBetween(w.podRng, 10*time.Second, 90*time.Second)
+	}
+	w.Late(w.Now.Add(delay))
+	w.After(delay, func() {
+		status := corev1.PodStatus{Phase: corev1.PodRunning}
+		cs := corev1.ContainerStatus{Name: "app", RestartCount: pod.restarts}
+		if pod.running != "" {
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(w.Now.Truncate(time.Second))}
+			if pod.last != "" {
+				cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Message: pod.last}
+			}
+		} else {
+			cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Message: pod.terminated}
+			if pod.last != "" {
+				cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Message: pod.last}
+			}
+		}
+		status.ContainerStatuses = []corev1.ContainerStatus{cs}
+		if _, err := w.WritePodStatus(c.e.ns, pod.name, pod.uid, status, "kubelet", w.podWatchers); err != nil {
+			w.Tracef("kubelet of %s: %v", pod.name, err)
+		}
+	})
+}
+
+// podWatchers are the watches Pod events go to: every controller's.
+func (w *simWorld) podWatchers() []*simworld.Watcher {
+	var out []*simworld.Watcher
+	for _, sc := range w.ctrls {
+		if sc.podWatch != nil {
+			out = append(out, sc.podWatch)
+		}
+	}
+	return out
+}
+
+// podObjects are the stored Pods, for a list.
+func (w *simWorld) podObjects() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, key := range w.PodKeys() {
+		out = append(out, w.Pod(key).DeepCopy())
+	}
+	return out
+}
+
+// readCounter is a counter's value.
+func readCounter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
+}
