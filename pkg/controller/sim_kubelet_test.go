@@ -19,7 +19,7 @@ import (
 
 // The proof of death in the world (docs/design.md, "Proof of death"): in one
 // run in simProofEvery, the controllers run with Pod informers, and each
-// library candidate runs in a Pod of its own (<name>-pod in its Lease's
+// library candidate runs in a Pod of its own (<name>-<Lease> in its Lease's
 // namespace), one process after another in its container. Each process is
 // the library's with a ProofOfDeath of its own: a termination message file
 // (a real file, one per process, as the kubelet makes one per container
@@ -73,7 +73,8 @@ func proofRun(seed uint64) bool {
 func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 	c := p.c
 	if c.pod == nil {
-		c.pod = &simPod{name: c.name + "-pod"}
+		// Its own Pod, whatever other candidate shares its Identity.
+		c.pod = &simPod{name: c.name + "-" + c.e.name}
 	}
 	pod := c.pod
 	if w.Pod(simKey(c.e.ns, pod.name)) == nil {
@@ -86,7 +87,8 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 		pod.uid, pod.terminated, pod.last, pod.restarts = created.UID, "", "", 0
 	}
 	id := fmt.Sprintf("%016x%016x", w.podRng.Uint64(), w.podRng.Uint64())
-	path := filepath.Join(w.podDir, fmt.Sprintf("%s_%s_%d", c.e.ns, c.name, p.id))
+	w.podFiles++
+	path := filepath.Join(w.podDir, fmt.Sprintf("%d", w.podFiles))
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		panic(err)
 	}

@@ -307,10 +307,12 @@ type simWorld struct {
 	// drawn from podRng, with the processes' termination message files in
 	// podDir. metrics are the controller replicas', shared as
 	// cle-controller's terms share them.
-	proof   bool
-	podRng  *rand.Rand
-	podDir  string
-	metrics *Metrics
+	proof  bool
+	podRng *rand.Rand
+	podDir string
+	// podFiles counts the termination message files made in podDir.
+	podFiles int
+	metrics  *Metrics
 	// ending: the run is over; processes killed now exit unobserved.
 	ending bool
 }
