@@ -44,6 +44,7 @@ type options struct {
 	leaseDuration, renewDeadline, retryPeriod       time.Duration
 	witnessURL                                      string
 	witnessInterval, clockOffset                    time.Duration
+	terminationMessagePath, pod                     string
 }
 
 func main() {
@@ -61,6 +62,8 @@ func main() {
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "the candidate's retry period (the elector's is the lock's, which may be shorter)")
 	fs.StringVar(&o.witnessURL, "witness-url", "", "if set, the leader POSTs a fenced write to this URL every --witness-interval through a write-guarded HTTP client")
 	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
+	fs.StringVar(&o.terminationMessagePath, "termination-message-path", "", "the termination message file the kubelet reports when this process's container exits (default: found in a Pod's mounts); with cle-controller's --proof-of-death the next leader is elected as soon as the kubelet reports this process exited")
+	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in, with --termination-message-path (default: from the environment)")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the candidate on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -90,6 +93,10 @@ func run(ctx context.Context, o options) error {
 	}
 	restConfig.UserAgent = "cle-example-lock-elector/" + o.identity
 	clk := witness.OffsetClock{Offset: o.clockOffset}
+	var proof *candidate.ProofOfDeath // found in a Pod's mounts
+	if o.terminationMessagePath != "" {
+		proof = &candidate.ProofOfDeath{TerminationMessagePath: o.terminationMessagePath, Pod: o.pod}
+	}
 	lk, err := lock.New(lock.Config{Candidate: candidate.Config{
 		RestConfig:       restConfig,
 		APIMode:          o.apiMode,
@@ -102,6 +109,7 @@ func run(ctx context.Context, o options) error {
 		RenewDeadline:    o.renewDeadline,
 		RetryPeriod:      o.retryPeriod,
 		Clock:            clk,
+		ProofOfDeath:     proof,
 	}})
 	if err != nil {
 		return err

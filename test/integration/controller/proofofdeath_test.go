@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,4 +211,62 @@ func readCounter(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// The adoption path: client-go LeaderElectors on pkg/lock, in processes of
+// their own (examples/lock-elector), each "in" a Pod. The leader is
+// SIGKILLed; the kubelet's report of its exit has the next elector lead long
+// before the dead one's one-minute Lease would have expired.
+func TestProofOfDeathLockElector(t *testing.T) { forEachMode(t, testProofOfDeathLockElector) }
+
+func testProofOfDeathLockElector(t *testing.T, m apiMode) {
+	e := startWithProofOfDeath(t, m)
+	bin := framework.BuildCommand(t, "github.com/cle-dev/cle/examples/lock-elector")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := m.server.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	start := func(identity, emulation string) (*framework.Child, *podProcess) {
+		p := &podProcess{identity: identity, pod: identity + "-0", messageFile: filepath.Join(t.TempDir(), "termination-log")}
+		if err := os.WriteFile(p.messageFile, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.createPod(t, p.pod)
+		child := framework.StartChild(t, identity, bin, "--kubeconfig", kubeconfig, "--api-mode", m.name,
+			"--namespace", e.ns, "--lease", "lock", "--identity", identity,
+			"--binary-version", "1.31.0", "--emulation-version", emulation,
+			"--lease-duration", podLeaseDuration.String(), "--renew-deadline", "40s", "--retry-period", "2s",
+			"--termination-message-path", p.messageFile, "--pod", e.ns+"/"+p.pod)
+		// The process draws its instance: read it where the kubelet will.
+		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			b, err := os.ReadFile(p.messageFile)
+			if ids := proof.InstancesIn(string(b)); err == nil && len(ids) == 1 {
+				p.instance = ids[0]
+				return true, nil
+			}
+			return false, nil
+		}); err != nil {
+			t.Fatalf("%s wrote no instance into its termination message file: %v", identity, err)
+		}
+		return child, p
+	}
+	aChild, a := start("a", "1.30.0")
+	_, b := start("b", "1.31.0")
+	held := e.waitLease("lock", 30*time.Second, "a's elector leads, its renewals stamped", stampedBy(a))
+
+	if err := aChild.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-aChild.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not exit on SIGKILL")
+	}
+	reported := time.Now()
+	e.reportExit(t, a, false)
+	got := e.waitLease("lock", 20*time.Second, "b's elector leads", stampedBy(b))
+	t.Logf("%s mode: b's elector renewed its term %s after the kubelet's report", m.name, time.Since(reported).Round(time.Millisecond))
+	if ptr.Deref(got.Spec.LeaseTransitions, 0) <= ptr.Deref(held.Spec.LeaseTransitions, 0) {
+		t.Errorf("the next term's token %d is not above the dead holder's %d", ptr.Deref(got.Spec.LeaseTransitions, 0), ptr.Deref(held.Spec.LeaseTransitions, 0))
+	}
 }
