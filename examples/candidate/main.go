@@ -30,6 +30,10 @@
 // a deposed leader's write that got past the guard still cannot overwrite a
 // successor's.
 //
+// --signal-faults is for fault-injection tests: while leading, SIGUSR1 makes
+// leader work panic and SIGUSR2 makes it allocate memory until the kernel
+// kills the process.
+//
 // SIGINT or SIGTERM stops leader work, deletes the LeaseCandidate and
 // releases the Lease before it exits; a second one exits at once.
 package main
@@ -81,6 +85,7 @@ type options struct {
 	witnessURL       string
 	witnessInterval  time.Duration
 	clockOffset      time.Duration
+	signalFaults     bool
 }
 
 func main() {
@@ -104,6 +109,7 @@ func main() {
 	fs.StringVar(&o.healthAddr, "health-addr", "", "if set, serve the leader-election health check at http://<addr>/healthz")
 	fs.StringVar(&o.witnessURL, "witness-url", "", "if set, the leader POSTs a fenced write (identity, token, time) to this URL every --witness-interval through a write-guarded HTTP client")
 	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
+	fs.BoolVar(&o.signalFaults, "signal-faults", false, "for fault-injection tests: while leading, SIGUSR1 makes leader work panic and SIGUSR2 makes it allocate memory until the kernel kills the process (out of memory); not leading, they are ignored")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the election on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := goflagSet()
 	fs.AddGoFlagSet(klogFlags)
@@ -151,6 +157,10 @@ func run(ctx context.Context, o options) error {
 	restConfig.UserAgent = "cle-example-candidate/" + o.identity
 
 	out := &printer{identity: o.identity}
+	faults := make(chan os.Signal, 1)
+	if o.signalFaults {
+		signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
+	}
 	var witnessClient *http.Client // set before Run, used only while leading
 	var c *candidate.Candidate
 	c, err = candidate.New(candidate.Config{
@@ -187,7 +197,7 @@ func run(ctx context.Context, o options) error {
 				if o.writeConfigMap != "" {
 					lead(ctx, token, o, out)
 				}
-				<-ctx.Done()
+				failOnSignal(ctx, faults)
 				wg.Wait()
 			},
 			OnStoppedLeading: func() {
@@ -225,6 +235,30 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return c.Run(ctx)
+}
+
+// failOnSignal waits for ctx to be done; a fault signal meanwhile makes
+// leader work fail (--signal-faults): SIGUSR1 panics, SIGUSR2 allocates
+// memory until the kernel kills the process.
+func failOnSignal(ctx context.Context, faults <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-faults:
+			if sig == syscall.SIGUSR1 {
+				panic("leader work: fault injected by SIGUSR1")
+			}
+			var held [][]byte
+			for {
+				b := make([]byte, 16<<20)
+				for i := 0; i < len(b); i += 4096 {
+					b[i] = 1 // touched, so that it counts against the limit
+				}
+				held = append(held, b)
+			}
+		}
+	}
 }
 
 // serveHealth serves check at /healthz on addr until ctx is done.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -1139,8 +1140,12 @@ func runSim(seed uint64, tracing bool) simResult {
 		proof:      proofRun(seed),
 	}
 	if w.proof {
-		dir, err := os.MkdirTemp("", "cle-sim-pods-")
-		if err != nil {
+		// Named after the seed, not drawn, so that a seed's trace (which
+		// shows the files' paths) is the same each time it runs in this
+		// process; no two runs of one seed overlap.
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("cle-sim-%d-seed-%d", os.Getpid(), seed))
+		_ = os.RemoveAll(dir)
+		if err := os.Mkdir(dir, 0o700); err != nil {
 			panic(err)
 		}
 		w.podDir = dir
