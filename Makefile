@@ -61,6 +61,10 @@ image: ## Build the container image (cle-controller, kubectl-cle and the example
 release: ## Build a release into _output/release: the multi-platform image (OCI archive and layout, docker-load tarballs, SBOM), install bundles pinned by digest, kubectl-cle archives, a krew manifest, the Go modules in module proxy layout (goproxy/) and checksums.txt. VERSION=vX.Y.Z is required.
 	VERSION="$(VERSION)" hack/release.sh
 
+.PHONY: bench-node
+bench-node: ## As root, after make release: the node test's proof of death alone, the leader's container killed five times each way (SIGKILL, out of memory, panic); prints the medians.
+	E2E_KILLS=5 GOTESTFLAGS="-run TestProofOfDeathOnNode" hack/e2e.sh
+
 .PHONY: e2e
 e2e: ## Run the node test as root: install the release in _output/release (make release) on a real node (kubelet, containerd, runc, CNI, kube-proxy) in namespaces it creates, and test it there.
 	hack/e2e.sh
