@@ -1,6 +1,7 @@
 package proof
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func TestInstancesIn(t *testing.T) {
 		{"cle.dev/instance=" + idA + " and more", nil},             // not the whole line
 		{"cle.dev/instance=0123456789ABCDEF0123456789ABCDEF", nil}, // not drawn by NewInstance
 	} {
-		if got := InstancesIn(tc.message); !equal(got, tc.want) {
+		if got := InstancesIn(tc.message); !slices.Equal(got, tc.want) {
 			t.Errorf("InstancesIn(%q) = %v, want %v", tc.message, got, tc.want)
 		}
 	}
@@ -73,7 +74,7 @@ func TestExited(t *testing.T) {
 		{"terminated without a marker", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: terminated("OOMKilled")}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Exited(&corev1.Pod{Status: tc.status}); !equal(got, tc.want) {
+			if got := Exited(&corev1.Pod{Status: tc.status}); !slices.Equal(got, tc.want) {
 				t.Errorf("Exited = %v, want %v", got, tc.want)
 			}
 		})
@@ -144,16 +145,4 @@ func TestInstanceOf(t *testing.T) {
 	if got := InstanceOf(nil); got != "" {
 		t.Errorf("InstanceOf(nil) = %q", got)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -52,33 +52,7 @@ func TestHelmChart(t *testing.T) {
 		t.Fatalf("the CRD %s is already there: the chart's test needs the cluster without it", crdName)
 	}
 
-	// The namespace, with the Pod Security labels of the bundle's.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: helmNamespace, Labels: n.release.namespaceLabels(t)}}
-	if _, err := n.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.client.CoreV1().Namespaces().Delete(context.Background(), helmNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Error(err)
-		}
-		n.waitNamespaceGone(t, helmNamespace)
-	})
-
-	begin := time.Now()
-	n.helm(t, helm, "install", helmRelease, chart, "--namespace", helmNamespace)
-	t.Cleanup(func() {
-		// After a failure before the uninstall below; the CRD goes last.
-		n.helmMayFail(t, helm, "uninstall", helmRelease, "--namespace", helmNamespace, "--ignore-not-found", "--wait", "--timeout=3m")
-		n.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=true", "--timeout=3m")
-	})
-	pods := n.waitDeploymentReady(t, helmNamespace, cleDeployment)
-	t.Logf("chart %s installed as %s; cle-controller's %d Pods Ready in %s", filepath.Base(chart), helmRelease, len(pods), time.Since(begin).Round(100*time.Millisecond))
-	for _, p := range pods {
-		if c := p.Spec.Containers[0]; c.Image != n.release.tagRef()+"@"+n.release.digest {
-			t.Errorf("Pod %s runs image %s, want the release's %s@%s", p.Name, c.Image, n.release.tagRef(), n.release.digest)
-		}
-	}
-	n.waitLockHeldBy(t, pods)
+	pods := n.installChart(t, helm, chart)
 
 	// The example candidates elect through it.
 	n.kubectl(t, "", "apply", "-f", n.release.bundle("cle-examples.yaml"))
@@ -97,7 +71,7 @@ func TestHelmChart(t *testing.T) {
 
 	// An upgrade to three replicas: the quota admits them, one acts, the
 	// election stands.
-	begin = time.Now()
+	begin := time.Now()
 	n.helm(t, helm, "upgrade", helmRelease, chart, "--namespace", helmNamespace, "--reuse-values", "--set", "replicas=3")
 	pods = n.waitDeploymentReady(t, helmNamespace, cleDeployment)
 	if len(pods) != 3 {
@@ -156,6 +130,46 @@ func TestHelmChart(t *testing.T) {
 		t.Errorf("helm still lists %q after the uninstall", out)
 	}
 	t.Logf("uninstalled in %s; the CRD %s kept, as the chart's crds.keep says", time.Since(begin).Round(100*time.Millisecond), crdName)
+}
+
+// installChart installs the chart with helm, as a user would, with the --set
+// values given, in a namespace of its own with the Pod Security labels of
+// the bundle's; it waits until cle-controller's Pods are Ready and one of
+// them holds the lock, and returns them. The uninstall, the CRD's deletion
+// and the namespace's come when the test ends.
+func (n *node) installChart(t *testing.T, helm, chart string, set ...string) []corev1.Pod {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: helmNamespace, Labels: n.release.namespaceLabels(t)}}
+	if _, err := n.client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.client.CoreV1().Namespaces().Delete(context.Background(), helmNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+		n.waitNamespaceGone(t, helmNamespace)
+	})
+	begin := time.Now()
+	args := []string{"install", helmRelease, chart, "--namespace", helmNamespace}
+	for _, v := range set {
+		args = append(args, "--set", v)
+	}
+	n.helm(t, helm, args...)
+	t.Cleanup(func() {
+		// After a failure before the test's own uninstall; the CRD goes
+		// last.
+		n.helmMayFail(t, helm, "uninstall", helmRelease, "--namespace", helmNamespace, "--ignore-not-found", "--wait", "--timeout=3m")
+		n.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=true", "--timeout=3m")
+	})
+	pods := n.waitDeploymentReady(t, helmNamespace, cleDeployment)
+	t.Logf("chart %s installed as %s %v; cle-controller's %d Pods Ready in %s", filepath.Base(chart), helmRelease, set, len(pods), time.Since(begin).Round(100*time.Millisecond))
+	for _, p := range pods {
+		if c := p.Spec.Containers[0]; c.Image != n.release.tagRef()+"@"+n.release.digest {
+			t.Errorf("Pod %s runs image %s, want the release's %s@%s", p.Name, c.Image, n.release.tagRef(), n.release.digest)
+		}
+	}
+	n.waitLockHeldBy(t, pods)
+	return pods
 }
 
 // waitLockHeldBy waits until one of the Pods holds cle-controller's lock

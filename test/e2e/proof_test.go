@@ -12,7 +12,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -49,26 +48,10 @@ func TestProofOfDeathOnNode(t *testing.T) {
 		t.Fatalf("a Deployment %s is already there (%v): the test needs the cluster without one", cleDeployment, err)
 	}
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: helmNamespace, Labels: n.release.namespaceLabels(t)}}
-	if _, err := n.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.client.CoreV1().Namespaces().Delete(context.Background(), helmNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Error(err)
-		}
-		n.waitNamespaceGone(t, helmNamespace)
-	})
-	n.helm(t, helm, "install", helmRelease, chart, "--namespace", helmNamespace, "--set", "proofOfDeath.enabled=true")
-	t.Cleanup(func() {
-		n.helmMayFail(t, helm, "uninstall", helmRelease, "--namespace", helmNamespace, "--ignore-not-found", "--wait", "--timeout=3m")
-		n.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=true", "--timeout=3m")
-	})
-	pods := n.waitDeploymentReady(t, helmNamespace, cleDeployment)
+	pods := n.installChart(t, helm, chart, "proofOfDeath.enabled=true")
 	if args := pods[0].Spec.Containers[0].Args; !slices.Contains(args, "--proof-of-death") {
 		t.Fatalf("cle-controller runs with %q, want --proof-of-death", args)
 	}
-	n.waitLockHeldBy(t, pods)
 
 	// The example candidates, able to fail on a signal.
 	bundle, err := os.ReadFile(n.release.bundle("cle-examples.yaml"))

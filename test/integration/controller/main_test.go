@@ -88,8 +88,16 @@ func newEnv(t testing.TB, m apiMode, ns string) *env {
 // namespace, until the test ends.
 func startController(t *testing.T, m apiMode, opts controller.Options) *env {
 	t.Helper()
+	return startControllerWith(t, m, framework.ControllerOptions{Controller: opts})
+}
+
+// startControllerWith is startController with the framework's options (the
+// namespace and the API mode are the test's).
+func startControllerWith(t *testing.T, m apiMode, o framework.ControllerOptions) *env {
+	t.Helper()
 	ns := m.server.CreateNamespace(t)
-	c := m.server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: opts})
+	o.Namespaces, o.APIMode = []string{ns}, m.name
+	c := m.server.StartController(t, o)
 	e := newEnv(t, m, ns)
 	e.metrics = c.Metrics
 	return e

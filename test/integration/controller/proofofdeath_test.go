@@ -118,11 +118,7 @@ func (e *env) writePodStatus(t *testing.T, pod *corev1.Pod) {
 // namespace of the mode.
 func startWithProofOfDeath(t *testing.T, m apiMode) *env {
 	t.Helper()
-	ns := m.server.CreateNamespace(t)
-	c := m.server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, ProofOfDeath: true})
-	e := newEnv(t, m, ns)
-	e.metrics = c.Metrics
-	return e
+	return startControllerWith(t, m, framework.ControllerOptions{ProofOfDeath: true})
 }
 
 // stampedBy reports a Lease whose last renewal instance p made.
@@ -132,15 +128,31 @@ func stampedBy(p *podProcess) func(*coordinationv1.Lease) bool {
 	}
 }
 
+// leadingInPods starts library candidates a (the better) and b for lease,
+// each in a Pod of its own, and returns them once a leads, with the Lease
+// then.
+func (e *env) leadingInPods(t *testing.T, lease string) (a, b *podProcess, held *coordinationv1.Lease) {
+	t.Helper()
+	e.createPod(t, "a-0")
+	e.createPod(t, "b-0")
+	a = e.startInPod(t, lease, "a", "a-0", "1.30.0")
+	b = e.startInPod(t, lease, "b", "b-0", "1.31.0")
+	return a, b, e.waitLease(lease, 30*time.Second, "a leads, its renewals stamped", stampedBy(a))
+}
+
+// tokenAbove checks that the term of got is numbered above the dead holder's.
+func tokenAbove(t *testing.T, got, held *coordinationv1.Lease) {
+	t.Helper()
+	if g, h := ptr.Deref(got.Spec.LeaseTransitions, 0), ptr.Deref(held.Spec.LeaseTransitions, 0); g <= h {
+		t.Errorf("the next term's token %d is not above the dead holder's %d", g, h)
+	}
+}
+
 func TestProofOfDeath(t *testing.T) { forEachMode(t, testProofOfDeath) }
 
 func testProofOfDeath(t *testing.T, m apiMode) {
 	e := startWithProofOfDeath(t, m)
-	e.createPod(t, "a-0")
-	e.createPod(t, "b-0")
-	a := e.startInPod(t, "pod", "a", "a-0", "1.30.0")
-	b := e.startInPod(t, "pod", "b", "b-0", "1.31.0")
-	held := e.waitLease("pod", 30*time.Second, "a leads, its renewals stamped", stampedBy(a))
+	a, b, held := e.leadingInPods(t, "pod")
 	a.stop() // dies: the Lease still names it, unexpired for a minute
 
 	// What is not proof: the Pod failed without its kubelet (Pod garbage
@@ -174,9 +186,7 @@ func testProofOfDeath(t *testing.T, m apiMode) {
 	e.reportExit(t, a, false)
 	got := e.waitLease("pod", 20*time.Second, "b leads", stampedBy(b))
 	t.Logf("%s mode: b renewed its term %s after the kubelet's report", m.name, time.Since(reported).Round(time.Millisecond))
-	if ptr.Deref(got.Spec.LeaseTransitions, 0) <= ptr.Deref(held.Spec.LeaseTransitions, 0) {
-		t.Errorf("the next term's token %d is not above the dead holder's %d", ptr.Deref(got.Spec.LeaseTransitions, 0), ptr.Deref(held.Spec.LeaseTransitions, 0))
-	}
+	tokenAbove(t, got, held)
 	e.expectEvent(t, "pod", "HolderExited")
 	if n := readCounter(e.metrics.HolderExits); n != 1 {
 		t.Errorf("cle_holder_exits_total = %v, want 1", n)
@@ -190,18 +200,11 @@ func TestProofOfDeathRestartInPlace(t *testing.T) { forEachMode(t, testProofOfDe
 
 func testProofOfDeathRestartInPlace(t *testing.T, m apiMode) {
 	e := startWithProofOfDeath(t, m)
-	e.createPod(t, "a-0")
-	e.createPod(t, "b-0")
-	a := e.startInPod(t, "restart", "a", "a-0", "1.30.0")
-	e.startInPod(t, "restart", "b", "b-0", "1.31.0")
-	held := e.waitLease("restart", 30*time.Second, "a leads, its renewals stamped", stampedBy(a))
+	a, _, held := e.leadingInPods(t, "restart")
 	a.stop()
 	next := e.startInPod(t, "restart", "a", "a-0", "1.30.0")
 	e.reportExit(t, a, true)
-	got := e.waitLease("restart", 20*time.Second, "the restarted a leads", stampedBy(next))
-	if ptr.Deref(got.Spec.LeaseTransitions, 0) <= ptr.Deref(held.Spec.LeaseTransitions, 0) {
-		t.Errorf("the restarted process leads under token %d, not above its predecessor's %d", ptr.Deref(got.Spec.LeaseTransitions, 0), ptr.Deref(held.Spec.LeaseTransitions, 0))
-	}
+	tokenAbove(t, e.waitLease("restart", 20*time.Second, "the restarted a leads", stampedBy(next)), held)
 }
 
 // readCounter is a counter's value.
@@ -266,7 +269,5 @@ func testProofOfDeathLockElector(t *testing.T, m apiMode) {
 	e.reportExit(t, a, false)
 	got := e.waitLease("lock", 20*time.Second, "b's elector leads", stampedBy(b))
 	t.Logf("%s mode: b's elector renewed its term %s after the kubelet's report", m.name, time.Since(reported).Round(time.Millisecond))
-	if ptr.Deref(got.Spec.LeaseTransitions, 0) <= ptr.Deref(held.Spec.LeaseTransitions, 0) {
-		t.Errorf("the next term's token %d is not above the dead holder's %d", ptr.Deref(got.Spec.LeaseTransitions, 0), ptr.Deref(held.Spec.LeaseTransitions, 0))
-	}
+	tokenAbove(t, got, held)
 }
