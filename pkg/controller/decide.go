@@ -66,6 +66,9 @@ type view struct {
 	// (zero: no such report). The holder's term is over then, Lease or
 	// not: see exits.go.
 	holderExitedAt time.Time
+	// departedExited: the kubelet reported that the process of the deleted
+	// Lease's holder (record.departed) has exited; its term is over.
+	departedExited bool
 }
 
 // observedCandidate is a candidate as cached with its record.
@@ -903,7 +906,7 @@ func (e *election) unseenHolderUntil() time.Time {
 // only at its next renewal, and may not renew at all (paused, cut off).
 func (e *election) departedUntil() time.Time {
 	dep := e.v.record.departed
-	if dep.holder == "" || (e.v.lease != nil && e.holder == dep.holder) {
+	if dep.holder == "" || (e.v.lease != nil && e.holder == dep.holder) || e.v.departedExited {
 		return time.Time{}
 	}
 	if e.v.now.Before(dep.until) {

@@ -180,9 +180,11 @@ func TestDecide(t *testing.T) {
 		gather   bool
 		watchLag time.Duration
 		// exited: when the kubelet's report that the holder's process
-		// exited was read (zero: none).
-		exited time.Time
-		want   func(*view) decision
+		// exited was read (zero: none); departedExited: the deleted Lease's
+		// holder's.
+		exited         time.Time
+		departedExited bool
+		want           func(*view) decision
 	}{{
 		name:  "no candidates",
 		lease: held("x"),
@@ -351,6 +353,12 @@ func TestDecide(t *testing.T) {
 		cands:  []obsCand{seen(old, now.Add(-time.Second)), seen(mid, now.Add(-time.Second))},
 		want:   want(waits(waitDeparted), ranked("old", "mid"), hasBest(), neededSince(0), state(leaseVacant), next(10*time.Second)),
 	}, {
+		name:           "deleted while held, the holder's process exited: created at once, above the history",
+		record:         leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", until: now.Add(10 * time.Second), instance: "0123456789abcdef0123456789abcdef"}}},
+		cands:          []obsCand{seen(old, now.Add(-time.Second)), withRec(seen(mid, now.Add(-time.Second)), func(r *candidateRecord) { r.exited = true })},
+		departedExited: true,
+		want:           want(ranked("old", "mid"), hasBest(), create("old", 7, true, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(0), wrote(leaseOptimal, leaseVacant), next(14*time.Second)),
+	}, {
 		name:   "deleted while held, the term over: created above the history",
 		record: leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", until: now}}},
 		cands:  []obsCand{seen(old, now.Add(-time.Second))},
@@ -432,7 +440,7 @@ func TestDecide(t *testing.T) {
 			if tc.lease != nil {
 				tc.lease.ResourceVersion = "1"
 			}
-			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, watchLag: tc.watchLag, holderExitedAt: tc.exited}
+			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, watchLag: tc.watchLag, holderExitedAt: tc.exited, departedExited: tc.departedExited}
 			opts := Options{}
 			if err := opts.complete(); err != nil {
 				t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/internal/proof"
 )
 
 // Liveness and expiry are judged on this controller's clock from what it saw
@@ -160,6 +162,9 @@ type leaseObject struct {
 	// same holder in the same term: the holder's own cadence, as it
 	// reaches this controller (zero until two were seen).
 	renewGap time.Duration
+	// instance is the process instance that made the last renewal, when
+	// the Lease says (see proof.HolderInstance).
+	instance string
 }
 
 // leaseHistory is what outlives the Lease object: kept across its deletion
@@ -188,17 +193,21 @@ type leaseHistory struct {
 
 // departedHolder is the holder of a deleted Lease (unknownHolder when the
 // deletion came with a copy too old to tell), and when its term ends on this
-// controller's clock.
+// controller's clock; instance is its process instance when the last
+// renewal said so and the deletion came in order after it (a copy that came
+// with a relist may be older than a renewal by another process).
 type departedHolder struct {
-	holder string
-	until  time.Time
+	holder   string
+	until    time.Time
+	instance string
 }
 
-// depart is the history once holder may act until until, keeping whichever
-// of it and an earlier departed holder ends later.
-func (h leaseHistory) depart(holder string, until time.Time) leaseHistory {
+// depart is the history once holder (process instance, "" when unknown) may
+// act until until, keeping whichever of it and an earlier departed holder
+// ends later.
+func (h leaseHistory) depart(holder string, until time.Time, instance string) leaseHistory {
 	if h.departed.holder == "" || until.After(h.departed.until) {
-		h.departed = departedHolder{holder: holder, until: until}
+		h.departed = departedHolder{holder: holder, until: until, instance: instance}
 	}
 	return h
 }
@@ -396,7 +405,8 @@ func (r leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, default
 		if r.observed && r.holder == holder && holder != "" && r.transitions == transitions {
 			gap = now.Sub(r.observedAt)
 		}
-		r.leaseObject = leaseObject{observed: true, uid: lease.UID, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap}
+		r.leaseObject = leaseObject{observed: true, uid: lease.UID, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap,
+			instance: proof.HolderInstance(lease)}
 	}
 	r.terms = termsOf(lease)
 	if holder != "" && holder == r.departed.holder {
@@ -445,7 +455,7 @@ func (r leaseRecord) leaseGone(relisted bool, now time.Time, defaultDuration tim
 	case r.observed && relisted:
 		r.leaseHistory = r.departRelisted(now, defaultDuration)
 	case r.observed && r.holder != "":
-		r.leaseHistory = r.depart(r.holder, r.observedAt.Add(r.terms.duration(defaultDuration)))
+		r.leaseHistory = r.depart(r.holder, r.observedAt.Add(r.terms.duration(defaultDuration)), r.instance)
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
 	return r
@@ -462,7 +472,7 @@ func (r leaseRecord) departRelisted(now time.Time, defaultDuration time.Duration
 	if holder == "" {
 		holder = unknownHolder
 	}
-	return r.depart(holder, now.Add(duration))
+	return r.depart(holder, now.Add(duration), "")
 }
 
 // bury removes the record of key, keeping its history as a tombstone, and
@@ -745,7 +755,7 @@ func (r leaseRecord) absent(now time.Time, wait time.Duration) leaseRecord {
 	if !r.writing || r.replaced != "" || r.observed {
 		return r
 	}
-	r.leaseHistory = r.depart(r.named, now.Add(max(wait, r.longestDuration)))
+	r.leaseHistory = r.depart(r.named, now.Add(max(wait, r.longestDuration)), "")
 	r.pendingWrite = pendingWrite{}
 	return r
 }

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/internal/proof"
 )
 
 func TestObserveCandidate(t *testing.T) {
@@ -311,6 +313,23 @@ func TestLeaseRecordTransitions(t *testing.T) {
 	behind, _ := r.leaseSeen(recreated, t0.Add(10*time.Second), def)
 	if behind.departed != relisted.departed || behind.holder != "" {
 		t.Errorf("re-created behind a relist: departed %+v holder %q, want the old holder departed as through a relist", behind.departed, behind.holder)
+	}
+	// The process that made the last renewal, when the renewal said so:
+	// kept through a deletion in order, not through a relist, whose copy
+	// may be older than another process's renewal.
+	const id = "0123456789abcdef0123456789abcdef"
+	stamped := lease(heldBy("a"), transitions(3), durationSeconds(40))
+	stamped.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(time.Second)))
+	proof.Stamp(stamped, id)
+	withInstance, _ := r.leaseSeen(stamped, t0.Add(3*time.Second), def)
+	if withInstance.instance != id {
+		t.Fatalf("a stamped renewal seen: instance %q, want %q", withInstance.instance, id)
+	}
+	if got := withInstance.leaseGone(false, t0.Add(4*time.Second), def).departed.instance; got != id {
+		t.Errorf("deleted in order: departed instance %q, want %q", got, id)
+	}
+	if got := withInstance.leaseGone(true, t0.Add(4*time.Second), def).departed.instance; got != "" {
+		t.Errorf("deleted through a relist: departed instance %q, want none", got)
 	}
 	if left := gone.candidatesGone(); left.leaseHistory != gone.leaseHistory || left.observed || !left.firstJoin.IsZero() {
 		t.Errorf("after the last candidate left: %+v, want only the history", left)

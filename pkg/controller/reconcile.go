@@ -58,6 +58,7 @@ func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
 	v.holderExitedAt = c.exits.exitedAt(proof.HolderInstance(v.lease))
+	v.departedExited = !c.exits.exitedAt(v.record.departed.instance).IsZero()
 	for _, lc := range c.candidatesOf(key) {
 		rec := c.obs.candidate(lc, now)
 		rec.exited = !c.exits.exitedAt(proof.InstanceOf(lc.Annotations)).IsZero()
