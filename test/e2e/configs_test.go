@@ -4,6 +4,9 @@ package e2e
 // garbage collector keeps it.
 const pauseImage = "e2e.local/pause:1"
 
+// candImage runs test/bench/cand, the benchmark's candidates of every kind.
+const candImage = "e2e.local/cand:1"
+
 // containerdConfig keeps all of containerd's state under the node's
 // directory (ROOT) and leaves out the plugins that would write elsewhere
 // (/opt/containerd, /run/nri).

@@ -16,13 +16,19 @@ import (
 // which ctr images import reads) of a one-layer image that runs binary as
 // /pause, tagged pauseImage.
 func writePauseImage(path, binary string) error {
+	return writeImage(path, binary, "pause", pauseImage)
+}
+
+// writeImage writes a docker-archive tarball of a one-layer image that runs
+// binary as /name, tagged ref.
+func writeImage(path, binary, name, ref string) error {
 	bin, err := os.ReadFile(binary)
 	if err != nil {
-		return fmt.Errorf("pause image: %w", err)
+		return fmt.Errorf("%s image: %w", name, err)
 	}
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
-	if err := lw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(bin)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
+	if err := lw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(bin)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
 		return err
 	}
 	if _, err := lw.Write(bin); err != nil {
@@ -37,7 +43,7 @@ func writePauseImage(path, binary string) error {
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"created":      "1970-01-01T00:00:00Z",
-		"config":       map[string]any{"Entrypoint": []string{"/pause"}},
+		"config":       map[string]any{"Entrypoint": []string{"/" + name}},
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + layerHex}},
 	})
 	if err != nil {
@@ -47,7 +53,7 @@ func writePauseImage(path, binary string) error {
 	configName := hex.EncodeToString(configSum[:]) + ".json"
 	layerName := layerHex + "/layer.tar"
 	manifest, err := json.Marshal([]map[string]any{{
-		"Config": configName, "RepoTags": []string{pauseImage}, "Layers": []string{layerName},
+		"Config": configName, "RepoTags": []string{ref}, "Layers": []string{layerName},
 	}})
 	if err != nil {
 		return err

@@ -61,6 +61,10 @@ func runHost() int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
+	if err := buildStatic(filepath.Join(dir, "cand"), "./test/bench/cand"); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
@@ -111,12 +115,16 @@ func runHost() int {
 
 // buildPause builds the sandbox container's program (test/e2e/pause), before the
 // node's network namespace cuts the module proxy off.
-func buildPause(out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./test/e2e/pause")
+func buildPause(out string) error { return buildStatic(out, "./test/e2e/pause") }
+
+// buildStatic builds the static program of package pkg (a path in the
+// repository) into out.
+func buildStatic(out, pkg string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = framework.RepoPath(".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build the pause program: %w: %s", err, b)
+		return fmt.Errorf("build %s: %w: %s", pkg, err, b)
 	}
 	return nil
 }

@@ -37,13 +37,7 @@ func TestProofOfDeathOnNode(t *testing.T) {
 	ctx := context.Background()
 	helm := toolFromEnv(t, helmEnv)
 	chart := n.release.chart(t)
-	kills := 1
-	if s := os.Getenv(killsEnv); s != "" {
-		var err error
-		if kills, err = strconv.Atoi(s); err != nil || kills < 1 {
-			t.Fatalf("%s=%q: want a positive number", killsEnv, s)
-		}
-	}
+	kills := killCount(t)
 	if ds, err := n.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + cleDeployment}); err != nil || len(ds.Items) > 0 {
 		t.Fatalf("a Deployment %s is already there (%v): the test needs the cluster without one", cleDeployment, err)
 	}
@@ -66,57 +60,208 @@ func TestProofOfDeathOnNode(t *testing.T) {
 	})
 	n.waitDeploymentReady(t, exampleNamespace, exampleName)
 
+	examplesElection := election{ns: exampleNamespace, lease: exampleLease, deployment: exampleName, stamped: true}
 	var report []string
 	for _, way := range []struct{ name, signal, reason string }{
 		{"SIGKILL through containerd", "SIGKILL", "Error"},
 		{"out of memory in leader work", "SIGUSR2", "OOMKilled"},
 		{"panic in leader work", "SIGUSR1", "Error"},
 	} {
-		var took []time.Duration
-		for range kills {
-			leader, instance := n.waitStampedLeader(t, "")
-			pod, err := n.client.CoreV1().Pods(exampleNamespace).Get(ctx, leader, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			id, ok := strings.CutPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-			if !ok {
-				t.Fatalf("Pod %s: container ID %q is not containerd's", leader, pod.Status.ContainerStatuses[0].ContainerID)
-			}
-			exits := n.holderExitedEvents(t)
-			begin := time.Now()
-			if _, err := n.ctrRun(ctx, "task", "kill", "--signal", way.signal, id); err != nil {
-				t.Fatal(err)
-			}
-			// The next term may be the same Pod's, whose container the
-			// kubelet restarted at once: another process all the same.
-			next, _ := n.waitStampedLeader(t, instance)
-			took = append(took, time.Since(begin))
-			// The kubelet's report, and the controller's word that it acted
-			// on it rather than on the Lease's expiry.
-			pod, err = n.client.CoreV1().Pods(exampleNamespace).Get(ctx, leader, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cs := pod.Status.ContainerStatuses[0]; exitReason(cs) != way.reason {
-				t.Errorf("%s: Pod %s reports its container's exit as %+v, want reason %s", way.name, leader, cs, way.reason)
-			}
-			if got := n.holderExitedEvents(t); got <= exits {
-				t.Errorf("%s: no HolderExited Event for %s: %s leads after the Lease expired, not on proof of death", way.name, leader, next)
-			}
-			// A fresh Pod in its place: the killed one's container would
-			// restart with the kubelet's crash back-off.
-			n.kubectl(t, "", "delete", "pod", "-n", exampleNamespace, leader, "--wait=false")
-			n.waitDeploymentReady(t, exampleNamespace, exampleName)
-		}
-		m := median(took)
-		report = append(report, fmt.Sprintf("%s: median %s of %d (%s)", way.name, m.Round(10*time.Millisecond), len(took), roundAll(took)))
-		if m >= 15*time.Second {
-			t.Errorf("%s: the next leader started %s after the kill, not before the dead one's 15s Lease expired", way.name, m)
-		}
+		took := n.killLeaders(t, examplesElection, kills, way.signal, way.reason)
+		report = append(report, describeKills("library, "+way.name, took))
 	}
+
+	// The adoption path: client-go's LeaderElector on pkg/lock
+	// (test/bench/cand --kind=lock), in Pods of its own.
+	lockElection := n.runCands(t, "cle-lock", "--kind=lock", "--api-mode=portable")
+	report = append(report, describeKills("client-go elector on pkg/lock, SIGKILL through containerd", n.killLeaders(t, lockElection, kills, "SIGKILL", "Error")))
 	t.Logf("the leader's container killed, to the next leader's first renewal (cle-controller --proof-of-death):\n  %s", strings.Join(report, "\n  "))
 }
+
+// TestCrashFailoverBuiltinOnNode is the built-in side of the proof of
+// death's node test: kube-apiserver's own election controller, woken, with
+// client-go's coordinated candidates (test/bench/cand --kind=peer) in three
+// Pods; the leader's container is SIGKILLed, and the next leader leads once
+// the dead one's Lease has expired (kube-apiserver reads no Pod).
+func TestCrashFailoverBuiltinOnNode(t *testing.T) {
+	n := cluster
+	ctx := context.Background()
+	if err := n.server.WakeBuiltinController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.server.IdleBuiltinController(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	e := n.runCands(t, "builtin-peer", "--kind=peer")
+	took := n.killLeaders(t, e, killCount(t), "SIGKILL", "Error")
+	t.Logf("the leader's container killed, to the next leader's first renewal (kube-apiserver's controller, client-go's coordinated candidates):\n  %s",
+		describeKills("SIGKILL through containerd", took))
+}
+
+// killCount is how many times each way the node tests kill a leader.
+func killCount(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv(killsEnv)
+	if s == "" {
+		return 1
+	}
+	kills, err := strconv.Atoi(s)
+	if err != nil || kills < 1 {
+		t.Fatalf("%s=%q: want a positive number", killsEnv, s)
+	}
+	return kills
+}
+
+// election is a Lease whose candidates run as the Pods of a Deployment, each
+// named after its Pod; stamped: their processes stamp their renewals
+// (library candidates), so that the proof of death applies.
+type election struct {
+	ns, lease, deployment string
+	stamped               bool
+}
+
+// killLeaders kills the election's leader's container kills times with
+// signal, and returns the times from each kill to the next leader's first
+// renewal. With a stamped election, the kubelet's report of the exit (with
+// reason) must have ended the term: a HolderExited Event, and the next
+// leader before the dead one's 15-second Lease expired.
+func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason string) []time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	var took []time.Duration
+	for range kills {
+		leader, process := n.waitLeader(t, e, leaseProcess{})
+		pod, err := n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, ok := strings.CutPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		if !ok {
+			t.Fatalf("Pod %s: container ID %q is not containerd's", leader, pod.Status.ContainerStatuses[0].ContainerID)
+		}
+		exits := n.holderExitedEvents(t, e)
+		begin := time.Now()
+		if _, err := n.ctrRun(ctx, "task", "kill", "--signal", signal, id); err != nil {
+			t.Fatal(err)
+		}
+		// The next term may be the same Pod's, whose container the kubelet
+		// restarted at once: another process all the same.
+		next, _ := n.waitLeader(t, e, process)
+		took = append(took, time.Since(begin))
+		pod, err = n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs := pod.Status.ContainerStatuses[0]; exitReason(cs) != reason {
+			t.Errorf("%s: Pod %s reports its container's exit as %+v, want reason %s", signal, leader, cs, reason)
+		}
+		if e.stamped {
+			if got := n.holderExitedEvents(t, e); got <= exits {
+				t.Errorf("%s: no HolderExited Event for %s: %s leads after the Lease expired, not on proof of death", signal, leader, next)
+			}
+			if took[len(took)-1] >= 15*time.Second {
+				t.Errorf("%s: the next leader led %s after the kill, not before the dead one's 15s Lease expired", signal, took[len(took)-1])
+			}
+		}
+		// A fresh Pod in its place: the killed one's container would
+		// restart with the kubelet's crash back-off.
+		n.kubectl(t, "", "delete", "pod", "-n", e.ns, leader, "--wait=false")
+		n.waitDeploymentReady(t, e.ns, e.deployment)
+	}
+	return took
+}
+
+func describeKills(what string, took []time.Duration) string {
+	return fmt.Sprintf("%s: median %s of %d (%s)", what, median(took).Round(10*time.Millisecond), len(took), roundAll(took))
+}
+
+// runCands runs three replicas of test/bench/cand with args, each named
+// after its Pod, in a namespace of their own (ns, which is also the Lease's
+// and the Deployment's name) with the rights a candidate needs, until the
+// test ends; it returns their election once they are Ready.
+func (n *node) runCands(t *testing.T, ns string, args ...string) election {
+	t.Helper()
+	e := election{ns: ns, lease: ns, deployment: ns, stamped: !slices.Contains(args, "--kind=peer")}
+	var quoted []string
+	for _, a := range append([]string{"--namespace=$(POD_NAMESPACE)", "--lease=" + ns, "--identity=$(POD_NAME)", "--binary-version=1.36.0"}, args...) {
+		quoted = append(quoted, strconv.Quote(a))
+	}
+	manifest := strings.NewReplacer("NS", ns, "IMAGE", candImage, "ARGS", strings.Join(quoted, ", ")).Replace(candsManifest)
+	n.kubectl(t, manifest, "apply", "-f", "-")
+	t.Cleanup(func() {
+		n.kubectl(t, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=3m")
+	})
+	n.waitDeploymentReady(t, ns, ns)
+	return e
+}
+
+// candsManifest is runCands's: NS, IMAGE and ARGS are replaced.
+const candsManifest = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: NS
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: cand
+  namespace: NS
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: cand
+  namespace: NS
+rules:
+  - apiGroups: [coordination.k8s.io]
+    resources: [leases, leasecandidates]
+    verbs: [get, list, watch, create, update, delete]
+  - apiGroups: [cle.dev]
+    resources: [leasecandidates]
+    verbs: [get, list, watch, create, update, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: cand
+  namespace: NS
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: cand
+subjects:
+  - kind: ServiceAccount
+    name: cand
+    namespace: NS
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: NS
+  namespace: NS
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: cand}
+  template:
+    metadata:
+      labels: {app: cand}
+    spec:
+      serviceAccountName: cand
+      terminationGracePeriodSeconds: 15
+      containers:
+        - name: cand
+          image: IMAGE
+          imagePullPolicy: Never
+          args: [ARGS]
+          env:
+            - name: POD_NAME
+              valueFrom: {fieldRef: {fieldPath: metadata.name}}
+            - name: POD_NAMESPACE
+              valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+`
 
 // withArg adds arg after the line of the bundle's container arguments that
 // holds after, with the same indentation.
@@ -133,50 +278,69 @@ func withArg(t *testing.T, bundle, after, arg string) string {
 	return ""
 }
 
-// waitStampedLeader waits until the example's Lease is held by a live Pod
-// whose process, another than the instance not, renews it with its instance:
-// it renewed its term, so it leads. It returns the holder and its instance.
-func (n *node) waitStampedLeader(t *testing.T, not string) (string, string) {
+// leaseProcess identifies the process that leads an election: by its stamp
+// (library candidates), or else by its holder and the acquireTime of its
+// term: client-go's elector writes it when it takes the Lease, which
+// kube-apiserver's controller names with none.
+type leaseProcess struct {
+	holder, instance string
+	acquired         time.Time
+}
+
+// waitLeader waits until the election's Lease is led by a live Pod's
+// process other than not: a stamped one renewed by another instance; an
+// unstamped one acquired again since not's term (by another holder, or by
+// the same one's next process). It returns the holder and its process.
+func (n *node) waitLeader(t *testing.T, e election, not leaseProcess) (string, leaseProcess) {
 	t.Helper()
 	var last *coordinationv1.Lease
+	var got leaseProcess
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		l, err := n.client.CoordinationV1().Leases(exampleNamespace).Get(ctx, exampleLease, metav1.GetOptions{})
+		l, err := n.client.CoordinationV1().Leases(e.ns).Get(ctx, e.lease, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
 		last = l
-		holder, instance := ptr.Deref(l.Spec.HolderIdentity, ""), proof.HolderInstance(l)
-		if holder == "" || instance == "" || instance == not {
+		got = leaseProcess{holder: ptr.Deref(l.Spec.HolderIdentity, ""), instance: proof.HolderInstance(l)}
+		if l.Spec.AcquireTime != nil {
+			got.acquired = l.Spec.AcquireTime.Time
+		}
+		switch {
+		case got.holder == "":
+			return false, nil
+		case e.stamped && (got.instance == "" || got.instance == not.instance):
+			return false, nil
+		case !e.stamped && (got.acquired.IsZero() || got.acquired.Equal(not.acquired)):
 			return false, nil
 		}
-		p, err := n.client.CoreV1().Pods(exampleNamespace).Get(ctx, holder, metav1.GetOptions{})
+		p, err := n.client.CoreV1().Pods(e.ns).Get(ctx, got.holder, metav1.GetOptions{})
 		return err == nil && p.DeletionTimestamp == nil, nil
 	})
 	if err != nil {
-		n.describe(t, exampleNamespace)
+		n.describe(t, e.ns)
 		var annotations map[string]string
 		if last != nil {
 			annotations = last.Annotations
 		}
-		t.Fatalf("no process but instance %q renewing the example's Lease with its instance (last annotations %v): %v", not, annotations, err)
+		t.Fatalf("Lease %s/%s: no leader but %+v (last: holder %q, annotations %v): %v", e.ns, e.lease, not, got.holder, annotations, err)
 	}
-	return ptr.Deref(last.Spec.HolderIdentity, ""), proof.HolderInstance(last)
+	return got.holder, got
 }
 
 // holderExitedEvents counts cle-controller's HolderExited Events on the
-// example's Lease.
-func (n *node) holderExitedEvents(t *testing.T) int32 {
+// election's Lease.
+func (n *node) holderExitedEvents(t *testing.T, e election) int32 {
 	t.Helper()
-	list, err := n.client.EventsV1().Events(exampleNamespace).List(context.Background(), metav1.ListOptions{})
+	list, err := n.client.EventsV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var count int32
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Lease" && e.Regarding.Name == exampleLease && e.Reason == "HolderExited" {
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind == "Lease" && ev.Regarding.Name == e.lease && ev.Reason == "HolderExited" {
 			count++
-			if e.Series != nil {
-				count += e.Series.Count - 1
+			if ev.Series != nil {
+				count += ev.Series.Count - 1
 			}
 		}
 	}

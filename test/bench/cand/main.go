@@ -45,7 +45,7 @@ import (
 
 type options struct {
 	kind, kubeconfig, namespace, lease, identity string
-	binaryVersion, emulationVersion              string
+	binaryVersion, emulationVersion, apiMode     string
 	leaseDuration, renewDeadline, retryPeriod    time.Duration
 }
 
@@ -53,7 +53,8 @@ func main() {
 	var o options
 	fs := flag.NewFlagSet("cand", flag.ContinueOnError)
 	fs.StringVar(&o.kind, "kind", "cle", "cle, peer, lock or plain")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (required)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: in-cluster, or $KUBECONFIG)")
+	fs.StringVar(&o.apiMode, "api-mode", "native", "API mode of the cle kinds: native or portable")
 	fs.StringVar(&o.namespace, "namespace", "default", "namespace of the Lease")
 	fs.StringVar(&o.lease, "lease", "", "name of the Lease (required)")
 	fs.StringVar(&o.identity, "identity", "", "this process's identity (required)")
@@ -66,8 +67,8 @@ func main() {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
-	if o.lease == "" || o.identity == "" || o.kubeconfig == "" {
-		fmt.Fprintln(os.Stderr, "cand: --kubeconfig, --lease and --identity are required")
+	if o.lease == "" || o.identity == "" {
+		fmt.Fprintln(os.Stderr, "cand: --lease and --identity are required")
 		os.Exit(2)
 	}
 	if o.emulationVersion == "" {
@@ -117,7 +118,7 @@ func run(ctx context.Context, o options) error {
 	}
 	cfg.UserAgent = "cle-bench-" + o.kind + "/" + o.identity
 	ccfg := candidate.Config{
-		RestConfig: cfg, APIMode: "native", Namespace: o.namespace, LeaseName: o.lease, Identity: o.identity,
+		RestConfig: cfg, APIMode: o.apiMode, Namespace: o.namespace, LeaseName: o.lease, Identity: o.identity,
 		BinaryVersion: o.binaryVersion, EmulationVersion: o.emulationVersion,
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 	}
