@@ -60,7 +60,7 @@ func TestProofOfDeathOnNode(t *testing.T) {
 	})
 	n.waitDeploymentReady(t, exampleNamespace, exampleName)
 
-	examplesElection := election{ns: exampleNamespace, lease: exampleLease, deployment: exampleName, stamped: true}
+	examplesElection := election{ns: exampleNamespace, lease: exampleLease, deployment: exampleName}
 	var report []string
 	for _, way := range []struct{ name, signal, reason string }{
 		{"SIGKILL through containerd", "SIGKILL", "Error"},
@@ -78,28 +78,6 @@ func TestProofOfDeathOnNode(t *testing.T) {
 	t.Logf("the leader's container killed, to the next leader's first renewal (cle-controller --proof-of-death):\n  %s", strings.Join(report, "\n  "))
 }
 
-// TestCrashFailoverBuiltinOnNode is the built-in side of the proof of
-// death's node test: kube-apiserver's own election controller, woken, with
-// client-go's coordinated candidates (test/bench/cand --kind=peer) in three
-// Pods; the leader's container is SIGKILLed, and the next leader leads once
-// the dead one's Lease has expired (kube-apiserver reads no Pod).
-func TestCrashFailoverBuiltinOnNode(t *testing.T) {
-	n := cluster
-	ctx := context.Background()
-	if err := n.server.WakeBuiltinController(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := n.server.IdleBuiltinController(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	e := n.runCands(t, "builtin-peer", "--kind=peer")
-	took := n.killLeaders(t, e, killCount(t), "SIGKILL", "Error")
-	t.Logf("the leader's container killed, to the next leader's first renewal (kube-apiserver's controller, client-go's coordinated candidates):\n  %s",
-		describeKills("SIGKILL through containerd", took))
-}
-
 // killCount is how many times each way the node tests kill a leader.
 func killCount(t *testing.T) int {
 	t.Helper()
@@ -115,24 +93,23 @@ func killCount(t *testing.T) int {
 }
 
 // election is a Lease whose candidates run as the Pods of a Deployment, each
-// named after its Pod; stamped: their processes stamp their renewals
-// (library candidates), so that the proof of death applies.
+// named after its Pod, on the library (directly or through pkg/lock), so
+// that their processes stamp their renewals.
 type election struct {
 	ns, lease, deployment string
-	stamped               bool
 }
 
 // killLeaders kills the election's leader's container kills times with
 // signal, and returns the times from each kill to the next leader's first
-// renewal. With a stamped election, the kubelet's report of the exit (with
-// reason) must have ended the term: a HolderExited Event, and the next
-// leader before the dead one's 15-second Lease expired.
+// renewal. The kubelet's report of the exit (with reason) must have ended
+// the term: a HolderExited Event, and the next leader before the dead one's
+// 15-second Lease expired.
 func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason string) []time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	var took []time.Duration
 	for range kills {
-		leader, process := n.waitLeader(t, e, leaseProcess{})
+		leader, process := n.waitLeader(t, e, "")
 		pod, err := n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -157,13 +134,11 @@ func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason s
 		if cs := pod.Status.ContainerStatuses[0]; exitReason(cs) != reason {
 			t.Errorf("%s: Pod %s reports its container's exit as %+v, want reason %s", signal, leader, cs, reason)
 		}
-		if e.stamped {
-			if got := n.holderExitedEvents(t, e); got <= exits {
-				t.Errorf("%s: no HolderExited Event for %s: %s leads after the Lease expired, not on proof of death", signal, leader, next)
-			}
-			if took[len(took)-1] >= 15*time.Second {
-				t.Errorf("%s: the next leader led %s after the kill, not before the dead one's 15s Lease expired", signal, took[len(took)-1])
-			}
+		if got := n.holderExitedEvents(t, e); got <= exits {
+			t.Errorf("%s: no HolderExited Event for %s: %s leads after the Lease expired, not on proof of death", signal, leader, next)
+		}
+		if took[len(took)-1] >= 15*time.Second {
+			t.Errorf("%s: the next leader led %s after the kill, not before the dead one's 15s Lease expired", signal, took[len(took)-1])
 		}
 		// A fresh Pod in its place: the killed one's container would
 		// restart with the kubelet's crash back-off.
@@ -183,7 +158,7 @@ func describeKills(what string, took []time.Duration) string {
 // test ends; it returns their election once they are Ready.
 func (n *node) runCands(t *testing.T, ns string, args ...string) election {
 	t.Helper()
-	e := election{ns: ns, lease: ns, deployment: ns, stamped: !slices.Contains(args, "--kind=peer")}
+	e := election{ns: ns, lease: ns, deployment: ns}
 	var quoted []string
 	for _, a := range append([]string{"--namespace=$(POD_NAMESPACE)", "--lease=" + ns, "--identity=$(POD_NAME)", "--binary-version=1.36.0"}, args...) {
 		quoted = append(quoted, strconv.Quote(a))
@@ -216,8 +191,8 @@ metadata:
   namespace: NS
 rules:
   - apiGroups: [coordination.k8s.io]
-    resources: [leases, leasecandidates]
-    verbs: [get, list, watch, create, update, delete]
+    resources: [leases]
+    verbs: [get, list, watch, update]
   - apiGroups: [cle.dev]
     resources: [leasecandidates]
     verbs: [get, list, watch, create, update, delete]
@@ -278,42 +253,24 @@ func withArg(t *testing.T, bundle, after, arg string) string {
 	return ""
 }
 
-// leaseProcess identifies the process that leads an election: by its stamp
-// (library candidates), or else by its holder and the acquireTime of its
-// term: client-go's elector writes it when it takes the Lease, which
-// kube-apiserver's controller names with none.
-type leaseProcess struct {
-	holder, instance string
-	acquired         time.Time
-}
-
-// waitLeader waits until the election's Lease is led by a live Pod's
-// process other than not: a stamped one renewed by another instance; an
-// unstamped one acquired again since not's term (by another holder, or by
-// the same one's next process). It returns the holder and its process.
-func (n *node) waitLeader(t *testing.T, e election, not leaseProcess) (string, leaseProcess) {
+// waitLeader waits until the election's Lease is renewed by a live Pod's
+// process, stamped with its instance, other than the instance not. It
+// returns the holder and its instance.
+func (n *node) waitLeader(t *testing.T, e election, not string) (string, string) {
 	t.Helper()
 	var last *coordinationv1.Lease
-	var got leaseProcess
+	var holder, instance string
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := n.client.CoordinationV1().Leases(e.ns).Get(ctx, e.lease, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
 		last = l
-		got = leaseProcess{holder: ptr.Deref(l.Spec.HolderIdentity, ""), instance: proof.HolderInstance(l)}
-		if l.Spec.AcquireTime != nil {
-			got.acquired = l.Spec.AcquireTime.Time
-		}
-		switch {
-		case got.holder == "":
-			return false, nil
-		case e.stamped && (got.instance == "" || got.instance == not.instance):
-			return false, nil
-		case !e.stamped && (got.acquired.IsZero() || got.acquired.Equal(not.acquired)):
+		holder, instance = ptr.Deref(l.Spec.HolderIdentity, ""), proof.HolderInstance(l)
+		if holder == "" || instance == "" || instance == not {
 			return false, nil
 		}
-		p, err := n.client.CoreV1().Pods(e.ns).Get(ctx, got.holder, metav1.GetOptions{})
+		p, err := n.client.CoreV1().Pods(e.ns).Get(ctx, holder, metav1.GetOptions{})
 		return err == nil && p.DeletionTimestamp == nil, nil
 	})
 	if err != nil {
@@ -322,9 +279,9 @@ func (n *node) waitLeader(t *testing.T, e election, not leaseProcess) (string, l
 		if last != nil {
 			annotations = last.Annotations
 		}
-		t.Fatalf("Lease %s/%s: no leader but %+v (last: holder %q, annotations %v): %v", e.ns, e.lease, not, got.holder, annotations, err)
+		t.Fatalf("Lease %s/%s: no process but instance %q renewing it (last: holder %q, annotations %v): %v", e.ns, e.lease, not, holder, annotations, err)
 	}
-	return got.holder, got
+	return holder, instance
 }
 
 // holderExitedEvents counts cle-controller's HolderExited Events on the
