@@ -86,6 +86,8 @@ type options struct {
 	witnessInterval  time.Duration
 	clockOffset      time.Duration
 	signalFaults     bool
+	terminationLog   string
+	pod              string
 }
 
 func main() {
@@ -109,6 +111,8 @@ func main() {
 	fs.StringVar(&o.healthAddr, "health-addr", "", "if set, serve the leader-election health check at http://<addr>/healthz")
 	fs.StringVar(&o.witnessURL, "witness-url", "", "if set, the leader POSTs a fenced write (identity, token, time) to this URL every --witness-interval through a write-guarded HTTP client")
 	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
+	fs.StringVar(&o.terminationLog, "termination-message-path", "", "the termination message file the kubelet reports when this process's container exits (default: found in a Pod's mounts); with cle-controller's --proof-of-death the next leader is elected as soon as the kubelet reports this process exited")
+	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in, with --termination-message-path (default: from the environment)")
 	fs.BoolVar(&o.signalFaults, "signal-faults", false, "for fault-injection tests: while leading, SIGUSR1 makes leader work panic and SIGUSR2 makes it allocate memory until the kernel kills the process (out of memory); not leading, they are ignored")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the election on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := goflagSet()
@@ -161,7 +165,11 @@ func run(ctx context.Context, o options) error {
 	if o.signalFaults {
 		signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
 	}
-	var witnessClient *http.Client // set before Run, used only while leading
+	var witnessClient *http.Client    // set before Run, used only while leading
+	var proof *candidate.ProofOfDeath // found in a Pod's mounts
+	if o.terminationLog != "" {
+		proof = &candidate.ProofOfDeath{TerminationMessagePath: o.terminationLog, Pod: o.pod}
+	}
 	var c *candidate.Candidate
 	c, err = candidate.New(candidate.Config{
 		RestConfig:             restConfig,
@@ -177,6 +185,7 @@ func run(ctx context.Context, o options) error {
 		RetryPeriod:            o.retryPeriod,
 		CandidateRenewInterval: o.candidateRenew,
 		Clock:                  witness.OffsetClock{Offset: o.clockOffset},
+		ProofOfDeath:           proof,
 		Callbacks: candidate.Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				token, _ := candidate.TokenFrom(ctx)

@@ -273,6 +273,10 @@ func (e *env) setUp() {
 			// election, and one that was just restarted must not pass for
 			// alive on its creation alone once it is gone again.
 			"--ping-timeout=300ms", "--candidate-freshness=2s",
+			// The candidates of the library and on pkg/lock run "in Pods"
+			// whose status the test writes as their kubelet would (see
+			// killReported).
+			"--proof-of-death",
 			"--metrics-bind-address=127.0.0.1:0", "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0", "-v=2",
 		}})
 	}
@@ -294,11 +298,18 @@ func (e *env) setUp() {
 			"--lease-duration=" + leaseDuration.String(), "--renew-deadline=" + renewDeadline.String(),
 			"--retry-period=" + retryPeriod.String(), "--witness-url=" + e.witness.URL(), "-v=2",
 		}
+		p := &proc{name: c.identity, kind: c.kind, emulation: c.emulation, bin: bins.byKind[c.kind],
+			logPath: filepath.Join(dir, c.identity+".log"), v: e.v, proxy: px}
 		if c.kind != kindControllerRuntime {
-			args = append(args, "--clock-offset="+c.clockOffset.String())
+			args = append(args, "--clock-offset="+c.clockOffset.String(), "--pod="+ns+"/"+c.identity)
+			p.messageDir = filepath.Join(dir, "termination-messages")
+			if err := os.MkdirAll(p.messageDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			e.createPod(c.identity)
 		}
-		e.cands = append(e.cands, &proc{name: c.identity, kind: c.kind, emulation: c.emulation, bin: bins.byKind[c.kind],
-			logPath: filepath.Join(dir, c.identity+".log"), v: e.v, proxy: px, args: args})
+		p.args = args
+		e.cands = append(e.cands, p)
 	}
 	procs = append(procs, e.cands...)
 	t.Cleanup(func() {

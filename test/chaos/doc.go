@@ -11,6 +11,11 @@
 //
 //   - the leader killed (SIGKILL), stopped gracefully (SIGTERM), or frozen
 //     (SIGSTOP) for longer than the lease duration;
+//   - the leader killed (SIGKILL) in its "Pod": the candidates of the library
+//     and on pkg/lock each have a Pod object and a termination message file
+//     per run, cle-controller runs with --proof-of-death, and the test, as
+//     the leader's kubelet, reports the exit at once, late (after the Lease
+//     has run out), never, or has the Pod deleted with --force instead;
 //   - latency, or a partition longer than the lease duration, between the
 //     leader and kube-apiserver (the proxy holds the bytes and delivers them
 //     late once it heals);

@@ -18,6 +18,7 @@ type fault struct {
 
 var faultKinds = []fault{
 	{"leader-sigkill", killLeader(syscall.SIGKILL)},
+	{"leader-sigkill-reported", killReported},
 	{"leader-sigterm", killLeader(syscall.SIGTERM)},
 	{"leader-sigstop", freezeLeader},
 	{"apiserver-restart", restartAPIServer},

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,6 +58,10 @@ type proc struct {
 	kind string
 	// emulation is a candidate's emulation version, which ranks it.
 	emulation string
+	// messageDir, for a candidate in a Pod, holds the termination message
+	// file of each of its runs (a new one each run, as the kubelet makes
+	// one per container instance); messageFile is the current run's.
+	messageDir, messageFile string
 
 	mu       sync.Mutex
 	child    *framework.Child
@@ -87,7 +92,15 @@ func (p *proc) start() error {
 	if info, err := os.Stat(p.logPath); err == nil {
 		p.logFrom = info.Size()
 	}
-	c, err := framework.StartProcess(p.name, p.bin, p.logPath, p.args...)
+	args := p.args
+	if p.messageDir != "" {
+		p.messageFile = filepath.Join(p.messageDir, fmt.Sprintf("%s-%d", p.name, p.starts+1))
+		if err := os.WriteFile(p.messageFile, nil, 0o600); err != nil {
+			return err
+		}
+		args = append(slices.Clone(args), "--termination-message-path="+p.messageFile)
+	}
+	c, err := framework.StartProcess(p.name, p.bin, p.logPath, args...)
 	if err != nil {
 		return err
 	}
