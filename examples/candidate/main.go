@@ -112,7 +112,7 @@ func main() {
 	fs.StringVar(&o.witnessURL, "witness-url", "", "if set, the leader POSTs a fenced write (identity, token, time) to this URL every --witness-interval through a write-guarded HTTP client")
 	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
 	fs.StringVar(&o.terminationLog, "termination-message-path", "", "the termination message file the kubelet reports when this process's container exits (default: found in a Pod's mounts); with cle-controller's --proof-of-death the next leader is elected as soon as the kubelet reports this process exited")
-	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in, with --termination-message-path (default: from the environment)")
+	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in (required with --termination-message-path): its exit counts only as that Pod's kubelet reports it")
 	fs.BoolVar(&o.signalFaults, "signal-faults", false, "for fault-injection tests: while leading, SIGUSR1 makes leader work panic and SIGUSR2 makes it allocate memory until the kernel kills the process (out of memory); not leading, they are ignored")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the election on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := goflagSet()

@@ -63,7 +63,7 @@ func main() {
 	fs.StringVar(&o.witnessURL, "witness-url", "", "if set, the leader POSTs a fenced write to this URL every --witness-interval through a write-guarded HTTP client")
 	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
 	fs.StringVar(&o.terminationMessagePath, "termination-message-path", "", "the termination message file the kubelet reports when this process's container exits (default: found in a Pod's mounts); with cle-controller's --proof-of-death the next leader is elected as soon as the kubelet reports this process exited")
-	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in, with --termination-message-path (default: from the environment)")
+	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in (required with --termination-message-path): its exit counts only as that Pod's kubelet reports it")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the candidate on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)

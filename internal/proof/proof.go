@@ -17,6 +17,12 @@
 // naming the next holder) writes another renewTime, and the stamp no longer
 // matches.
 //
+// A report counts only from the Pod the process registered (its LeaseCandidate
+// says which, and the process's own stamps on the Lease say it too): instance
+// IDs are public, and any Pod's container may write anything into its own
+// termination message; only the kubelet (and whoever may write the status of
+// that very Pod) reports that Pod's containers.
+//
 // Everything short of that report is not proof: a Pod deleted (with --force,
 // its process may run on a partitioned node), a node NotReady, a Pod phase
 // of Failed set by Pod garbage collection, a status that is missing, late or
@@ -82,47 +88,63 @@ func InstancesIn(message string) []string {
 	return ids
 }
 
-// Exited returns the instances that pod's status reports exited: those named
-// by the message of a terminated state, current or last, of any of its
-// containers. Nothing else in the status is taken as proof.
-func Exited(pod *corev1.Pod) []string {
+// Process is one process instance and the Pod it runs in, "namespace/name".
+type Process struct {
+	Instance, Pod string
+}
+
+// Known reports whether both are known: only then can an exit be proven.
+func (p Process) Known() bool { return p.Instance != "" && p.Pod != "" }
+
+// PodOf is the Pod of a Process: pod's namespace/name.
+func PodOf(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// Exited returns the processes that pod's status reports exited: the
+// instances named by the message of a terminated state, current or last, of
+// any of its containers, in this Pod. Nothing else in the status is taken as
+// proof.
+func Exited(pod *corev1.Pod) []Process {
 	if pod == nil {
 		return nil
 	}
-	var ids []string
+	var out []Process
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
 		for _, cs := range list {
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-				if t != nil {
-					ids = append(ids, InstancesIn(t.Message)...)
+				if t == nil {
+					continue
+				}
+				for _, id := range InstancesIn(t.Message) {
+					out = append(out, Process{Instance: id, Pod: PodOf(pod)})
 				}
 			}
 		}
 	}
-	return ids
+	return out
 }
 
 // stampTime is how a stamp writes the renewTime: as the API stores a
 // MicroTime.
 const stampTime = "2006-01-02T15:04:05.000000Z07:00"
 
-// Stamp marks lease, a renewal about to be written by instance id, as
-// written by it: HolderInstanceAnnotation carries the ID, the renewTime the
-// renewal writes and the holder it names. An empty id removes any stamp.
-func Stamp(lease *coordinationv1.Lease, id string) {
-	if id == "" || lease.Spec.RenewTime == nil || lead.HolderOf(lease) == "" {
+// Stamp marks lease, a renewal about to be written by process p, as written
+// by it: HolderInstanceAnnotation carries the instance ID, the renewTime the
+// renewal writes, the Pod and the holder it names. A process not Known
+// removes any stamp.
+func Stamp(lease *coordinationv1.Lease, p Process) {
+	if !p.Known() || lease.Spec.RenewTime == nil || lead.HolderOf(lease) == "" {
 		Unstamp(lease)
 		return
 	}
 	if lease.Annotations == nil {
 		lease.Annotations = map[string]string{}
 	}
-	lease.Annotations[access.HolderInstanceAnnotation] = stampOf(id, lease)
+	lease.Annotations[access.HolderInstanceAnnotation] = stampOf(p, lease)
 }
 
-// stampOf is the stamp of a renewal of lease by instance id.
-func stampOf(id string, lease *coordinationv1.Lease) string {
-	return id + " " + lead.AtMicro(lease.Spec.RenewTime.Time).UTC().Format(stampTime) + " " + lead.HolderOf(lease)
+// stampOf is the stamp of a renewal of lease by process p.
+func stampOf(p Process, lease *coordinationv1.Lease) string {
+	return p.Instance + " " + lead.AtMicro(lease.Spec.RenewTime.Time).UTC().Format(stampTime) + " " + p.Pod + " " + lead.HolderOf(lease)
 }
 
 // Unstamp removes the stamp: a write that names another holder, or nobody,
@@ -136,28 +158,36 @@ func Unstamp(lease *coordinationv1.Lease) {
 	}
 }
 
-// HolderInstance returns the instance that made the Lease's last renewal: the
-// stamp's ID, if the stamp's renewTime and holder are the Lease's. "" when
-// the Lease does not say: no stamp, or one left over from a write of
-// somebody else's that kept the annotations (a client-go elector renewing
-// under the same identity, kube-apiserver's controller naming a holder).
-func HolderInstance(lease *coordinationv1.Lease) string {
+// HolderProcess returns the process that made the Lease's last renewal: the
+// stamp's, if the stamp's renewTime and holder are the Lease's. None when the
+// Lease does not say: no stamp, or one left over from a write of somebody
+// else's that kept the annotations (a client-go elector renewing under the
+// same identity, kube-apiserver's controller naming a holder).
+func HolderProcess(lease *coordinationv1.Lease) Process {
 	if lease == nil || lease.Spec.RenewTime == nil || lead.HolderOf(lease) == "" {
-		return ""
+		return Process{}
 	}
 	stamp := lease.Annotations[access.HolderInstanceAnnotation]
-	id, _, ok := strings.Cut(stamp, " ")
-	if !ok || !ValidInstance(id) || stamp != stampOf(id, lease) {
-		return ""
+	f := strings.SplitN(stamp, " ", 4)
+	if len(f) != 4 || !ValidInstance(f[0]) || f[2] == "" {
+		return Process{}
 	}
-	return id
+	p := Process{Instance: f[0], Pod: f[2]}
+	if stamp != stampOf(p, lease) {
+		return Process{}
+	}
+	return p
 }
 
-// InstanceOf returns the instance a LeaseCandidate (or any object's
-// annotations) registers, "" for none or a malformed one.
-func InstanceOf(annotations map[string]string) string {
-	if id := annotations[access.InstanceAnnotation]; ValidInstance(id) {
-		return id
+// HolderInstance is the instance of HolderProcess, "" for none.
+func HolderInstance(lease *coordinationv1.Lease) string { return HolderProcess(lease).Instance }
+
+// CandidateProcess returns the process a LeaseCandidate registers (its
+// annotations), none unless both its instance and its Pod are there.
+func CandidateProcess(annotations map[string]string) Process {
+	p := Process{Instance: annotations[access.InstanceAnnotation], Pod: annotations[access.PodAnnotation]}
+	if !ValidInstance(p.Instance) || p.Pod == "" {
+		return Process{}
 	}
-	return ""
+	return p
 }

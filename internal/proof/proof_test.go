@@ -56,25 +56,26 @@ func TestExited(t *testing.T) {
 		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Message: msg}}
 	}
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	a, b := Process{Instance: idA, Pod: "ns/p"}, Process{Instance: idB, Pod: "ns/p"}
 	for _, tc := range []struct {
 		name   string
 		status corev1.PodStatus
-		want   []string
+		want   []Process
 	}{
 		{"running", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: running}}}, nil},
-		{"terminated", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: terminated(Marker(idA))}}}, []string{idA}},
-		{"restarted in place", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: running, LastTerminationState: terminated(Marker(idA))}}}, []string{idA}},
+		{"terminated", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: terminated(Marker(idA))}}}, []Process{a}},
+		{"restarted in place", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: running, LastTerminationState: terminated(Marker(idA))}}}, []Process{a}},
 		{"init and ephemeral containers", corev1.PodStatus{
 			InitContainerStatuses:      []corev1.ContainerStatus{{State: terminated(Marker(idA))}},
 			EphemeralContainerStatuses: []corev1.ContainerStatus{{State: terminated(Marker(idB))}},
-		}, []string{idA, idB}},
+		}, []Process{a, b}},
 		// Pod garbage collection marks the Pods of a node that is gone
 		// Failed without the kubelet: no container says it terminated.
 		{"failed by pod GC", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: running}}}, nil},
 		{"terminated without a marker", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: terminated("OOMKilled")}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Exited(&corev1.Pod{Status: tc.status}); !slices.Equal(got, tc.want) {
+			if got := Exited(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Status: tc.status}); !slices.Equal(got, tc.want) {
 				t.Errorf("Exited = %v, want %v", got, tc.want)
 			}
 		})
@@ -89,10 +90,11 @@ func TestStampAndHolderInstance(t *testing.T) {
 	lease := func(holder string, renew time.Time) *coordinationv1.Lease {
 		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: ptr.To(metav1.NewMicroTime(renew))}}
 	}
+	p := Process{Instance: idA, Pod: "ns/a-0"}
 	stamped := lease("a", at)
-	Stamp(stamped, idA)
-	if got := HolderInstance(stamped); got != idA {
-		t.Fatalf("HolderInstance of a stamped renewal = %q, want %q (stamp %q)", got, idA, stamped.Annotations[access.HolderInstanceAnnotation])
+	Stamp(stamped, p)
+	if got := HolderProcess(stamped); got != p {
+		t.Fatalf("HolderProcess of a stamped renewal = %+v, want %+v (stamp %q)", got, p, stamped.Annotations[access.HolderInstanceAnnotation])
 	}
 	// The stored MicroTime loses the nanoseconds: the stamp still matches.
 	stored := stamped.DeepCopy()
@@ -114,7 +116,10 @@ func TestStampAndHolderInstance(t *testing.T) {
 		"no renewTime":         func(l *coordinationv1.Lease) { l.Spec.RenewTime = nil },
 		"unstamped":            Unstamp,
 		"malformed": func(l *coordinationv1.Lease) {
-			l.Annotations[access.HolderInstanceAnnotation] = "not-an-id " + at.Format(time.RFC3339Nano) + " a"
+			l.Annotations[access.HolderInstanceAnnotation] = "not-an-id " + at.Format(time.RFC3339Nano) + " ns/a-0 a"
+		},
+		"no Pod": func(l *coordinationv1.Lease) {
+			l.Annotations[access.HolderInstanceAnnotation] = idA + " " + at.UTC().Format(stampTime) + "  a"
 		},
 	} {
 		l := stamped.DeepCopy()
@@ -127,22 +132,33 @@ func TestStampAndHolderInstance(t *testing.T) {
 		t.Error("HolderInstance(nil) names an instance")
 	}
 
-	// Stamping with no instance removes an earlier stamp, and the map when
-	// it is left empty.
-	Stamp(stamped, "")
+	// A holder whose identity has spaces is still told apart.
+	spaced := lease("a b", at)
+	Stamp(spaced, p)
+	if got := HolderProcess(spaced); got != p {
+		t.Errorf("HolderProcess with holder %q = %+v, want %+v", "a b", got, p)
+	}
+
+	// Stamping with no process (or one whose Pod is unknown) removes an
+	// earlier stamp, and the map when it is left empty.
+	Stamp(stamped, Process{Instance: idA})
 	if stamped.Annotations != nil {
 		t.Errorf("annotations after Stamp with no instance = %v, want none", stamped.Annotations)
 	}
 }
 
-func TestInstanceOf(t *testing.T) {
-	if got := InstanceOf(map[string]string{access.InstanceAnnotation: idA}); got != idA {
-		t.Errorf("InstanceOf = %q, want %q", got, idA)
+func TestCandidateProcess(t *testing.T) {
+	want := Process{Instance: idA, Pod: "ns/a-0"}
+	if got := CandidateProcess(map[string]string{access.InstanceAnnotation: idA, access.PodAnnotation: "ns/a-0"}); got != want {
+		t.Errorf("CandidateProcess = %+v, want %+v", got, want)
 	}
-	if got := InstanceOf(map[string]string{access.InstanceAnnotation: "x"}); got != "" {
-		t.Errorf("InstanceOf a malformed instance = %q", got)
-	}
-	if got := InstanceOf(nil); got != "" {
-		t.Errorf("InstanceOf(nil) = %q", got)
+	for _, annotations := range []map[string]string{
+		{access.InstanceAnnotation: "x", access.PodAnnotation: "ns/a-0"}, // malformed
+		{access.InstanceAnnotation: idA},                                 // no Pod: nothing binds a report to it
+		nil,
+	} {
+		if got := CandidateProcess(annotations); got.Known() {
+			t.Errorf("CandidateProcess(%v) = %+v, want none", annotations, got)
+		}
 	}
 }

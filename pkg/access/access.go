@@ -66,7 +66,7 @@ const WriterAnnotation = "cle.dev/writer"
 // instance that runs it (InstanceAnnotation, a random value drawn when the
 // process starts) and its Pod (PodAnnotation, "namespace/name"). While it
 // leads, every renewal of the Lease says which instance wrote it
-// (HolderInstanceAnnotation, "<instance> <renewTime>"), so that the
+// (HolderInstanceAnnotation, "<instance> <renewTime> <pod> <holder>"), so that the
 // controller knows which process holds the term.
 const (
 	InstanceAnnotation       = "cle.dev/instance"

@@ -77,6 +77,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/internal/stepped"
 	"github.com/cle-dev/cle/pkg/access"
 )
@@ -112,10 +113,11 @@ type Candidate struct {
 	holder atomic.Pointer[string]
 	// metrics are nil unless Config.Metrics is set.
 	metrics *metrics
-	// instance is the process instance the kubelet will report exited, set
-	// by start before the loops run ("" without a proof of death): the
-	// registrar registers it, the elector stamps its renewals with it.
-	instance string
+	// process is the process instance the kubelet will report exited, and
+	// its Pod, set by start before the loops run (none without a proof of
+	// death): the registrar registers it, the elector stamps its renewals
+	// with it.
+	process proof.Process
 }
 
 // New validates cfg, fills in its defaults and returns a Candidate. Every
@@ -263,7 +265,7 @@ func (c *Candidate) start(ctx context.Context, acc access.Interface, reg *regist
 	if lc := reg.current(); lc != nil && lc.Spec.LeaseName != c.cfg.LeaseName {
 		return identityInUse(lc, &c.cfg)
 	}
-	c.instance = c.writeMarker(ctx)
+	c.process = c.writeMarker(ctx)
 	klog.FromContext(ctx).V(2).Info("Candidate started", "binaryVersion", c.cfg.BinaryVersion,
 		"emulationVersion", c.cfg.EmulationVersion, "strategy", c.cfg.Strategy, "mode", acc.Mode())
 	return nil

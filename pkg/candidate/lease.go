@@ -387,7 +387,7 @@ func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading 
 	cfg := &e.c.cfg
 	renewal, err := lead.Renewal(lease, cfg.Identity, now, leading, e.seen.Before(lease), cfg.LeaseDuration)
 	if err == nil {
-		proof.Stamp(renewal, e.c.instance)
+		proof.Stamp(renewal, e.c.process)
 	}
 	return renewal, err
 }

@@ -36,8 +36,9 @@ type ProofOfDeath struct {
 	// (its terminationMessagePath, /dev/termination-log by default), as this
 	// process sees it. Empty turns the proof of death off.
 	TerminationMessagePath string
-	// Pod is "namespace/name" of the Pod, for the controller to find (and
-	// kubectl cle to show). Optional.
+	// Pod is "namespace/name" of the Pod: the controller takes a report of
+	// this process's exit only from this Pod. Required with
+	// TerminationMessagePath.
 	Pod string
 	// Instance identifies this process; empty: one ID per process, drawn at
 	// its start. Tests running several candidates in one process give each
@@ -130,11 +131,11 @@ func podFromEnvironment() string {
 }
 
 // completeProofOfDeath fills in the proof of death of a Config: detected
-// when not set, turned off outside a Pod.
+// when not set, turned off outside a Pod (or in one it cannot name).
 func (c *Config) completeProofOfDeath() error {
 	if c.ProofOfDeath == nil {
 		p, err := DetectProofOfDeath()
-		if err != nil {
+		if err != nil || p.Pod == "" {
 			c.ProofOfDeath = NoProofOfDeath
 			return nil
 		}
@@ -142,6 +143,9 @@ func (c *Config) completeProofOfDeath() error {
 	}
 	if c.ProofOfDeath.TerminationMessagePath == "" {
 		return nil
+	}
+	if ns, name, ok := strings.Cut(c.ProofOfDeath.Pod, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("ProofOfDeath.Pod %q is not namespace/name: a report of this process's exit counts only from its own Pod", c.ProofOfDeath.Pod)
 	}
 	p := *c.ProofOfDeath
 	if p.Instance == "" {
@@ -158,13 +162,13 @@ func (c *Config) completeProofOfDeath() error {
 var markerMu sync.Mutex
 
 // writeMarker makes the termination message file name this process's
-// instance, and returns the instance to register: "" when the file cannot be
-// written (said in the log), since an instance the kubelet would not report
-// proves nothing.
-func (c *Candidate) writeMarker(ctx context.Context) string {
+// instance, and returns the process to register: none when the file cannot
+// be written (said in the log), since an instance the kubelet would not
+// report proves nothing.
+func (c *Candidate) writeMarker(ctx context.Context) proof.Process {
 	p := c.cfg.ProofOfDeath
 	if p == nil || p.TerminationMessagePath == "" {
-		return ""
+		return proof.Process{}
 	}
 	markerMu.Lock()
 	defer markerMu.Unlock()
@@ -172,10 +176,10 @@ func (c *Candidate) writeMarker(ctx context.Context) string {
 	if err := appendOnce(p.TerminationMessagePath, marker); err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot write the termination message file; after a crash of this process the controller waits for the Lease to expire",
 			"path", p.TerminationMessagePath)
-		return ""
+		return proof.Process{}
 	}
 	klog.FromContext(ctx).V(2).Info("Proof of death: the kubelet will report this process's exit", "instance", p.Instance, "pod", p.Pod, "path", p.TerminationMessagePath)
-	return p.Instance
+	return proof.Process{Instance: p.Instance, Pod: p.Pod}
 }
 
 // appendOnce appends line to the file at path unless the file has it.

@@ -127,6 +127,16 @@ func TestProofOfDeathRegistersAndStamps(t *testing.T) {
 	})
 }
 
+func TestProofOfDeathNeedsThePod(t *testing.T) {
+	for _, pod := range []string{"", "app-0", "team/", "/app-0", "team/app/0"} {
+		cfg := valid()
+		cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: "/dev/termination-log", Pod: pod}
+		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("Pod %q: New = %v, want ErrInvalidConfig", pod, err)
+		}
+	}
+}
+
 func TestNoProofOfDeathWithoutTheFile(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		stale := map[string]string{access.InstanceAnnotation: "fedcba9876543210fedcba9876543210", access.PodAnnotation: "team/app-0"}
@@ -136,7 +146,7 @@ func TestNoProofOfDeathWithoutTheFile(t *testing.T) {
 				Strategy: coordinationv1.OldestEmulationVersion, RenewTime: ptr.To(metav1.NewMicroTime(h.clock.Now()))},
 		})
 		c := h.start(func(cfg *Config) {
-			cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: filepath.Join(t.TempDir(), "missing")}
+			cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: filepath.Join(t.TempDir(), "missing"), Pod: "team/app-0"}
 		})
 		// The instance of an earlier process is not this one's.
 		if a := h.candidate(me).Annotations; a[access.InstanceAnnotation] != "" || a[access.PodAnnotation] != "" {

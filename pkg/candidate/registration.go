@@ -204,10 +204,7 @@ func (r *registrar) annotate(m *metav1.ObjectMeta) {
 // left by an earlier process are removed, since they would name a process
 // that is not this one.
 func (r *registrar) annotations() map[string]string {
-	want := map[string]string{access.InstanceAnnotation: r.c.instance, access.PodAnnotation: ""}
-	if r.c.instance != "" {
-		want[access.PodAnnotation] = r.c.cfg.ProofOfDeath.Pod
-	}
+	want := map[string]string{access.InstanceAnnotation: r.c.process.Instance, access.PodAnnotation: r.c.process.Pod}
 	if r.writer != "" {
 		want[access.WriterAnnotation] = r.writer
 	}

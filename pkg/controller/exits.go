@@ -36,8 +36,8 @@ const (
 
 func indexByInstance(obj any) ([]string, error) {
 	if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
-		if id := proof.InstanceOf(lc.Annotations); id != "" {
-			return []string{id}, nil
+		if p := proof.CandidateProcess(lc.Annotations); p.Known() {
+			return []string{p.Instance}, nil
 		}
 	}
 	return nil, nil
@@ -52,8 +52,11 @@ func indexByHolderInstance(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// exits are the process instances the kubelet reported exited, with when the
-// controller first read each report. A report is kept for the candidate TTL
+// exits are the processes the kubelet reported exited, each with the Pod
+// whose status reported it, and when the controller first read the report. A
+// process's exit counts only as reported by its own Pod: instance IDs are
+// public, and any container may write anything into its own termination
+// message. A report is kept for the candidate TTL
 // (swept a tenth of it later at most):
 // by then the candidate it concerns has registered a new instance or has
 // been collected, and the Lease it held has expired anyway. Pods come and go
@@ -61,19 +64,19 @@ func indexByHolderInstance(obj any) ([]string, error) {
 // what was read is kept here, not looked up again.
 type exits struct {
 	mu     sync.Mutex
-	at     map[string]time.Time
+	at     map[proof.Process]time.Time
 	keep   time.Duration
 	swept  time.Time
 	sweeps time.Duration
 }
 
 func newExits(keep time.Duration) *exits {
-	return &exits{at: map[string]time.Time{}, keep: keep, sweeps: keep / 10}
+	return &exits{at: map[proof.Process]time.Time{}, keep: keep, sweeps: keep / 10}
 }
 
-// record notes that instance id exited, as read at now, and reports whether
+// record notes that process p exited, as read at now, and reports whether
 // that is news.
-func (x *exits) record(id string, now time.Time) bool {
+func (x *exits) record(p proof.Process, now time.Time) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if now.Sub(x.swept) >= x.sweeps {
@@ -84,22 +87,22 @@ func (x *exits) record(id string, now time.Time) bool {
 		}
 		x.swept = now
 	}
-	if _, ok := x.at[id]; ok {
+	if _, ok := x.at[p]; ok {
 		return false
 	}
-	x.at[id] = now
+	x.at[p] = now
 	return true
 }
 
-// exitedAt is when the exit of instance id was read (zero: not known to
-// have exited). An empty id has no exit.
-func (x *exits) exitedAt(id string) time.Time {
-	if x == nil || id == "" {
+// exitedAt is when the exit of process p, reported by its own Pod, was read
+// (zero: not known to have exited). A process not Known has no exit.
+func (x *exits) exitedAt(p proof.Process) time.Time {
+	if x == nil || !p.Known() {
 		return time.Time{}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.at[id]
+	return x.at[p]
 }
 
 // len is how many exits are kept.
@@ -119,10 +122,11 @@ func (c *Controller) onPod(obj any) {
 		return
 	}
 	now := c.opts.Clock.Now()
-	for _, id := range proof.Exited(pod) {
-		if !c.exits.record(id, now) {
+	for _, p := range proof.Exited(pod) {
+		if !c.exits.record(p, now) {
 			continue
 		}
+		id := p.Instance
 		keys := map[types.NamespacedName]bool{}
 		for _, stores := range c.candidateStores {
 			for _, store := range stores {
@@ -187,10 +191,10 @@ func slimPod(obj any) (any, error) {
 	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 	}}
-	if ids := proof.Exited(pod); len(ids) > 0 {
+	if exited := proof.Exited(pod); len(exited) > 0 {
 		var msg string
-		for _, id := range ids {
-			msg += proof.Marker(id)
+		for _, p := range exited {
+			msg += proof.Marker(p.Instance)
 		}
 		out.Status.ContainerStatuses = []corev1.ContainerStatus{{
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}},

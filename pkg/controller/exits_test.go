@@ -12,7 +12,8 @@ import (
 )
 
 func TestExits(t *testing.T) {
-	const a, b = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	a := proof.Process{Instance: "0123456789abcdef0123456789abcdef", Pod: "ns/a-0"}
+	b := proof.Process{Instance: "fedcba9876543210fedcba9876543210", Pod: "ns/b-0"}
 	x := newExits(30 * time.Minute)
 	if !x.record(a, t0) || x.record(a, t0.Add(time.Second)) {
 		t.Fatal("record: the first report is news, the same one again is not")
@@ -20,13 +21,20 @@ func TestExits(t *testing.T) {
 	if got := x.exitedAt(a); !got.Equal(t0) {
 		t.Errorf("exitedAt = %v, want when it was first read, %v", got, t0)
 	}
-	if !x.exitedAt("").IsZero() || !x.exitedAt(b).IsZero() || !(*exits)(nil).exitedAt(a).IsZero() {
-		t.Error("an exit for no instance, an unknown one, or without the proof of death")
+	if !x.exitedAt(proof.Process{}).IsZero() || !x.exitedAt(b).IsZero() || !(*exits)(nil).exitedAt(a).IsZero() {
+		t.Error("an exit for no process, an unknown one, or without the proof of death")
+	}
+	// The exit of a's instance as reported by another Pod (any container
+	// may write any instance into its own termination message) is not a's.
+	forged := proof.Process{Instance: a.Instance, Pod: "other/attacker"}
+	x.record(forged, t0)
+	if !x.exitedAt(proof.Process{Instance: a.Instance, Pod: "ns/a-1"}).IsZero() {
+		t.Error("an exit reported by another Pod counts for the process")
 	}
 	// Kept for the candidate TTL (and at most a tenth longer), then
 	// forgotten.
 	x.record(b, t0.Add(29*time.Minute))
-	x.record("11111111111111111111111111111111", t0.Add(33*time.Minute))
+	x.record(proof.Process{Instance: "11111111111111111111111111111111", Pod: "ns/c-0"}, t0.Add(33*time.Minute))
 	if !x.exitedAt(a).IsZero() || x.exitedAt(b).IsZero() || x.len() != 2 {
 		t.Errorf("after 33 minutes: exits of a at %v, b at %v, %d kept; want a forgotten, b kept, 2", x.exitedAt(a), x.exitedAt(b), x.len())
 	}
@@ -50,7 +58,7 @@ func TestSlimPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := slim.(*corev1.Pod)
-	if got := proof.Exited(pod); !cmp.Equal(got, []string{id}) {
+	if got := proof.Exited(pod); !cmp.Equal(got, []proof.Process{{Instance: id, Pod: "team/app-0"}}) {
 		t.Errorf("the slim Pod reports exits %v, want [%s]", got, id)
 	}
 	if pod.Name != "app-0" || pod.Namespace != "team" || pod.ResourceVersion != "7" || pod.Labels != nil || pod.Annotations != nil || len(pod.Spec.Containers) != 0 {

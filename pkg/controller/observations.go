@@ -162,9 +162,9 @@ type leaseObject struct {
 	// same holder in the same term: the holder's own cadence, as it
 	// reaches this controller (zero until two were seen).
 	renewGap time.Duration
-	// instance is the process instance that made the last renewal, when
-	// the Lease says (see proof.HolderInstance).
-	instance string
+	// process is the process that made the last renewal, when the Lease
+	// says (see proof.HolderProcess).
+	process proof.Process
 }
 
 // leaseHistory is what outlives the Lease object: kept across its deletion
@@ -193,21 +193,20 @@ type leaseHistory struct {
 
 // departedHolder is the holder of a deleted Lease (unknownHolder when the
 // deletion came with a copy too old to tell), and when its term ends on this
-// controller's clock; instance is its process instance when the last
-// renewal said so and the deletion came in order after it (a copy that came
-// with a relist may be older than a renewal by another process).
+// controller's clock; process is its process when the last renewal said so
+// and the deletion came in order after it (a copy that came with a relist
+// may be older than a renewal by another process).
 type departedHolder struct {
-	holder   string
-	until    time.Time
-	instance string
+	holder  string
+	until   time.Time
+	process proof.Process
 }
 
-// depart is the history once holder (process instance, "" when unknown) may
-// act until until, keeping whichever of it and an earlier departed holder
-// ends later.
-func (h leaseHistory) depart(holder string, until time.Time, instance string) leaseHistory {
+// depart is the history once holder (its process when known) may act until
+// until, keeping whichever of it and an earlier departed holder ends later.
+func (h leaseHistory) depart(holder string, until time.Time, process proof.Process) leaseHistory {
 	if h.departed.holder == "" || until.After(h.departed.until) {
-		h.departed = departedHolder{holder: holder, until: until, instance: instance}
+		h.departed = departedHolder{holder: holder, until: until, process: process}
 	}
 	return h
 }
@@ -406,7 +405,7 @@ func (r leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, default
 			gap = now.Sub(r.observedAt)
 		}
 		r.leaseObject = leaseObject{observed: true, uid: lease.UID, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap,
-			instance: proof.HolderInstance(lease)}
+			process: proof.HolderProcess(lease)}
 	}
 	r.terms = termsOf(lease)
 	if holder != "" && holder == r.departed.holder {
@@ -455,7 +454,7 @@ func (r leaseRecord) leaseGone(relisted bool, now time.Time, defaultDuration tim
 	case r.observed && relisted:
 		r.leaseHistory = r.departRelisted(now, defaultDuration)
 	case r.observed && r.holder != "":
-		r.leaseHistory = r.depart(r.holder, r.observedAt.Add(r.terms.duration(defaultDuration)), r.instance)
+		r.leaseHistory = r.depart(r.holder, r.observedAt.Add(r.terms.duration(defaultDuration)), r.process)
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
 	return r
@@ -472,7 +471,7 @@ func (r leaseRecord) departRelisted(now time.Time, defaultDuration time.Duration
 	if holder == "" {
 		holder = unknownHolder
 	}
-	return r.depart(holder, now.Add(duration), "")
+	return r.depart(holder, now.Add(duration), proof.Process{})
 }
 
 // bury removes the record of key, keeping its history as a tombstone, and
@@ -755,7 +754,7 @@ func (r leaseRecord) absent(now time.Time, wait time.Duration) leaseRecord {
 	if !r.writing || r.replaced != "" || r.observed {
 		return r
 	}
-	r.leaseHistory = r.depart(r.named, now.Add(max(wait, r.longestDuration)), "")
+	r.leaseHistory = r.depart(r.named, now.Add(max(wait, r.longestDuration)), proof.Process{})
 	r.pendingWrite = pendingWrite{}
 	return r
 }

@@ -317,19 +317,19 @@ func TestLeaseRecordTransitions(t *testing.T) {
 	// The process that made the last renewal, when the renewal said so:
 	// kept through a deletion in order, not through a relist, whose copy
 	// may be older than another process's renewal.
-	const id = "0123456789abcdef0123456789abcdef"
+	process := proof.Process{Instance: "0123456789abcdef0123456789abcdef", Pod: "ns/a-0"}
 	stamped := lease(heldBy("a"), transitions(3), durationSeconds(40))
 	stamped.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(time.Second)))
-	proof.Stamp(stamped, id)
-	withInstance, _ := r.leaseSeen(stamped, t0.Add(3*time.Second), def)
-	if withInstance.instance != id {
-		t.Fatalf("a stamped renewal seen: instance %q, want %q", withInstance.instance, id)
+	proof.Stamp(stamped, process)
+	withProcess, _ := r.leaseSeen(stamped, t0.Add(3*time.Second), def)
+	if withProcess.process != process {
+		t.Fatalf("a stamped renewal seen: process %+v, want %+v", withProcess.process, process)
 	}
-	if got := withInstance.leaseGone(false, t0.Add(4*time.Second), def).departed.instance; got != id {
-		t.Errorf("deleted in order: departed instance %q, want %q", got, id)
+	if got := withProcess.leaseGone(false, t0.Add(4*time.Second), def).departed.process; got != process {
+		t.Errorf("deleted in order: departed process %+v, want %+v", got, process)
 	}
-	if got := withInstance.leaseGone(true, t0.Add(4*time.Second), def).departed.instance; got != "" {
-		t.Errorf("deleted through a relist: departed instance %q, want none", got)
+	if got := withProcess.leaseGone(true, t0.Add(4*time.Second), def).departed.process; got.Known() {
+		t.Errorf("deleted through a relist: departed process %+v, want none", got)
 	}
 	if left := gone.candidatesGone(); left.leaseHistory != gone.leaseHistory || left.observed || !left.firstJoin.IsZero() {
 		t.Errorf("after the last candidate left: %+v, want only the history", left)

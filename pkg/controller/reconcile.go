@@ -57,11 +57,11 @@ func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
 	v := &view{key: key, now: now, judgeAt: now, watchLag: c.opts.WatchLag.At(now)}
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
-	v.holderExitedAt = c.exits.exitedAt(proof.HolderInstance(v.lease))
-	v.departedExited = !c.exits.exitedAt(v.record.departed.instance).IsZero()
+	v.holderExitedAt = c.exits.exitedAt(proof.HolderProcess(v.lease))
+	v.departedExited = !c.exits.exitedAt(v.record.departed.process).IsZero()
 	for _, lc := range c.candidatesOf(key) {
 		rec := c.obs.candidate(lc, now)
-		rec.exited = !c.exits.exitedAt(proof.InstanceOf(lc.Annotations)).IsZero()
+		rec.exited = !c.exits.exitedAt(proof.CandidateProcess(lc.Annotations)).IsZero()
 		v.candidates = append(v.candidates, observedCandidate{lc: lc, rec: rec})
 	}
 	return v

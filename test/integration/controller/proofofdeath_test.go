@@ -156,8 +156,10 @@ func testProofOfDeath(t *testing.T, m apiMode) {
 	a.stop() // dies: the Lease still names it, unexpired for a minute
 
 	// What is not proof: the Pod failed without its kubelet (Pod garbage
-	// collection on a node that is gone), and an exit of another process
-	// instance (the container's previous one).
+	// collection on a node that is gone), an exit of another process
+	// instance (the container's previous one), and a's own instance named
+	// in the termination message of another Pod's container (instance IDs
+	// are public; anyone who runs a Pod writes its own message).
 	pod, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), "a-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -166,8 +168,15 @@ func testProofOfDeath(t *testing.T, m apiMode) {
 	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: 1, Message: proof.Marker(proof.NewInstance())}}
 	e.writePodStatus(t, pod)
+	e.createPod(t, "mallory-0")
+	forged, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), "mallory-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: proof.Marker(a.instance)}}
+	e.writePodStatus(t, forged)
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return readCounter(e.metrics.ExitsRead) == 1, nil
+		return readCounter(e.metrics.ExitsRead) == 2, nil
 	}); err != nil {
 		t.Fatalf("the controller did not read the Pod's status: %v", err)
 	}
