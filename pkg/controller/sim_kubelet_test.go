@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/internal/simworld"
 	candidatepkg "github.com/cle-dev/cle/pkg/candidate"
 )
@@ -36,7 +37,9 @@ import (
 // no order across Pods. A Pod is deleted with --force while its process
 // runs on (one process in simForceDeleteEvery): the kubelet's reports of
 // that Pod then fail, and the Pod is created again, with a new UID, when the
-// candidate's next process starts. Adopters' processes run a model of the
+// candidate's next process starts. And one process in simForgeEvery has its
+// instance named in the termination message of someone else's Pod, which
+// must count for nothing. Adopters' processes run a model of the
 // library's elector, which stamps nothing: their terms end by expiry.
 //
 // All draws come from a stream of their own, so that the runs without the
@@ -46,6 +49,7 @@ const (
 	simKubeletLost        = 10
 	simKubeletPartitioned = 20
 	simForceDeleteEvery   = 8
+	simForgeEvery         = 8
 )
 
 // simPod is a candidate's Pod as its kubelet knows it.
@@ -99,6 +103,11 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 	}
 	pod.running, pod.terminated = id, ""
 	w.kubeletReports(c)
+	if w.podRng.IntN(simForgeEvery) == 0 {
+		// Someone's Pod names this process in its own termination
+		// message: instance IDs are public.
+		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() { w.forgeExit(c.e.ns, id) })
+	}
 	if w.podRng.IntN(simForceDeleteEvery) == 0 {
 		uid := pod.uid
 		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() {
@@ -109,6 +118,23 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 		})
 	}
 	return &candidatepkg.ProofOfDeath{TerminationMessagePath: path, Pod: c.e.ns + "/" + pod.name, Instance: id}
+}
+
+// forgeExit has a Pod of someone else's, in namespace ns, report as exited
+// its container whose termination message names instance id.
+func (w *simWorld) forgeExit(ns, id string) {
+	w.Fault("exit-forged")
+	const name = "mallory"
+	if w.Pod(simKey(ns, name)) == nil {
+		if _, err := w.CreatePod(ns, name, &corev1.Pod{}, "mallory", w.podWatchers); err != nil {
+			panic(err)
+		}
+	}
+	status := corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "app",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: proof.Marker(id)}}}}}
+	if _, err := w.WritePodStatus(ns, name, w.Pod(simKey(ns, name)).UID, status, "mallory", w.podWatchers); err != nil {
+		panic(err)
+	}
 }
 
 // podProcessExits is the kubelet seeing p's container exit: it reads the
