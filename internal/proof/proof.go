@@ -35,6 +35,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -144,7 +145,12 @@ func Stamp(lease *coordinationv1.Lease, p Process) {
 
 // stampOf is the stamp of a renewal of lease by process p.
 func stampOf(p Process, lease *coordinationv1.Lease) string {
-	return p.Instance + " " + lead.AtMicro(lease.Spec.RenewTime.Time).UTC().Format(stampTime) + " " + p.Pod + " " + lead.HolderOf(lease)
+	return stampFor(p, lead.HolderOf(lease), lease.Spec.RenewTime.Time)
+}
+
+// stampFor is the stamp of a renewal by process p naming holder at renewTime.
+func stampFor(p Process, holder string, renewTime time.Time) string {
+	return p.Instance + " " + lead.AtMicro(renewTime).UTC().Format(stampTime) + " " + p.Pod + " " + holder
 }
 
 // Unstamp removes the stamp: a write that names another holder, or nobody,
@@ -164,16 +170,25 @@ func Unstamp(lease *coordinationv1.Lease) {
 // else's that kept the annotations (a client-go elector renewing under the
 // same identity, kube-apiserver's controller naming a holder).
 func HolderProcess(lease *coordinationv1.Lease) Process {
-	if lease == nil || lease.Spec.RenewTime == nil || lead.HolderOf(lease) == "" {
+	if lease == nil || lease.Spec.RenewTime == nil {
 		return Process{}
 	}
-	stamp := lease.Annotations[access.HolderInstanceAnnotation]
+	return ProcessOf(lease.Annotations[access.HolderInstanceAnnotation], lead.HolderOf(lease), lease.Spec.RenewTime.Time)
+}
+
+// ProcessOf is HolderProcess of a Lease whose stamp (the value of
+// HolderInstanceAnnotation), holder and renewTime are given: for a reader
+// that kept those of a Lease rather than the Lease.
+func ProcessOf(stamp, holder string, renewTime time.Time) Process {
+	if holder == "" || stamp == "" || renewTime.IsZero() {
+		return Process{}
+	}
 	f := strings.SplitN(stamp, " ", 4)
 	if len(f) != 4 || !ValidInstance(f[0]) || f[2] == "" {
 		return Process{}
 	}
 	p := Process{Instance: f[0], Pod: f[2]}
-	if stamp != stampOf(p, lease) {
+	if stamp != stampFor(p, holder, renewTime) {
 		return Process{}
 	}
 	return p

@@ -56,12 +56,11 @@ func indexByHolderInstance(obj any) ([]string, error) {
 // whose status reported it, and when the controller first read the report. A
 // process's exit counts only as reported by its own Pod: instance IDs are
 // public, and any container may write anything into its own termination
-// message. A report is kept for the candidate TTL
-// (swept a tenth of it later at most):
-// by then the candidate it concerns has registered a new instance or has
-// been collected, and the Lease it held has expired anyway. Pods come and go
-// (a Pod deleted after its containers exited takes its report with it), so
-// what was read is kept here, not looked up again.
+// message. A report is kept for the candidate TTL (swept a tenth of it later
+// at most): by then the candidate it concerns has registered a new instance
+// or has been collected, and the Lease it held has expired anyway. Pods come
+// and go (a Pod deleted after its containers exited takes its report with
+// it), so what was read is kept here, not looked up again.
 type exits struct {
 	mu     sync.Mutex
 	at     map[proof.Process]time.Time
@@ -105,13 +104,6 @@ func (x *exits) exitedAt(p proof.Process) time.Time {
 	return x.at[p]
 }
 
-// len is how many exits are kept.
-func (x *exits) len() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return len(x.at)
-}
-
 // onPod reads the exits a Pod's status reports and, for each one that is
 // news, enqueues the Leases concerned: those whose candidates registered the
 // instance, and those whose last renewal it made (its candidate may have
@@ -126,26 +118,15 @@ func (c *Controller) onPod(obj any) {
 		if !c.exits.record(p, now) {
 			continue
 		}
-		id := p.Instance
 		keys := map[types.NamespacedName]bool{}
-		for _, stores := range c.candidateStores {
-			for _, store := range stores {
-				objs, _ := store.ByIndex(byInstanceIndex, id)
-				for _, obj := range objs {
-					if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
-						keys[leaseKeyOf(lc)] = true
-					}
-				}
+		for _, obj := range indexed(c.candidateStores, byInstanceIndex, p.Instance) {
+			if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
+				keys[leaseKeyOf(lc)] = true
 			}
 		}
-		for _, stores := range c.leaseStores {
-			for _, store := range stores {
-				objs, _ := store.ByIndex(byHolderInstanceIndex, id)
-				for _, obj := range objs {
-					if lease, ok := obj.(*coordinationv1.Lease); ok {
-						keys[types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}] = true
-					}
-				}
+		for _, obj := range indexed(c.leaseStores, byHolderInstanceIndex, p.Instance) {
+			if lease, ok := obj.(*coordinationv1.Lease); ok {
+				keys[types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}] = true
 			}
 		}
 		c.opts.Metrics.ExitsRead.Inc()
@@ -155,6 +136,18 @@ func (c *Controller) onPod(obj any) {
 			}
 		}
 	}
+}
+
+// indexed returns the objects of every store whose index holds value.
+func indexed(stores map[string][]cache.Indexer, index, value string) []any {
+	var out []any
+	for _, byNamespace := range stores {
+		for _, store := range byNamespace {
+			objs, _ := store.ByIndex(index, value)
+			out = append(out, objs...)
+		}
+	}
+	return out
 }
 
 // NewPodInformer returns an informer of the Pods of namespace ("" for all)

@@ -35,8 +35,8 @@ func TestExits(t *testing.T) {
 	// forgotten.
 	x.record(b, t0.Add(29*time.Minute))
 	x.record(proof.Process{Instance: "11111111111111111111111111111111", Pod: "ns/c-0"}, t0.Add(33*time.Minute))
-	if !x.exitedAt(a).IsZero() || x.exitedAt(b).IsZero() || x.len() != 2 {
-		t.Errorf("after 33 minutes: exits of a at %v, b at %v, %d kept; want a forgotten, b kept, 2", x.exitedAt(a), x.exitedAt(b), x.len())
+	if !x.exitedAt(a).IsZero() || x.exitedAt(b).IsZero() || len(x.at) != 2 {
+		t.Errorf("after 33 minutes: exits of a at %v, b at %v, %d kept; want a forgotten, b kept, 2", x.exitedAt(a), x.exitedAt(b), len(x.at))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/proof"
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 // Liveness and expiry are judged on this controller's clock from what it saw
@@ -162,9 +163,10 @@ type leaseObject struct {
 	// same holder in the same term: the holder's own cadence, as it
 	// reaches this controller (zero until two were seen).
 	renewGap time.Duration
-	// process is the process that made the last renewal, when the Lease
-	// says (see proof.HolderProcess).
-	process proof.Process
+	// stamp is the Lease's access.HolderInstanceAnnotation as it was: which
+	// process made the last renewal, read (proof.ProcessOf) only when the
+	// Lease is deleted, not at every renewal.
+	stamp string
 }
 
 // leaseHistory is what outlives the Lease object: kept across its deletion
@@ -405,7 +407,7 @@ func (r leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, default
 			gap = now.Sub(r.observedAt)
 		}
 		r.leaseObject = leaseObject{observed: true, uid: lease.UID, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap,
-			process: proof.HolderProcess(lease)}
+			stamp: lease.Annotations[access.HolderInstanceAnnotation]}
 	}
 	r.terms = termsOf(lease)
 	if holder != "" && holder == r.departed.holder {
@@ -454,7 +456,7 @@ func (r leaseRecord) leaseGone(relisted bool, now time.Time, defaultDuration tim
 	case r.observed && relisted:
 		r.leaseHistory = r.departRelisted(now, defaultDuration)
 	case r.observed && r.holder != "":
-		r.leaseHistory = r.depart(r.holder, r.observedAt.Add(r.terms.duration(defaultDuration)), r.process)
+		r.leaseHistory = r.depart(r.holder, r.observedAt.Add(r.terms.duration(defaultDuration)), proof.ProcessOf(r.stamp, r.holder, r.renewTime))
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
 	return r

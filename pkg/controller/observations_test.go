@@ -322,8 +322,8 @@ func TestLeaseRecordTransitions(t *testing.T) {
 	stamped.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(time.Second)))
 	proof.Stamp(stamped, process)
 	withProcess, _ := r.leaseSeen(stamped, t0.Add(3*time.Second), def)
-	if withProcess.process != process {
-		t.Fatalf("a stamped renewal seen: process %+v, want %+v", withProcess.process, process)
+	if got := proof.ProcessOf(withProcess.stamp, withProcess.holder, withProcess.renewTime); got != process {
+		t.Fatalf("a stamped renewal seen: process %+v, want %+v", got, process)
 	}
 	if got := withProcess.leaseGone(false, t0.Add(4*time.Second), def).departed.process; got != process {
 		t.Errorf("deleted in order: departed process %+v, want %+v", got, process)

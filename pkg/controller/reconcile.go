@@ -57,11 +57,15 @@ func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
 	v := &view{key: key, now: now, judgeAt: now, watchLag: c.opts.WatchLag.At(now)}
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
-	v.holderExitedAt = c.exits.exitedAt(proof.HolderProcess(v.lease))
-	v.departedExited = !c.exits.exitedAt(v.record.departed.process).IsZero()
+	if c.exits != nil { // the proof of death: see exits.go
+		v.holderExitedAt = c.exits.exitedAt(proof.HolderProcess(v.lease))
+		v.departedExited = !c.exits.exitedAt(v.record.departed.process).IsZero()
+	}
 	for _, lc := range c.candidatesOf(key) {
 		rec := c.obs.candidate(lc, now)
-		rec.exited = !c.exits.exitedAt(proof.CandidateProcess(lc.Annotations)).IsZero()
+		if c.exits != nil {
+			rec.exited = !c.exits.exitedAt(proof.CandidateProcess(lc.Annotations)).IsZero()
+		}
 		v.candidates = append(v.candidates, observedCandidate{lc: lc, rec: rec})
 	}
 	return v
