@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -20,6 +21,16 @@ func Parse(r io.Reader) ([]*dto.MetricFamily, error) {
 		return nil, err
 	}
 	return slices.Collect(maps.Values(fams)), nil
+}
+
+// Counter is a counter's value, read from the counter itself. A counter's
+// Write does not fail; if one did, Counter panics.
+func Counter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }
 
 // Value sums the series of the family called name whose labels include the

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
+	"github.com/cle-dev/cle/internal/promtest"
 	"github.com/cle-dev/cle/internal/simworld"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
@@ -1232,7 +1233,7 @@ func runSim(seed uint64, tracing bool) simResult {
 		w.checkRecords()
 	}
 	w.res.simulated = w.Now.Sub(w.Start)
-	w.res.holderExits = int(readCounter(w.metrics.HolderExits))
+	w.res.holderExits = int(promtest.Counter(w.metrics.HolderExits))
 	w.ending = true
 	for _, sc := range slices.Clone(w.ctrls) {
 		sc.stop() // ends a step in flight: no goroutine outlives the run

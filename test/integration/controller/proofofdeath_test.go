@@ -14,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
+	"github.com/cle-dev/cle/internal/promtest"
 	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/test/integration/framework"
@@ -176,7 +174,7 @@ func testProofOfDeath(t *testing.T, m apiMode) {
 	forged.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: proof.Marker(a.instance)}}
 	e.writePodStatus(t, forged)
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return readCounter(e.metrics.ExitsRead) == 2, nil
+		return promtest.Counter(e.metrics.ExitsRead) == 2, nil
 	}); err != nil {
 		t.Fatalf("the controller did not read the Pod's status: %v", err)
 	}
@@ -197,7 +195,7 @@ func testProofOfDeath(t *testing.T, m apiMode) {
 	t.Logf("%s mode: b renewed its term %s after the kubelet's report", m.name, time.Since(reported).Round(time.Millisecond))
 	tokenAbove(t, got, held)
 	e.expectEvent(t, "pod", "HolderExited")
-	if n := readCounter(e.metrics.HolderExits); n != 1 {
+	if n := promtest.Counter(e.metrics.HolderExits); n != 1 {
 		t.Errorf("cle_holder_exits_total = %v, want 1", n)
 	}
 }
@@ -214,15 +212,6 @@ func testProofOfDeathRestartInPlace(t *testing.T, m apiMode) {
 	next := e.startInPod(t, "restart", "a", "a-0", "1.30.0")
 	e.reportExit(t, a, true)
 	tokenAbove(t, e.waitLease("restart", 20*time.Second, "the restarted a leads", stampedBy(next)), held)
-}
-
-// readCounter is a counter's value.
-func readCounter(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		return -1
-	}
-	return m.GetCounter().GetValue()
 }
 
 // The adoption path: client-go LeaderElectors on pkg/lock, in processes of

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/promtest"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/controller"
@@ -150,7 +149,7 @@ func TestElectionUnderPolicies(t *testing.T) {
 			t.Errorf("a's candidate after a stopped: %v, want it deleted", err)
 		}
 
-		if pings, timeouts := counter(t, rc.Metrics.Pings), counter(t, rc.Metrics.PingTimeouts); pings < 2 || timeouts != 0 {
+		if pings, timeouts := promtest.Counter(rc.Metrics.Pings), promtest.Counter(rc.Metrics.PingTimeouts); pings < 2 || timeouts != 0 {
 			t.Errorf("controller: %v pings, %v ping timeouts; want at least 2 pings, all answered", pings, timeouts)
 		}
 		for _, c := range []*runningCandidate{a, b} {
@@ -168,16 +167,6 @@ func TestElectionUnderPolicies(t *testing.T) {
 			}
 		}
 	})
-}
-
-// counter reads a counter of the controller's metrics.
-func counter(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 // checkAnsweredPing waits until the candidate shows a ping later than
