@@ -82,6 +82,10 @@ func DetectProofOfDeath() (*ProofOfDeath, error) {
 	return &ProofOfDeath{TerminationMessagePath: path, Pod: podFromEnvironment()}, nil
 }
 
+// detected is DetectProofOfDeath, read once per process: its mounts and
+// environment do not change, and every candidate of the process asks.
+var detected = sync.OnceValues(DetectProofOfDeath)
+
 // terminationMessageMount finds, in a mountinfo listing, the mount point of
 // the kubelet's termination message file.
 func terminationMessageMount(r io.Reader) (string, error) {
@@ -134,7 +138,7 @@ func podFromEnvironment() string {
 // when not set, turned off outside a Pod (or in one it cannot name).
 func (c *Config) completeProofOfDeath() error {
 	if c.ProofOfDeath == nil {
-		p, err := DetectProofOfDeath()
+		p, err := detected()
 		if err != nil || p.Pod == "" {
 			c.ProofOfDeath = NoProofOfDeath
 			return nil
