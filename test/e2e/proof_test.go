@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/proof"
+	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 // killsEnv is how many times the node test kills the leader each way
@@ -149,7 +150,7 @@ func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason s
 }
 
 func describeKills(what string, took []time.Duration) string {
-	return fmt.Sprintf("%s: median %s of %d (%s)", what, median(took).Round(10*time.Millisecond), len(took), roundAll(took))
+	return fmt.Sprintf("%s: median %s of %d (%s)", what, framework.Median(took).Round(10*time.Millisecond), len(took), roundAll(took))
 }
 
 // runCands runs three replicas of test/bench/cand with args, each named
@@ -314,12 +315,6 @@ func exitReason(cs corev1.ContainerStatus) string {
 		return t.Reason
 	}
 	return ""
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func roundAll(ds []time.Duration) string {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 // ElectsBestCandidate: of three candidates at different emulation versions,
@@ -471,9 +471,9 @@ func Latency(t *testing.T, env *Env, runs int) {
 		preemptions = append(preemptions, env.preempt(t, ns, "preempt-"+strconv.Itoa(i), 0))
 	}
 	t.Logf("%s: handover (leader shuts down -> next leader starts): median %s of %d runs %v",
-		env.Controller, median(handovers), runs, handovers)
+		env.Controller, framework.Median(handovers), runs, handovers)
 	t.Logf("%s: preemption (better candidate starts -> it leads, old leader stopped first): median %s of %d runs %v",
-		env.Controller, median(preemptions), runs, preemptions)
+		env.Controller, framework.Median(preemptions), runs, preemptions)
 }
 
 // StaleLatency is Latency with stale-but-alive candidates: the controller
@@ -494,21 +494,9 @@ func StaleLatency(t *testing.T, env *Env, runs int) {
 		preemptions = append(preemptions, env.preempt(t, ns, "stale-preempt-"+strconv.Itoa(i), staleAfter))
 	}
 	t.Logf("%s, candidates idle past %s: handover (leader shuts down -> next leader, pinged first, starts): median %s of %d runs %v",
-		env.Controller, staleAfter, median(handovers), runs, handovers)
+		env.Controller, staleAfter, framework.Median(handovers), runs, handovers)
 	t.Logf("%s, leader's candidate idle past %s: preemption (better candidate starts -> it leads, old leader stopped first): median %s of %d runs %v",
-		env.Controller, staleAfter, median(preemptions), runs, preemptions)
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2].Round(time.Millisecond)
-	}
-	return ((s[len(s)/2-1] + s[len(s)/2]) / 2).Round(time.Millisecond)
+		env.Controller, staleAfter, framework.Median(preemptions), runs, preemptions)
 }
 
 // RenewalsKeepCoordinatedFields: a holder's renewals never drop the
