@@ -61,6 +61,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/cle-dev/cle/internal/faults"
 	"github.com/cle-dev/cle/internal/witness"
 	"github.com/cle-dev/cle/pkg/candidate"
 )
@@ -161,9 +162,9 @@ func run(ctx context.Context, o options) error {
 	restConfig.UserAgent = "cle-example-candidate/" + o.identity
 
 	out := &printer{identity: o.identity}
-	faults := make(chan os.Signal, 1)
+	var fail faults.Signals
 	if o.signalFaults {
-		signal.Notify(faults, syscall.SIGUSR1, syscall.SIGUSR2)
+		fail = faults.Notify()
 	}
 	var witnessClient *http.Client    // set before Run, used only while leading
 	var proof *candidate.ProofOfDeath // found in a Pod's mounts
@@ -206,7 +207,7 @@ func run(ctx context.Context, o options) error {
 				if o.writeConfigMap != "" {
 					lead(ctx, token, o, out)
 				}
-				failOnSignal(ctx, faults)
+				fail.FailOnSignal(ctx)
 				wg.Wait()
 			},
 			OnStoppedLeading: func() {
@@ -244,30 +245,6 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return c.Run(ctx)
-}
-
-// failOnSignal waits for ctx to be done; a fault signal meanwhile makes
-// leader work fail (--signal-faults): SIGUSR1 panics, SIGUSR2 allocates
-// memory until the kernel kills the process.
-func failOnSignal(ctx context.Context, faults <-chan os.Signal) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case sig := <-faults:
-			if sig == syscall.SIGUSR1 {
-				panic("leader work: fault injected by SIGUSR1")
-			}
-			var held [][]byte
-			for {
-				b := make([]byte, 16<<20)
-				for i := 0; i < len(b); i += 4096 {
-					b[i] = 1 // touched, so that it counts against the limit
-				}
-				held = append(held, b)
-			}
-		}
-	}
 }
 
 // serveHealth serves check at /healthz on addr until ctx is done.

@@ -16,12 +16,18 @@
 //	started-leading identity=<id>
 //	stopped-leading identity=<id>
 //
+// --signal-faults makes leader work fail on a signal, for the node tests'
+// crash failover: SIGUSR1 panics, SIGUSR2 exhausts memory (package
+// internal/faults).
+//
 // SIGTERM or SIGINT stops it gracefully: leader work stops and the Lease is
 // released (every kind releases on cancel).
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +45,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/cle-dev/cle/internal/faults"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/lock"
 )
@@ -47,6 +54,7 @@ type options struct {
 	kind, kubeconfig, namespace, lease, identity string
 	binaryVersion, emulationVersion, apiMode     string
 	leaseDuration, renewDeadline, retryPeriod    time.Duration
+	signalFaults, processIdentity                bool
 }
 
 func main() {
@@ -63,6 +71,8 @@ func main() {
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "lease duration")
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "renew deadline")
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "retry period")
+	fs.BoolVar(&o.processIdentity, "process-identity", false, "append a random suffix to --identity, new in each process, as kube-scheduler and kube-controller-manager make theirs (host name and a UUID): a restarted process is another candidate")
+	fs.BoolVar(&o.signalFaults, "signal-faults", false, "while leading, SIGUSR1 makes leader work panic and SIGUSR2 makes it exhaust memory")
 	klog.InitFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
@@ -73,6 +83,14 @@ func main() {
 	}
 	if o.emulationVersion == "" {
 		o.emulationVersion = o.binaryVersion
+	}
+	if o.processIdentity {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.identity += "-" + hex.EncodeToString(b[:])
+	}
+	if o.signalFaults {
+		fail = faults.Notify()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -98,6 +116,9 @@ func say(event, id string) {
 // the line that says it returned is printed.
 var running sync.WaitGroup
 
+// fail makes leader work fail on a signal (--signal-faults).
+var fail faults.Signals
+
 // work is the leader work of every kind: it runs until its context ends.
 func work(id string) func(ctx context.Context) {
 	return func(ctx context.Context) {
@@ -105,7 +126,7 @@ func work(id string) func(ctx context.Context) {
 		defer running.Done()
 		say("started-leading", id)
 		defer say("stopped-leading", id)
-		<-ctx.Done()
+		fail.FailOnSignal(ctx)
 	}
 }
 
