@@ -39,7 +39,8 @@ import (
 func main() {
 	fs := flag.NewFlagSet("benchmanager", flag.ContinueOnError)
 	kind := fs.String("kind", "lock", "lock or plain")
-	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (required)")
+	kubeconfig := fs.String("kubeconfig", "", "path to a kubeconfig (default: in-cluster, or $KUBECONFIG)")
+	apiMode := fs.String("api-mode", "native", "API mode of --kind=lock: native or portable")
 	var o cle.Options
 	fs.StringVar(&o.Namespace, "namespace", "default", "namespace of the Lease")
 	fs.StringVar(&o.LeaseName, "lease", "", "name of the Lease (required)")
@@ -50,11 +51,12 @@ func main() {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
-	if o.LeaseName == "" || o.Identity == "" || *kubeconfig == "" {
-		fmt.Fprintln(os.Stderr, "benchmanager: --kubeconfig, --lease and --identity are required")
+	if o.LeaseName == "" || o.Identity == "" {
+		fmt.Fprintln(os.Stderr, "benchmanager: --lease and --identity are required")
 		os.Exit(2)
 	}
 	ctrl.SetLogger(klog.Background())
+	o.APIMode = *apiMode
 	if err := run(ctrl.SetupSignalHandler(), *kind, *kubeconfig, o); err != nil {
 		klog.Background().Error(err, "Manager failed", "identity", o.Identity)
 		os.Exit(1)
@@ -62,7 +64,9 @@ func main() {
 }
 
 func run(ctx context.Context, kind, kubeconfig string, o cle.Options) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
@@ -76,7 +80,6 @@ func run(ctx context.Context, kind, kubeconfig string, o cle.Options) error {
 	var mgr manager.Manager
 	switch kind {
 	case "lock":
-		o.APIMode = "native"
 		mgr, _, err = cle.NewManager(cfg, opts, o)
 	case "plain":
 		opts.LeaderElection = true
