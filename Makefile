@@ -62,8 +62,8 @@ release: ## Build a release into _output/release: the multi-platform image (OCI 
 	VERSION="$(VERSION)" hack/release.sh
 
 .PHONY: bench-node
-bench-node: ## As root, after make release: the node test's proof of death alone, the leader's container killed five times each way (SIGKILL, out of memory, panic, and an elector on pkg/lock SIGKILLed); prints the medians.
-	E2E_KILLS=5 GOTESTFLAGS="-run=TestProofOfDeathOnNode" hack/e2e.sh
+bench-node: ## As root, after make release: the node test's crash failovers alone, the leader's container killed five times each way (SIGKILL, out of memory, panic; an elector on pkg/lock and a controller-runtime manager SIGKILLed), for cle with the proof of death and for kube-apiserver's controller with client-go's candidates; prints the medians.
+	E2E_KILLS=5 GOTESTFLAGS="-run=TestProofOfDeathOnNode|TestBuiltinCrashFailoverOnNode -v" hack/e2e.sh
 
 .PHONY: e2e
 e2e: ## Run the node test as root: install the release in _output/release (make release) on a real node (kubelet, containerd, runc, CNI, kube-proxy) in namespaces it creates, and test it there.

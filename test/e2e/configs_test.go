@@ -7,6 +7,10 @@ const pauseImage = "e2e.local/pause:1"
 // candImage runs test/bench/cand, the benchmark's candidates of every kind.
 const candImage = "e2e.local/cand:1"
 
+// managerImage runs contrib/controller-runtime/test/benchmanager, the
+// benchmark's controller-runtime manager.
+const managerImage = "e2e.local/manager:1"
+
 // containerdConfig keeps all of containerd's state under the node's
 // directory (ROOT) and leaves out the plugins that would write elsewhere
 // (/opt/containerd, /run/nri).

@@ -61,7 +61,11 @@ func runHost() int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	if err := buildStatic(filepath.Join(dir, "cand"), "./test/bench/cand"); err != nil {
+	if err := buildStatic(filepath.Join(dir, "cand"), ".", "./test/bench/cand"); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	if err := buildStatic(filepath.Join(dir, "manager"), "contrib/controller-runtime", "./test/benchmanager"); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
@@ -115,13 +119,13 @@ func runHost() int {
 
 // buildPause builds the sandbox container's program (test/e2e/pause), before the
 // node's network namespace cuts the module proxy off.
-func buildPause(out string) error { return buildStatic(out, "./test/e2e/pause") }
+func buildPause(out string) error { return buildStatic(out, ".", "./test/e2e/pause") }
 
 // buildStatic builds the static program of package pkg (a path in the
-// repository) into out.
-func buildStatic(out, pkg string) error {
+// module whose directory in the repository is module) into out.
+func buildStatic(out, module, pkg string) error {
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = framework.RepoPath(".")
+	cmd.Dir = framework.RepoPath(module)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build %s: %w: %s", pkg, err, b)

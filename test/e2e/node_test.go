@@ -232,14 +232,17 @@ func (n *node) importImages(ctx context.Context) error {
 	if _, err := n.ctrRun(ctx, "images", "import", pause); err != nil {
 		return err
 	}
-	// The benchmark's candidates (test/bench/cand), for the crash failover
-	// of the built-in controller's candidates and of cle's adoption path.
-	cand := filepath.Join(n.dir, "cand.tar")
-	if err := writeImage(cand, filepath.Join(n.dir, "cand"), "cand", candImage); err != nil {
-		return err
-	}
-	if _, err := n.ctrRun(ctx, "images", "import", cand); err != nil {
-		return err
+	// The benchmark's candidates (test/bench/cand and contrib's
+	// benchmanager), for the crash failover of the built-in controller's
+	// candidates and of cle's adoption paths.
+	for _, img := range []struct{ name, ref string }{{"cand", candImage}, {"manager", managerImage}} {
+		archive := filepath.Join(n.dir, img.name+".tar")
+		if err := writeImage(archive, filepath.Join(n.dir, img.name), img.name, img.ref); err != nil {
+			return err
+		}
+		if _, err := n.ctrRun(ctx, "images", "import", archive); err != nil {
+			return err
+		}
 	}
 	if _, err := n.ctrRun(ctx, "images", "import", n.release.ociArchive); err != nil {
 		return err

@@ -61,22 +61,75 @@ func TestProofOfDeathOnNode(t *testing.T) {
 	})
 	n.waitDeploymentReady(t, exampleNamespace, exampleName)
 
-	examplesElection := election{ns: exampleNamespace, lease: exampleLease, deployment: exampleName}
+	examplesElection := election{ns: exampleNamespace, lease: exampleLease, deployments: []string{exampleName}}
 	var report []string
-	for _, way := range []struct{ name, signal, reason string }{
-		{"SIGKILL through containerd", "SIGKILL", "Error"},
-		{"out of memory in leader work", "SIGUSR2", "OOMKilled"},
-		{"panic in leader work", "SIGUSR1", "Error"},
-	} {
+	for _, way := range killWays {
 		took := n.killLeaders(t, examplesElection, kills, way.signal, way.reason)
 		report = append(report, describeKills("library, "+way.name, took))
 	}
 
 	// The adoption path: client-go's LeaderElector on pkg/lock
 	// (test/bench/cand --kind=lock), in Pods of its own.
-	lockElection := n.runCands(t, "cle-lock", "--kind=lock", "--api-mode=portable")
+	lockElection := n.runCands(t, candImage, "cle-lock", "--kind=lock", "--api-mode=portable")
 	report = append(report, describeKills("client-go elector on pkg/lock, SIGKILL through containerd", n.killLeaders(t, lockElection, kills, "SIGKILL", "Error")))
+	// And a controller-runtime manager (contrib/controller-runtime's
+	// NewManager, the same lock).
+	managerElection := n.runCands(t, managerImage, "cle-manager", "--kind=lock", "--api-mode=portable")
+	report = append(report, describeKills("controller-runtime manager, SIGKILL through containerd", n.killLeaders(t, managerElection, kills, "SIGKILL", "Error")))
 	t.Logf("the leader's container killed, to the next leader's first renewal (cle-controller --proof-of-death):\n  %s", strings.Join(report, "\n  "))
+}
+
+// TestBuiltinCrashFailoverOnNode is the other side of
+// TestProofOfDeathOnNode: the election controller built into kube-apiserver
+// with client-go's coordinated candidates (test/bench/cand --kind=peer, as
+// kube-scheduler elects with the gate on) in three replicas of a
+// Deployment. It kills the leader's container the same three ways and
+// prints the time from the kill to the moment the next leader's work
+// started (its log line, timestamped by the container runtime on this
+// node's clock). Nothing bounds it but the test's patience: kube-apiserver
+// learns of the death only when the Lease expires.
+func TestBuiltinCrashFailoverOnNode(t *testing.T) {
+	n := cluster
+	ctx := context.Background()
+	kills := killCount(t)
+	// The built-in controller acts from here on (it was idled from the
+	// start, or is back after TestStaticPodNative handed its Lease away).
+	if err := n.server.WakeBuiltinController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.waitLease(t, framework.BuiltinControllerLeaseNamespace, framework.BuiltinControllerLeaseName, func(holder string) bool {
+		return holder != framework.IdlerIdentity && !strings.HasPrefix(holder, "cle-controller")
+	})
+
+	// One replica emulating 1.35 and two emulating 1.36, as in make
+	// bench's scenario 4: kube-apiserver's controller flips a Lease among
+	// candidates equal on merit (docs/benchmarks.md, "Ties"), and its
+	// candidates exit on every lost term, so that three equal replicas
+	// may have no stable leader to kill. Each kill hits the 1.35 one, once
+	// it leads.
+	e := n.candNamespace(t, "builtin-peer")
+	e.builtin, e.best = true, "best"
+	// Their identities are new in each process, as those of kube-scheduler
+	// and kube-controller-manager (host name and a UUID): client-go's
+	// elector renews a Lease naming its identity whatever process wrote it,
+	// so that a container restarted in place under its Pod's name would
+	// lead again at once, without any election.
+	args := []string{"--kind=peer", "--signal-faults", "--process-identity"}
+	n.addCands(t, &e, "best", 1, candImage, append(args, "--emulation-version=1.35.0")...)
+	n.addCands(t, &e, "next", 2, candImage, args...)
+	var report []string
+	for _, way := range killWays {
+		report = append(report, describeKills("client-go coordinated candidates, "+way.name, n.killLeaders(t, e, kills, way.signal, way.reason)))
+	}
+	t.Logf("the leader's container killed, to the next leader's start (kube-apiserver's election controller):\n  %s", strings.Join(report, "\n  "))
+}
+
+// killWays are the three ways the node tests kill a leader's container:
+// the signal sent through containerd and the reason the kubelet reports.
+var killWays = []struct{ name, signal, reason string }{
+	{"SIGKILL through containerd", "SIGKILL", "Error"},
+	{"out of memory in leader work", "SIGUSR2", "OOMKilled"},
+	{"panic in leader work", "SIGUSR1", "Error"},
 }
 
 // killCount is how many times each way the node tests kill a leader.
@@ -94,23 +147,35 @@ func killCount(t *testing.T) int {
 }
 
 // election is a Lease whose candidates run as the Pods of a Deployment, each
-// named after its Pod, on the library (directly or through pkg/lock), so
-// that their processes stamp their renewals.
+// named after its Pod: on the library (directly or through pkg/lock), so
+// that their processes stamp their renewals, or (builtin) client-go's
+// coordinated candidates elected by kube-apiserver, whose leaders are known
+// by their log lines.
 type election struct {
-	ns, lease, deployment string
+	ns, lease   string
+	deployments []string
+	builtin     bool
+	best        string // builtin: the Deployment whose Pod must lead before a kill
+
 }
 
 // killLeaders kills the election's leader's container kills times with
-// signal, and returns the times from each kill to the next leader's first
-// renewal. The kubelet's report of the exit (with reason) must have ended
-// the term: a HolderExited Event, and the next leader before the dead one's
-// 15-second Lease expired.
+// signal, and returns the times from each kill to the next leader's start:
+// its first renewal (cle), or the moment its work started (builtin). The
+// kubelet must report the exit with reason. In cle's elections that report
+// must have ended the term: a HolderExited Event, and the next leader before
+// the dead one's 15-second Lease expired.
 func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason string) []time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	var took []time.Duration
 	for range kills {
-		leader, process := n.waitLeader(t, e, "")
+		var leader, process string
+		if e.builtin {
+			leader = n.waitStartedLeading(t, e, time.Time{})
+		} else {
+			leader, process = n.waitLeader(t, e, "")
+		}
 		pod, err := n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -124,10 +189,17 @@ func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason s
 		if _, err := n.ctrRun(ctx, "task", "kill", "--signal", signal, id); err != nil {
 			t.Fatal(err)
 		}
-		// The next term may be the same Pod's, whose container the kubelet
-		// restarted at once: another process all the same.
-		next, _ := n.waitLeader(t, e, process)
-		took = append(took, time.Since(begin))
+		if e.builtin {
+			// Any Pod's process that starts leader work after the kill,
+			// the killed one's restarted container's too.
+			n.waitStartedLeading(t, e, begin)
+			took = append(took, n.startedAfter(t, e, begin).Sub(begin))
+		} else {
+			// The next term may be the same Pod's, whose container the
+			// kubelet restarted at once: another process all the same.
+			n.waitLeader(t, e, process)
+			took = append(took, time.Since(begin))
+		}
 		pod, err = n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -135,46 +207,201 @@ func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason s
 		if cs := pod.Status.ContainerStatuses[0]; exitReason(cs) != reason {
 			t.Errorf("%s: Pod %s reports its container's exit as %+v, want reason %s", signal, leader, cs, reason)
 		}
+		if e.builtin {
+			n.replacePod(t, e, leader)
+			continue
+		}
+		next := n.holderOf(t, e)
 		if got := n.holderExitedEvents(t, e); got <= exits {
 			t.Errorf("%s: no HolderExited Event for %s: %s leads after the Lease expired, not on proof of death", signal, leader, next)
 		}
 		if took[len(took)-1] >= 15*time.Second {
 			t.Errorf("%s: the next leader led %s after the kill, not before the dead one's 15s Lease expired", signal, took[len(took)-1])
 		}
-		// A fresh Pod in its place: the killed one's container would
-		// restart with the kubelet's crash back-off.
-		n.kubectl(t, "", "delete", "pod", "-n", e.ns, leader, "--wait=false")
-		n.waitDeploymentReady(t, e.ns, e.deployment)
+		n.replacePod(t, e, leader)
 	}
 	return took
+}
+
+// replacePod deletes the Pod whose container was killed and waits for the
+// Deployment's new one: the killed one's container would restart with the
+// kubelet's crash back-off.
+func (n *node) replacePod(t *testing.T, e election, pod string) {
+	t.Helper()
+	n.kubectl(t, "", "delete", "pod", "-n", e.ns, pod, "--wait=false")
+	for _, d := range e.deployments {
+		n.waitDeploymentReady(t, e.ns, d)
+	}
+}
+
+// holderOf is the holder the election's Lease names.
+func (n *node) holderOf(t *testing.T, e election) string {
+	t.Helper()
+	l, err := n.client.CoordinationV1().Leases(e.ns).Get(context.Background(), e.lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// waitStartedLeading waits until the Lease's holder is a process of a live
+// Pod of the election that said it started leading after after (its log
+// line's timestamp), a Pod of e.best if after is zero, and returns the
+// Pod's name.
+func (n *node) waitStartedLeading(t *testing.T, e election, after time.Time) string {
+	t.Helper()
+	var leader string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := n.client.CoordinationV1().Leases(e.ns).Get(ctx, e.lease, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		leader = podOf(holder)
+		if leader == "" || after.IsZero() && !strings.HasPrefix(leader, e.best+"-") {
+			return false, nil
+		}
+		p, err := n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			return false, nil
+		}
+		started, err := n.startedLeading(ctx, e.ns, leader, holder)
+		return err == nil && started.After(after), nil
+	})
+	if err != nil {
+		n.describe(t, e.ns)
+		t.Fatalf("Lease %s/%s: no leader that started after %s (last holder %q): %v", e.ns, e.lease, after.Format(time.RFC3339Nano), leader, err)
+	}
+	return leader
+}
+
+// podOf is the Pod of a candidate with a process identity
+// (--process-identity: the Pod's name and a suffix).
+func podOf(identity string) string {
+	if i := strings.LastIndexByte(identity, '-'); i > 0 {
+		return identity[:i]
+	}
+	return identity
+}
+
+// startedAfter is the earliest start of leader work after after among the
+// election's Pods.
+func (n *node) startedAfter(t *testing.T, e election, after time.Time) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := n.client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first time.Time
+	for _, p := range pods.Items {
+		lines, err := n.logLines(ctx, e.ns, p.Name)
+		if err != nil {
+			t.Fatalf("logs of %s: %v", p.Name, err)
+		}
+		for _, l := range lines {
+			if l.started && l.at.After(after) && (first.IsZero() || l.at.Before(first)) {
+				first = l.at
+			}
+		}
+	}
+	if first.IsZero() {
+		t.Fatalf("no Pod of %s started leading after %s", e.ns, after.Format(time.RFC3339Nano))
+	}
+	return first
+}
+
+// startedLeading is when the process of the Pod's container with identity
+// last started leading (zero: never).
+func (n *node) startedLeading(ctx context.Context, ns, pod, identity string) (time.Time, error) {
+	lines, err := n.logLines(ctx, ns, pod)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var last time.Time
+	for _, l := range lines {
+		if l.started && l.identity == identity {
+			last = l.at
+		}
+	}
+	return last, nil
+}
+
+// logLine is a line of test/bench/cand's output as the container runtime
+// logged it.
+type logLine struct {
+	at       time.Time
+	started  bool   // started-leading
+	identity string // of a started-leading line
+}
+
+// logLines reads the Pod's container log with the runtime's timestamps.
+func (n *node) logLines(ctx context.Context, ns, pod string) ([]logLine, error) {
+	raw, err := n.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Timestamps: true}).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lines []logLine
+	for _, line := range strings.Split(string(raw), "\n") {
+		stamp, text, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if err != nil {
+			continue
+		}
+		id, started := strings.CutPrefix(text, "started-leading identity=")
+		lines = append(lines, logLine{at: at, started: started, identity: id})
+	}
+	return lines, nil
 }
 
 func describeKills(what string, took []time.Duration) string {
 	return fmt.Sprintf("%s: median %s of %d (%s)", what, framework.Median(took).Round(10*time.Millisecond), len(took), roundAll(took))
 }
 
-// runCands runs three replicas of test/bench/cand with args, each named
-// after its Pod, in a namespace of their own (ns, which is also the Lease's
-// and the Deployment's name) with the rights a candidate needs, until the
-// test ends; it returns their election once they are Ready.
-func (n *node) runCands(t *testing.T, ns string, args ...string) election {
+// runCands runs three replicas of image (test/bench/cand or benchmanager)
+// with args, each named after its Pod, in a namespace of their own (ns,
+// which is also the Lease's and the Deployment's name) with the rights a
+// candidate needs, until the test ends; it returns their election once they
+// are Ready.
+func (n *node) runCands(t *testing.T, image, ns string, args ...string) election {
 	t.Helper()
-	e := election{ns: ns, lease: ns, deployment: ns}
-	var quoted []string
-	for _, a := range append([]string{"--namespace=$(POD_NAMESPACE)", "--lease=" + ns, "--identity=$(POD_NAME)", "--binary-version=1.36.0"}, args...) {
-		quoted = append(quoted, strconv.Quote(a))
-	}
-	manifest := strings.NewReplacer("NS", ns, "IMAGE", candImage, "ARGS", strings.Join(quoted, ", ")).Replace(candsManifest)
-	n.kubectl(t, manifest, "apply", "-f", "-")
-	t.Cleanup(func() {
-		n.kubectl(t, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=3m")
-	})
-	n.waitDeploymentReady(t, ns, ns)
+	e := n.candNamespace(t, ns)
+	n.addCands(t, &e, ns, 3, image, args...)
 	return e
 }
 
-// candsManifest is runCands's: NS, IMAGE and ARGS are replaced.
-const candsManifest = `apiVersion: v1
+// candNamespace creates namespace ns with the rights a candidate needs,
+// deleted when the test ends, and returns the election on the Lease named
+// ns there, without candidates yet.
+func (n *node) candNamespace(t *testing.T, ns string) election {
+	t.Helper()
+	n.kubectl(t, strings.ReplaceAll(candsRBAC, "NS", ns), "apply", "-f", "-")
+	t.Cleanup(func() {
+		n.kubectl(t, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=3m")
+	})
+	return election{ns: ns, lease: ns}
+}
+
+// addCands adds a Deployment name of replicas candidates to e, as runCands
+// describes, and waits until they are Ready.
+func (n *node) addCands(t *testing.T, e *election, name string, replicas int, image string, args ...string) {
+	t.Helper()
+	var quoted []string
+	for _, a := range append([]string{"--namespace=$(POD_NAMESPACE)", "--lease=" + e.lease, "--identity=$(POD_NAME)", "--binary-version=1.36.0"}, args...) {
+		quoted = append(quoted, strconv.Quote(a))
+	}
+	manifest := strings.NewReplacer("DEPLOY", name, "NS", e.ns, "REPLICAS", strconv.Itoa(replicas), "IMAGE", image, "ARGS", strings.Join(quoted, ", ")).Replace(candsDeployment)
+	n.kubectl(t, manifest, "apply", "-f", "-")
+	n.waitDeploymentReady(t, e.ns, name)
+	e.deployments = append(e.deployments, name)
+}
+
+// candsRBAC is runCands's namespace and rights (NS is replaced): those of
+// cle's candidates and of client-go's.
+const candsRBAC = `apiVersion: v1
 kind: Namespace
 metadata:
   name: NS
@@ -194,9 +421,12 @@ rules:
   - apiGroups: [coordination.k8s.io]
     resources: [leases]
     verbs: [get, list, watch, update]
-  - apiGroups: [cle.dev]
+  - apiGroups: [cle.dev, coordination.k8s.io]
     resources: [leasecandidates]
     verbs: [get, list, watch, create, update, delete]
+  - apiGroups: ["", events.k8s.io]
+    resources: [events]
+    verbs: [create, patch, update]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -211,19 +441,22 @@ subjects:
   - kind: ServiceAccount
     name: cand
     namespace: NS
----
-apiVersion: apps/v1
+`
+
+// candsDeployment is addCands's Deployment: DEPLOY, NS, REPLICAS, IMAGE
+// and ARGS are replaced.
+const candsDeployment = `apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: NS
+  name: DEPLOY
   namespace: NS
 spec:
-  replicas: 3
+  replicas: REPLICAS
   selector:
-    matchLabels: {app: cand}
+    matchLabels: {app: DEPLOY}
   template:
     metadata:
-      labels: {app: cand}
+      labels: {app: DEPLOY}
     spec:
       serviceAccountName: cand
       terminationGracePeriodSeconds: 15
@@ -232,6 +465,9 @@ spec:
           image: IMAGE
           imagePullPolicy: Never
           args: [ARGS]
+          # Leader work that exhausts memory (--signal-faults) is killed here.
+          resources:
+            limits: {memory: 64Mi}
           env:
             - name: POD_NAME
               valueFrom: {fieldRef: {fieldPath: metadata.name}}
