@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -13,13 +15,16 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/pkg/access"
 )
 
@@ -198,6 +203,10 @@ func (f *fleet) createCandidates(ctx context.Context, rng *rand.Rand, workers in
 				Strategy:         coordinationv1.OldestEmulationVersion,
 				RenewTime:        ptr.To(metav1.NewMicroTime(time.Now())),
 			},
+		}
+		if f.cfg.pods {
+			p := f.processOf(j.lease.Namespace, lc.Name)
+			lc.Annotations = map[string]string{access.InstanceAnnotation: p.Instance, access.PodAnnotation: p.Pod}
 		}
 		if _, err := f.acc.LeaseCandidates(j.lease.Namespace).Create(ctx, lc); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create LeaseCandidate %s/%s: %w", lc.Namespace, lc.Name, err)
@@ -432,7 +441,37 @@ func (f *fleet) nextWrite(lease *coordinationv1.Lease, t *term, now time.Time) (
 	}
 	lease.Spec.RenewTime = &micro
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(f.cfg.holderDuration / time.Second))
+	if f.cfg.pods {
+		proof.Stamp(lease, f.processOf(lease.Namespace, holder))
+	}
 	return lease, holder, true
+}
+
+// processOf is the process of candidate name (--pods): its Pod, named
+// after it, and an instance ID derived from the name.
+func (f *fleet) processOf(ns, name string) proof.Process {
+	sum := sha256.Sum256([]byte(ns + "/" + name))
+	return proof.Process{Instance: hex.EncodeToString(sum[:16]), Pod: ns + "/" + name}
+}
+
+// createPods creates a Pod for each candidate (--pods), with workers
+// parallel writers: Pending, as nothing schedules them, which is all the
+// controller's Pod informer needs to hold them.
+func (f *fleet) createPods(ctx context.Context, client kubernetes.Interface, workers int) error {
+	n := len(f.versions)
+	return parallel(ctx, len(f.leases)*n, workers, func(i int) error {
+		l := f.leases[i/n]
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: candidateName(l.Name, i%n), Labels: map[string]string{"app": l.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "candidate", Image: "scale.local/candidate:1",
+			}}},
+		}
+		if _, err := client.CoreV1().Pods(l.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create Pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		return nil
+	})
 }
 
 // newer reports whether a is a later version of the Lease than b. The

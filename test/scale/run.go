@@ -48,6 +48,7 @@ type result struct {
 	converged                 time.Duration // first candidate created -> every Lease right; 0 if not
 	wrong                     []string      // Leases not right at the convergence timeout
 	startRSS                  int64         // controller RSS once synced, before any candidate
+	podsCreated               time.Duration // --pods: the candidates' Pods created before the controller started
 	convergence, steady       phase
 	steadyWrong               int // Leases not right at the end of the steady state
 	nodeWrites, nodeSkipped   int64
@@ -104,6 +105,15 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 	}
 	if err := f.run(runCtx, &wg, 64); err != nil {
 		return nil, err
+	}
+
+	if cfg.pods {
+		logger.Info("Creating the candidates' Pods", "pods", res.candidates)
+		begin := time.Now()
+		if err := f.createPods(ctx, clients.Kube, 64); err != nil {
+			return nil, err
+		}
+		res.podsCreated = time.Since(begin)
 	}
 
 	ctrl, err := startController(ctx, cfg, server, dir, n)
@@ -209,6 +219,9 @@ func startController(ctx context.Context, cfg *config, server *framework.Server,
 		// native mode by holding that one).
 		"--leader-elect-resource-name=cle-scale",
 	}, cfg.controllerArgs...)
+	if cfg.pods {
+		args = append(args, "--proof-of-death")
+	}
 	klog.FromContext(ctx).Info("Starting cle-controller", "args", args)
 	child, err := framework.StartProcess("cle-controller", cfg.controllerBin, filepath.Join(dir, fmt.Sprintf("cle-controller-%d.log", n)), args...)
 	if err != nil {
