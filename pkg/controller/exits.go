@@ -109,12 +109,8 @@ func (x *exits) exitedAt(p proof.Process) time.Time {
 // instance, and those whose last renewal it made (its candidate may have
 // been re-registered by the next instance of its container already).
 func (c *Controller) onPod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
 	now := c.opts.Clock.Now()
-	for _, p := range proof.Exited(pod) {
+	for _, p := range podExits(obj) {
 		if !c.exits.record(p, now) {
 			continue
 		}
@@ -172,26 +168,46 @@ func NewPodInformer(client kubernetes.Interface, namespace, labelSelector string
 	return inf
 }
 
-// slimPod is an informer transform that keeps of a Pod its name, namespace,
-// UID and resourceVersion, and of its status only the terminated states
-// whose messages name an instance, with only those lines. It is idempotent,
-// as client-go asks of a transform.
+// slimPod is an informer transform that keeps of a Pod only its name,
+// namespace, UID and resourceVersion, and the exits its status reports (the
+// terminated states whose messages name an instance), as the markers of
+// those instances in exitedAnnotation: a PartialObjectMetadata, a fifth of a
+// Pod's size even with every field of the Pod empty. It is idempotent, as
+// client-go asks of a transform.
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	out := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+	out := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 	}}
 	if exited := proof.Exited(pod); len(exited) > 0 {
-		var msg string
+		var markers string
 		for _, p := range exited {
-			msg += proof.Marker(p.Instance)
+			markers += proof.Marker(p.Instance)
 		}
-		out.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}},
-		}}
+		out.Annotations = map[string]string{exitedAnnotation: markers}
 	}
 	return out, nil
+}
+
+// exitedAnnotation holds, on a Pod slimmed by slimPod (in memory, never
+// written), the markers of the processes whose exits its status reported.
+const exitedAnnotation = "cle.dev/exited"
+
+// podExits returns the processes whose exits a Pod reports, from the Pod
+// or from what slimPod kept of it.
+func podExits(obj any) []proof.Process {
+	switch pod := obj.(type) {
+	case *corev1.Pod:
+		return proof.Exited(pod)
+	case *metav1.PartialObjectMetadata:
+		var out []proof.Process
+		for _, id := range proof.InstancesIn(pod.Annotations[exitedAnnotation]) {
+			out = append(out, proof.Process{Instance: id, Pod: pod.Namespace + "/" + pod.Name})
+		}
+		return out
+	}
+	return nil
 }
