@@ -39,6 +39,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/pkg/access"
@@ -97,8 +98,9 @@ type Process struct {
 // Known reports whether both are known: only then can an exit be proven.
 func (p Process) Known() bool { return p.Instance != "" && p.Pod != "" }
 
-// PodOf is the Pod of a Process: pod's namespace/name.
-func PodOf(pod *corev1.Pod) string { return pod.Namespace + "/" + pod.Name }
+// PodOf is the Pod of a Process: namespace/name of the Pod (or of what an
+// informer kept of it).
+func PodOf(pod metav1.Object) string { return pod.GetNamespace() + "/" + pod.GetName() }
 
 // Exited returns the processes that pod's status reports exited: the
 // instances named by the message of a terminated state, current or last, of

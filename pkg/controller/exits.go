@@ -205,7 +205,7 @@ func podExits(obj any) []proof.Process {
 	case *metav1.PartialObjectMetadata:
 		var out []proof.Process
 		for _, id := range proof.InstancesIn(pod.Annotations[exitedAnnotation]) {
-			out = append(out, proof.Process{Instance: id, Pod: pod.Namespace + "/" + pod.Name})
+			out = append(out, proof.Process{Instance: id, Pod: proof.PodOf(pod)})
 		}
 		return out
 	}
