@@ -109,9 +109,9 @@ func terminationMessageMount(r io.Reader) (string, error) {
 
 // unescapeMount undoes mountinfo's octal escapes of space, tab, newline and
 // backslash.
-func unescapeMount(s string) string {
-	return strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`).Replace(s)
-}
+func unescapeMount(s string) string { return mountUnescaper.Replace(s) }
+
+var mountUnescaper = strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 
 // serviceAccountNamespace is the file that names the Pod's namespace in a
 // Pod with a service account token mounted.
