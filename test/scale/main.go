@@ -97,7 +97,7 @@ func main() {
 	fs.DurationVar(&cfg.convergeLimit, "converge-timeout", 10*time.Minute, "Give up waiting for convergence after this long (the run goes on to the steady state and reports the miss).")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "Bound on the whole benchmark. 0: computed from the other durations.")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "Seed of the random creation order and renewal phases.")
-	fs.BoolVar(&cfg.pods, "pods", false, "Give each candidate a Pod (created before the controller starts, Pending: nothing schedules it), registered on its LeaseCandidate and stamped on its holder's renewals as the library does in a Pod, and run cle-controller with --proof-of-death, watching them.")
+	fs.BoolVar(&cfg.pods, "pods", false, "Give each candidate a Pod (created before the controller starts, Pending: nothing schedules it), registered on its LeaseCandidate and stamped on its holder's renewals as the library does in a Pod. --controller-args=--proof-of-death makes the controller watch them.")
 	fs.StringVar(&cfg.controllerBin, "controller", "", "cle-controller binary. Empty: built with go build.")
 	fs.StringSliceVar(&cfg.controllerArgs, "controller-args", nil, "More flags for cle-controller (comma-separated).")
 	fs.Float32Var(&cfg.qps, "kube-api-qps", defaults.KubeAPIQPS, "cle-controller's --kube-api-qps.")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -21,7 +22,7 @@ func (r *result) print(w io.Writer, cfg *config) {
 	fmt.Fprintf(w, "\n== %d Leases × %d candidates (%s mode), %d node Leases renewed every %s; holders renew every %s, candidates every %s; %s, --kube-api-qps=%g --kube-api-burst=%d --workers=%d\n",
 		r.leases, len(cfg.versions), r.mode, r.nodes, cfg.nodeRenew, cfg.holderRenew, cfg.candidateRenew, r.controllerVersion, cfg.qps, cfg.burst, cfg.workers)
 	if cfg.pods {
-		fmt.Fprintf(w, "%d Pods (one per candidate) created in %s before the controller started; cle-controller --proof-of-death\n", r.candidates, r.podsCreated.Round(time.Millisecond))
+		fmt.Fprintf(w, "%d Pods (one per candidate) created in %s before the controller started; cle-controller %s\n", r.candidates, r.podsCreated.Round(time.Millisecond), strings.Join(cfg.controllerArgs, " "))
 	}
 	fmt.Fprintf(w, "controller RSS once synced with the node Leases, before any candidate: %s\n", mb(r.startRSS))
 

@@ -219,9 +219,6 @@ func startController(ctx context.Context, cfg *config, server *framework.Server,
 		// native mode by holding that one).
 		"--leader-elect-resource-name=cle-scale",
 	}, cfg.controllerArgs...)
-	if cfg.pods {
-		args = append(args, "--proof-of-death")
-	}
 	klog.FromContext(ctx).Info("Starting cle-controller", "args", args)
 	child, err := framework.StartProcess("cle-controller", cfg.controllerBin, filepath.Join(dir, fmt.Sprintf("cle-controller-%d.log", n)), args...)
 	if err != nil {
