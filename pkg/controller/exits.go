@@ -26,18 +26,25 @@ import (
 // from clocks or Pod phases.
 
 const (
-	// byInstanceIndex indexes LeaseCandidates by the process instance they
-	// register.
+	// byInstanceIndex indexes LeaseCandidates by the bucket of the process
+	// instance they register.
 	byInstanceIndex = "cle.dev/by-instance"
-	// byHolderInstanceIndex indexes Leases by the instance that made their
-	// last renewal.
+	// byHolderInstanceIndex indexes Leases by the bucket of the instance
+	// that made their last renewal.
 	byHolderInstanceIndex = "cle.dev/by-holder-instance"
 )
+
+// instanceBucket is what the instance indexes hold of an instance ID: its
+// first two hex digits. An index keeps a set of keys per value; a set per
+// instance (one per candidate) would cost hundreds of bytes each, while a
+// bucket of them costs a few bytes a key, and the rare exit filters one
+// 256th of the objects for its instance.
+func instanceBucket(id string) string { return id[:2] }
 
 func indexByInstance(obj any) ([]string, error) {
 	if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
 		if p := proof.CandidateProcess(lc.Annotations); p.Known() {
-			return []string{p.Instance}, nil
+			return []string{instanceBucket(p.Instance)}, nil
 		}
 	}
 	return nil, nil
@@ -46,7 +53,7 @@ func indexByInstance(obj any) ([]string, error) {
 func indexByHolderInstance(obj any) ([]string, error) {
 	if lease, ok := obj.(*coordinationv1.Lease); ok {
 		if id := proof.HolderInstance(lease); id != "" {
-			return []string{id}, nil
+			return []string{instanceBucket(id)}, nil
 		}
 	}
 	return nil, nil
@@ -114,24 +121,31 @@ func (c *Controller) onPod(obj any) {
 		if !c.exits.record(p, now) {
 			continue
 		}
-		keys := map[types.NamespacedName]bool{}
-		for _, obj := range indexed(c.candidateStores, byInstanceIndex, p.Instance) {
-			if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok {
-				keys[leaseKeyOf(lc)] = true
-			}
-		}
-		for _, obj := range indexed(c.leaseStores, byHolderInstanceIndex, p.Instance) {
-			if lease, ok := obj.(*coordinationv1.Lease); ok {
-				keys[types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}] = true
-			}
-		}
 		c.opts.Metrics.ExitsRead.Inc()
-		for key := range keys {
+		for key := range leasesOfInstance(c.candidateStores, c.leaseStores, p.Instance) {
 			if c.hasCandidates(key) {
 				c.enqueue(key, now)
 			}
 		}
 	}
+}
+
+// leasesOfInstance returns the Leases whose candidates (in candidates'
+// stores) registered instance id, and those (in leases' stores) whose last
+// renewal it made.
+func leasesOfInstance(candidates, leases map[string][]cache.Indexer, id string) map[types.NamespacedName]bool {
+	keys := map[types.NamespacedName]bool{}
+	for _, obj := range indexed(candidates, byInstanceIndex, instanceBucket(id)) {
+		if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok && proof.CandidateProcess(lc.Annotations).Instance == id {
+			keys[leaseKeyOf(lc)] = true
+		}
+	}
+	for _, obj := range indexed(leases, byHolderInstanceIndex, instanceBucket(id)) {
+		if lease, ok := obj.(*coordinationv1.Lease); ok && proof.HolderInstance(lease) == id {
+			keys[types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}] = true
+		}
+	}
+	return keys
 }
 
 // indexed returns the objects of every store whose index holds value.

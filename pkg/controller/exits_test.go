@@ -5,10 +5,16 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/proof"
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 func TestExits(t *testing.T) {
@@ -77,5 +83,48 @@ func TestSlimPod(t *testing.T) {
 	running.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{}
 	if s, _ := slimPod(running); s.(*metav1.PartialObjectMetadata).Annotations != nil || podExits(s) != nil {
 		t.Errorf("slim Pod of a running one keeps %+v", s)
+	}
+}
+
+// TestLeasesOfInstance: an exit concerns the Leases whose candidates
+// registered the instance and those whose last renewal it made, and no
+// other, even when their instances share the index's bucket.
+func TestLeasesOfInstance(t *testing.T) {
+	const dead, other = "ab000000000000000000000000000000", "ab111111111111111111111111111111"
+	candidate := func(name, lease, id string) *coordinationv1beta1.LeaseCandidate {
+		return &coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+				Annotations: map[string]string{access.InstanceAnnotation: id, access.PodAnnotation: "ns/" + name}},
+			Spec: coordinationv1beta1.LeaseCandidateSpec{LeaseName: lease},
+		}
+	}
+	stamped := func(name, holder, id string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: ptr.To(metav1.NewMicroTime(t0))},
+		}
+		proof.Stamp(l, proof.Process{Instance: id, Pod: "ns/" + holder})
+		return l
+	}
+	candidates := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byInstanceIndex: indexByInstance})
+	leases := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byHolderInstanceIndex: indexByHolderInstance})
+	for _, lc := range []*coordinationv1beta1.LeaseCandidate{
+		candidate("a", "registered", dead), candidate("b", "same-bucket", other), candidate("c", "unregistered", ""),
+	} {
+		if err := candidates.Add(lc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// "renewed": its candidate has registered the next instance already;
+	// the Lease still carries the dead one's last renewal.
+	for _, l := range []*coordinationv1.Lease{stamped("renewed", "d", dead), stamped("renewed-by-other", "e", other)} {
+		if err := leases.Add(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := leasesOfInstance(map[string][]cache.Indexer{"": {candidates}}, map[string][]cache.Indexer{"": {leases}}, dead)
+	want := map[types.NamespacedName]bool{{Namespace: "ns", Name: "registered"}: true, {Namespace: "ns", Name: "renewed"}: true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Leases of the dead instance (-want +got):\n%s", diff)
 	}
 }
