@@ -39,7 +39,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/pkg/access"
@@ -98,9 +97,8 @@ type Process struct {
 // Known reports whether both are known: only then can an exit be proven.
 func (p Process) Known() bool { return p.Instance != "" && p.Pod != "" }
 
-// PodOf is the Pod of a Process: namespace/name of the Pod (or of what an
-// informer kept of it).
-func PodOf(pod metav1.Object) string { return pod.GetNamespace() + "/" + pod.GetName() }
+// PodOf is the Pod of a Process: the Pod's namespace/name.
+func PodOf(namespace, name string) string { return namespace + "/" + name }
 
 // Exited returns the processes that pod's status reports exited: the
 // instances named by the message of a terminated state, current or last, of
@@ -118,7 +116,7 @@ func Exited(pod *corev1.Pod) []Process {
 					continue
 				}
 				for _, id := range InstancesIn(t.Message) {
-					out = append(out, Process{Instance: id, Pod: PodOf(pod)})
+					out = append(out, Process{Instance: id, Pod: PodOf(pod.Namespace, pod.Name)})
 				}
 			}
 		}

@@ -48,9 +48,9 @@ type Informers struct {
 	Namespaces []string
 	// Pods, when set, turn the proof of death on (see exits.go): the
 	// controller reads from them the kubelet's reports of exited
-	// containers. Made by NewPodInformer. Elections never wait for them to
+	// containers. Made by NewPodWatch. Elections never wait for them to
 	// sync: without them a holder's Lease expires as it always did.
-	Pods []cache.SharedIndexInformer
+	Pods []PodSource
 }
 
 // NewInformers creates the informers for namespaces (all namespaces if
@@ -94,8 +94,15 @@ func NewInformersExcept(acc access.Interface, excluded []string, resync time.Dur
 // until they have all stopped.
 func (i Informers) Start(ctx context.Context) (wait func()) {
 	var wg sync.WaitGroup
-	for _, inf := range slices.Concat(i.Leases, i.Candidates, i.Pods) {
-		wg.Go(func() { inf.RunWithContext(ctx) })
+	var runs []func(context.Context)
+	for _, inf := range slices.Concat(i.Leases, i.Candidates) {
+		runs = append(runs, inf.RunWithContext)
+	}
+	for _, src := range i.Pods {
+		runs = append(runs, src.RunWithContext)
+	}
+	for _, run := range runs {
+		wg.Go(func() { run(ctx) })
 	}
 	return wg.Wait
 }
@@ -118,7 +125,7 @@ type Controller struct {
 	neededSince map[types.NamespacedName]time.Time
 
 	// exits are the process instances the kubelet reported exited; nil
-	// without Pod informers.
+	// without Pod sources.
 	exits *exits
 
 	// queuedAt is when a step of each Lease first became due since a worker
@@ -146,8 +153,10 @@ type Controller struct {
 }
 
 type registration struct {
-	informer cache.SharedIndexInformer
-	handle   cache.ResourceEventHandlerRegistration
+	informer interface {
+		RemoveEventHandler(cache.ResourceEventHandlerRegistration) error
+	}
+	handle cache.ResourceEventHandlerRegistration
 }
 
 // New builds a controller on informers that have not been started yet (it adds

@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
+	"unique"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -18,7 +20,7 @@ import (
 	"github.com/cle-dev/cle/internal/proof"
 )
 
-// The proof of death (docs/design.md): with Pod informers, the controller
+// The proof of death (docs/design.md): with Pod watches, the controller
 // reads the kubelet's reports of exited containers and ends the term of a
 // holder whose process has exited at once, instead of when its Lease
 // expires. Which process holds a term, and which one a report is about, are
@@ -160,12 +162,60 @@ func indexed(stores map[string][]cache.Indexer, index, value string) []any {
 	return out
 }
 
-// NewPodInformer returns an informer of the Pods of namespace ("" for all)
-// that match labelSelector ("" for all), for the proof of death. It keeps
-// of each Pod only what the proof reads: its name and the exits its
-// containers report (see slimPod), so that a namespace of many Pods costs a
-// few hundred bytes for each.
-func NewPodInformer(client kubernetes.Interface, namespace, labelSelector string) cache.SharedIndexInformer {
+// PodSource is where the proof of death reads the kubelet's reports of
+// exited containers: a PodWatch, or any informer of Pods. Its handlers are
+// given the Pods (or what it keeps of them) whose status may report exits.
+type PodSource interface {
+	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+	RemoveEventHandler(cache.ResourceEventHandlerRegistration) error
+	RunWithContext(ctx context.Context)
+}
+
+// PodWatch lists and watches Pods (relisting as an informer does) for the
+// proof of death, and keeps of them only the exits their statuses report:
+// the controller reads nothing else of a Pod, and a cache of every Pod of a
+// namespace would cost memory for each one, where few report an exit at any
+// time. Its handlers are told of each Pod whose reported exits changed, as
+// an add, and a handler added later of every report held.
+type PodWatch struct {
+	reflector *cache.Reflector
+	// synced is closed once the Pods have been listed.
+	synced chan struct{}
+
+	mu sync.Mutex
+	// reports are the exits reported, by Pod key, of the Pods that report
+	// any.
+	reports  map[string]*podReport
+	handlers map[*podHandler]bool
+}
+
+// podHandler is one handler of a PodWatch and its registration.
+type podHandler struct {
+	w *PodWatch
+	h cache.ResourceEventHandler
+}
+
+// HasSynced reports whether the watch has listed the Pods once (and so
+// told the handler of every report of the list).
+func (h *podHandler) HasSynced() bool {
+	select {
+	case <-h.w.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// HasSyncedChecker is HasSynced as a cache.DoneChecker.
+func (h *podHandler) HasSyncedChecker() cache.DoneChecker { return h }
+
+// Name and Done make a podHandler a cache.DoneChecker.
+func (h *podHandler) Name() string          { return h.w.reflector.Name() }
+func (h *podHandler) Done() <-chan struct{} { return h.w.synced }
+
+// NewPodWatch returns a PodWatch of the Pods of namespace ("" for all) that
+// match labelSelector ("" for all).
+func NewPodWatch(client kubernetes.Interface, namespace, labelSelector string) *PodWatch {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = labelSelector
@@ -176,39 +226,160 @@ func NewPodInformer(client kubernetes.Interface, namespace, labelSelector string
 			return client.CoreV1().Pods(namespace).Watch(ctx, o)
 		},
 	}
-	inf := cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
-	// The informer has not started: setting the transform cannot fail.
-	_ = inf.SetTransform(slimPod)
-	return inf
+	w := &PodWatch{synced: make(chan struct{}), reports: map[string]*podReport{}, handlers: map[*podHandler]bool{}}
+	// As the generated informers do: a client that cannot stream the
+	// initial list (a fake) lists and watches.
+	w.reflector = cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Pod{}, w,
+		cache.ReflectorOptions{Name: "pods (the proof of death)"})
+	return w
 }
 
-// slimPod is an informer transform that keeps of a Pod only its name,
-// namespace, UID and resourceVersion, and the exits its status reports (the
-// terminated states whose messages name an instance), as the markers of
-// those instances in exitedAnnotation: a PartialObjectMetadata, a fifth of a
-// Pod's size even with every field of the Pod empty. It is idempotent, as
+// RunWithContext lists and watches until ctx is done.
+func (w *PodWatch) RunWithContext(ctx context.Context) { w.reflector.RunWithContext(ctx) }
+
+// AddEventHandler tells h of every report held, then of each change.
+func (w *PodWatch) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ph := &podHandler{w: w, h: h}
+	w.handlers[ph] = true
+	for _, r := range w.reports {
+		h.OnAdd(r, true)
+	}
+	return ph, nil
+}
+
+// RemoveEventHandler stops telling the handler of reg.
+func (w *PodWatch) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ph, ok := reg.(*podHandler)
+	if !ok || !w.handlers[ph] {
+		return fmt.Errorf("not a handler of this watch: %v", reg)
+	}
+	delete(w.handlers, ph)
+	return nil
+}
+
+// Transformer makes the reflector keep what it keeps of each Pod while it
+// gathers the initial list from a stream (cache.TransformingStore).
+func (w *PodWatch) Transformer() cache.TransformFunc { return slimPod }
+
+// Add, Update, Delete, Replace and Resync are what the reflector calls
+// (cache.ReflectorStore).
+func (w *PodWatch) Add(obj any) error { return w.Update(obj) }
+func (w *PodWatch) Resync() error     { return nil }
+func (w *PodWatch) Update(obj any) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.setLocked(obj)
+}
+
+func (w *PodWatch) Delete(obj any) error {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	r, err := reportOf(obj)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.reports, r.key())
+	return nil
+}
+
+// Replace takes list as every Pod there is: a Pod it does not hold is gone.
+func (w *PodWatch) Replace(list []any, _ string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := w.reports
+	w.reports = make(map[string]*podReport, len(old))
+	for _, obj := range list {
+		r, err := reportOf(obj)
+		if err != nil {
+			return err
+		}
+		if prev := old[r.key()]; prev != nil && prev.exited == r.exited {
+			w.reports[r.key()] = prev
+			continue
+		}
+		if err := w.setLocked(r); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-w.synced:
+	default:
+		close(w.synced)
+	}
+	return nil
+}
+
+// setLocked holds what obj (a Pod or its podReport) reports, and tells the
+// handlers when it changed; w.mu held.
+func (w *PodWatch) setLocked(obj any) error {
+	r, err := reportOf(obj)
+	if err != nil {
+		return err
+	}
+	key := r.key()
+	if r.exited == "" {
+		delete(w.reports, key)
+		return nil
+	}
+	if old := w.reports[key]; old != nil && old.exited == r.exited {
+		return nil
+	}
+	w.reports[key] = r
+	for ph := range w.handlers {
+		ph.h.OnAdd(r, false)
+	}
+	return nil
+}
+
+// reportOf is the podReport of a Pod, or obj itself if it is one.
+func reportOf(obj any) (*podReport, error) {
+	sr, err := slimPod(obj)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := sr.(*podReport)
+	if !ok {
+		return nil, fmt.Errorf("not a Pod: %T", obj)
+	}
+	return r, nil
+}
+
+// podReport is what the proof of death keeps of a Pod: its namespace and
+// name, and the markers (proof.Marker) of the processes whose exits its
+// status reported.
+type podReport struct {
+	namespace, name string
+	exited          string
+}
+
+func (p *podReport) key() string { return p.namespace + "/" + p.name }
+
+// GetObjectMeta gives a store (through meta.Accessor) the key of the Pod.
+func (p *podReport) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name}
+}
+
+// slimPod keeps of a Pod its podReport. The namespace is interned: a
+// namespace's Pods share one copy of its name. It is idempotent, as
 // client-go asks of a transform.
 func slimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
-	out := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-	}}
-	if exited := proof.Exited(pod); len(exited) > 0 {
-		var markers string
-		for _, p := range exited {
-			markers += proof.Marker(p.Instance)
-		}
-		out.Annotations = map[string]string{exitedAnnotation: markers}
+	out := &podReport{namespace: unique.Make(pod.Namespace).Value(), name: pod.Name}
+	for _, p := range proof.Exited(pod) {
+		out.exited += proof.Marker(p.Instance)
 	}
 	return out, nil
 }
-
-// exitedAnnotation holds, on a Pod slimmed by slimPod (in memory, never
-// written), the markers of the processes whose exits its status reported.
-const exitedAnnotation = "cle.dev/exited"
 
 // podExits returns the processes whose exits a Pod reports, from the Pod
 // or from what slimPod kept of it.
@@ -216,10 +387,10 @@ func podExits(obj any) []proof.Process {
 	switch pod := obj.(type) {
 	case *corev1.Pod:
 		return proof.Exited(pod)
-	case *metav1.PartialObjectMetadata:
+	case *podReport:
 		var out []proof.Process
-		for _, id := range proof.InstancesIn(pod.Annotations[exitedAnnotation]) {
-			out = append(out, proof.Process{Instance: id, Pod: proof.PodOf(pod)})
+		for _, id := range proof.InstancesIn(pod.exited) {
+			out = append(out, proof.Process{Instance: id, Pod: proof.PodOf(pod.namespace, pod.name)})
 		}
 		return out
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,6 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -70,19 +75,114 @@ func TestSlimPod(t *testing.T) {
 	if got := podExits(slim); !cmp.Equal(got, want) {
 		t.Errorf("the slim Pod reports exits %v, want %v", got, want)
 	}
-	pod := slim.(*metav1.PartialObjectMetadata)
-	if pod.Name != "app-0" || pod.Namespace != "team" || pod.UID != "u1" || pod.ResourceVersion != "7" || pod.Labels != nil || len(pod.Annotations) != 1 {
-		t.Errorf("slim Pod keeps more or less than it should: %+v", pod)
+	if got, want := slim, (&podReport{namespace: "team", name: "app-0", exited: proof.Marker(id)}); !cmp.Equal(got, want, cmp.AllowUnexported(podReport{})) {
+		t.Errorf("slim Pod keeps more or less than it should: %+v, want %+v", got, want)
 	}
-	again, _ := slimPod(pod)
-	if diff := cmp.Diff(slim, again); diff != "" {
-		t.Errorf("slimPod is not idempotent (-once +twice):\n%s", diff)
+	again, _ := slimPod(slim)
+	if again != slim {
+		t.Error("slimPod is not idempotent")
 	}
 	// A Pod with no exit keeps nothing of its status.
 	running := full.DeepCopy()
 	running.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{}
-	if s, _ := slimPod(running); s.(*metav1.PartialObjectMetadata).Annotations != nil || podExits(s) != nil {
+	if s, _ := slimPod(running); s.(*podReport).exited != "" || podExits(s) != nil {
 		t.Errorf("slim Pod of a running one keeps %+v", s)
+	}
+}
+
+// TestPodWatch: the proof of death's Pod watch, on a fake client, tells its
+// handlers of each Pod whose status reports a new exit (a handler added
+// later, of every report held) and keeps nothing of Pods that report none.
+func TestPodWatch(t *testing.T) {
+	const id, id2 = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+	pod := func(name, rv string, ids ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, ResourceVersion: rv}}
+		for _, id := range ids {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, corev1.ContainerStatus{Name: "app",
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: proof.Marker(id)}}})
+		}
+		return p
+	}
+	client := fake.NewClientset(pod("quiet", "1"), pod("exited", "2", id))
+	// The fake's watch does not replay what happened before it began: wait
+	// for it before writing.
+	watching := make(chan struct{}, 1)
+	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace())
+		watching <- struct{}{}
+		return true, w, err
+	})
+	w := NewPodWatch(client, "team", "")
+	reports := make(chan []proof.Process, 10)
+	handler := cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { reports <- podExits(obj) }}
+	reg, err := w.AddEventHandler(handler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+		t.Fatal("no sync")
+	}
+	next := func(what string) []proof.Process {
+		t.Helper()
+		select {
+		case got := <-reports:
+			return got
+		case <-time.After(wait.ForeverTestTimeout):
+			t.Fatalf("%s: not told", what)
+			return nil
+		}
+	}
+	if got, want := next("the list"), []proof.Process{{Instance: id, Pod: "team/exited"}}; !cmp.Equal(got, want) {
+		t.Errorf("the list reports %v, want %v", got, want)
+	}
+	w.mu.Lock()
+	if _, ok := w.reports["team/quiet"]; ok || len(w.reports) != 1 {
+		t.Errorf("the watch holds %v, want the one Pod that reports an exit", w.reports)
+	}
+	w.mu.Unlock()
+	<-watching
+	// An exit reported by a status update; a status that reports no new
+	// exit is not news.
+	if _, err := client.CoreV1().Pods("team").UpdateStatus(ctx, pod("quiet", "3", id2), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Pods("team").UpdateStatus(ctx, pod("exited", "4", id), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Pods("team").Delete(ctx, "exited", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := next("the update"), []proof.Process{{Instance: id2, Pod: "team/quiet"}}; !cmp.Equal(got, want) {
+		t.Errorf("the update reports %v, want %v", got, want)
+	}
+	// A handler added now is told of what is held.
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.reports) == 1, nil
+	}); err != nil {
+		t.Fatalf("the deleted Pod's report is still held: %v", w.reports)
+	}
+	late, err := w.AddEventHandler(handler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := next("a handler added late"), []proof.Process{{Instance: id2, Pod: "team/quiet"}}; !cmp.Equal(got, want) {
+		t.Errorf("a handler added late is told %v, want %v", got, want)
+	}
+	if err := w.RemoveEventHandler(late); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.RemoveEventHandler(late); err == nil {
+		t.Error("a handler removed twice")
+	}
+	select {
+	case got := <-reports:
+		t.Errorf("told again: %v", got)
+	default:
 	}
 }
 

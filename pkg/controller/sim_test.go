@@ -525,7 +525,7 @@ func (w *simWorld) startController() {
 	inf := Informers{Leases: []cache.SharedIndexInformer{sc.linf}, Candidates: []cache.SharedIndexInformer{sc.cinf}, Namespaces: watched}
 	if w.proof {
 		sc.pinf = newSimInformer(cache.MetaNamespaceKeyFunc)
-		inf.Pods = []cache.SharedIndexInformer{sc.pinf}
+		inf.Pods = []PodSource{sc.pinf}
 	}
 	holding := func() bool {
 		// cle-controller's heldLock.holding

@@ -210,7 +210,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		if o.ProofOfDeath {
 			for _, ns := range o.podNamespaces() {
-				informers.Pods = append(informers.Pods, controller.NewPodInformer(client, ns, o.PodLabelSelector))
+				informers.Pods = append(informers.Pods, controller.NewPodWatch(client, ns, o.PodLabelSelector))
 			}
 		}
 		copts := o.controllerOptions()

@@ -100,7 +100,7 @@ func (s *Server) StartController(t testing.TB, o ControllerOptions) *RunningCont
 	informers := controller.NewInformers(acc, o.Namespaces, 0)
 	if o.ProofOfDeath {
 		for _, ns := range o.Namespaces {
-			informers.Pods = append(informers.Pods, controller.NewPodInformer(clients.Kube, ns, ""))
+			informers.Pods = append(informers.Pods, controller.NewPodWatch(clients.Kube, ns, ""))
 		}
 	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: clients.Kube.EventsV1()})
