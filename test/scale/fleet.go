@@ -53,6 +53,9 @@ type fleet struct {
 	converged chan struct{} // closed when every Lease is correct (and all candidates exist)
 	created   atomic.Bool   // every candidate has been created
 	firstSeen map[types.NamespacedName]bool
+	// wrongFirstSeen names a few Leases whose first holder was not their
+	// best candidate, and that holder, to look up in the controller's log.
+	wrongFirstSeen []string
 
 	// Counters, read by snapshot.
 	wrongFirst    atomic.Int64 // Leases whose first holder was not their best candidate
@@ -330,6 +333,9 @@ func (f *fleet) leaseChanged(obj any) {
 		f.firstSeen[key] = true
 		if v != 0 {
 			f.wrongFirst.Add(1)
+			if len(f.wrongFirstSeen) < maxWrongFirstShown {
+				f.wrongFirstSeen = append(f.wrongFirstSeen, fmt.Sprintf("%s first held by %s", key, holder))
+			}
 		}
 	} else if t := f.terms[key]; t != nil && t.holder != holder {
 		f.holderChanges.Add(1)
@@ -507,6 +513,18 @@ func (f *fleet) renewTerms(ctx context.Context) {
 			f.holders.Add(key)
 		}
 	}
+}
+
+// maxWrongFirstShown bounds the Leases with a wrong first holder that the
+// report names.
+const maxWrongFirstShown = 5
+
+// wrongFirstHolders names up to maxWrongFirstShown Leases whose first
+// holder was not their best candidate.
+func (f *fleet) wrongFirstHolders() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.wrongFirstSeen)
 }
 
 // counts is a snapshot of the fleet's counters.

@@ -39,6 +39,9 @@ func (r *result) print(w io.Writer, cfg *config) {
 		}
 	}
 	fmt.Fprintf(w, "  Leases whose first holder was not their best candidate: %d; holder changes after the first: %d\n", c.fleet.wrongFirst, c.fleet.holderChanges)
+	for _, l := range r.wrongFirst {
+		fmt.Fprintf(w, "    %s\n", l)
+	}
 	r.printPhase(w, c)
 
 	s := r.steady

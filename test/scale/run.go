@@ -47,6 +47,7 @@ type result struct {
 	created                   time.Duration // first candidate created -> last created
 	converged                 time.Duration // first candidate created -> every Lease right; 0 if not
 	wrong                     []string      // Leases not right at the convergence timeout
+	wrongFirst                []string      // a few Leases whose first holder was not their best
 	startRSS                  int64         // controller RSS once synced, before any candidate
 	podsCreated               time.Duration // --pods: the candidates' Pods created before the controller started
 	convergence, steady       phase
@@ -158,6 +159,7 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 	case <-ctx.Done():
 		return res, ctx.Err()
 	}
+	res.wrongFirst = f.wrongFirstHolders()
 	if res.convergence, err = m.end(); err != nil {
 		return res, err
 	}
