@@ -330,11 +330,11 @@ func (c *Controller) onLease(obj any) {
 		return
 	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
-	c.opts.WatchLag.observe(lease) // the controller's lock has no candidates
+	now := c.opts.Clock.Now()
+	c.opts.WatchLag.observe(lease, now) // the controller's lock has no candidates
 	if !c.hasCandidates(key) {
 		return
 	}
-	now := c.opts.Clock.Now()
 	if c.obs.observeLease(lease, now) {
 		c.enqueue(key, now)
 	}

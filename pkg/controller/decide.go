@@ -61,6 +61,9 @@ type view struct {
 	// watchLag is how late the Lease watch delivers changes now (see
 	// WatchLag): a holder's Lease expires that much later.
 	watchLag time.Duration
+	// spread is how far apart the watch may deliver writes made together
+	// (WatchLag.Spread): the gathering window is that much longer.
+	spread time.Duration
 	// holderExitedAt is when the controller read the kubelet's report that
 	// the process instance that made the Lease's last renewal has exited
 	// (zero: no such report). The holder's term is over then, Lease or
@@ -856,17 +859,17 @@ func (e *election) bestName() string {
 // would make a worse candidate lead until the better one is steered to. So a
 // Lease that has never had a holder waits for the window, measured from the
 // first candidate seen, and closed early once no candidate has joined for a
-// fraction of it. A loaded server delivers registrations made together up to
-// its watch's lag apart, so the window, and its early close, are the lag
-// longer: nothing when the server keeps up. A Lease with a history of
-// holders is elected at once.
+// fraction of it. A loaded server delivers registrations made together as
+// far apart as its writes take to show in the watch, so the window, and its
+// early close, are that spread longer: nothing when the server keeps up. A
+// Lease with a history of holders is elected at once.
 func (e *election) gatheringUntil() time.Time {
 	gather := e.o.ElectionGather
 	rec := &e.v.record
 	if gather <= 0 || rec.held {
 		return time.Time{}
 	}
-	lag := e.v.watchLag
+	lag := e.v.spread
 	until := rec.firstJoin.Add(gather + lag)
 	if quiet := rec.lastJoin.Add(gather/gatherQuietFraction + lag); quiet.Before(until) {
 		until = quiet

@@ -178,9 +178,11 @@ func TestDecide(t *testing.T) {
 		record leaseRecord
 		cands  []obsCand
 		// gather: the default gathering window (else none); watchLag:
-		// the Lease watch's lag.
+		// the Lease watch's lag; spread: how far apart it may deliver
+		// writes made together (at least watchLag).
 		gather   bool
 		watchLag time.Duration
+		spread   time.Duration
 		// exited: when the kubelet's report that the holder's process
 		// exited was read (zero: none); departedExited: the deleted Lease's
 		// holder's.
@@ -335,19 +337,30 @@ func TestDecide(t *testing.T) {
 		want:   want(waits(waitGathering), ranked("old"), hasBest(), neededSince(0), state(leaseVacant), next(100*time.Millisecond)),
 	}, {
 		// Candidates that started together reach a loaded server's watch
-		// seconds apart: the window is the watch's lag longer.
+		// seconds apart: the window is that spread longer.
 		name:     "first election on a lagging watch: the window covers the lag",
 		record:   leaseRecord{gathering: gathering{firstJoin: now.Add(-900 * time.Millisecond), lastJoin: now.Add(-900 * time.Millisecond)}},
 		cands:    []obsCand{seen(old, now.Add(-900*time.Millisecond))},
 		gather:   true,
 		watchLag: 3 * time.Second,
+		spread:   3 * time.Second,
 		want:     want(waits(waitGathering), ranked("old"), hasBest(), neededSince(0), state(leaseVacant), next(2300*time.Millisecond)),
+	}, {
+		// The watch keeps up, but the server's writes take up to 400ms to
+		// show: candidates that started together arrive that far apart.
+		name:   "first election, writes showing 400ms late, the watch caught up: the early close waits for them",
+		record: leaseRecord{gathering: gathering{firstJoin: now.Add(-300 * time.Millisecond), lastJoin: now.Add(-300 * time.Millisecond)}},
+		cands:  []obsCand{seen(old, now.Add(-300*time.Millisecond))},
+		gather: true,
+		spread: 400 * time.Millisecond,
+		want:   want(waits(waitGathering), ranked("old"), hasBest(), neededSince(0), state(leaseVacant), next(300*time.Millisecond)),
 	}, {
 		name:     "first election on a lagging watch, the window and the lag passed: elect",
 		record:   leaseRecord{gathering: gathering{firstJoin: now.Add(-4 * time.Second), lastJoin: now.Add(-4 * time.Second)}},
 		cands:    []obsCand{seen(old, now.Add(-4*time.Second))},
 		gather:   true,
 		watchLag: 3 * time.Second,
+		spread:   3 * time.Second,
 		want:     want(ranked("old"), hasBest(), create("old", 1, false, "old(binary 1.30.0, emulation 1.30.0)"), neededSince(0), wrote(leaseOptimal, leaseVacant), next(11*time.Second)),
 	}, {
 		name:   "deleted while held: not before the holder's term runs out",
@@ -442,7 +455,7 @@ func TestDecide(t *testing.T) {
 			if tc.lease != nil {
 				tc.lease.ResourceVersion = "1"
 			}
-			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, watchLag: tc.watchLag, holderExitedAt: tc.exited, departedExited: tc.departedExited}
+			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, watchLag: tc.watchLag, spread: tc.spread, holderExitedAt: tc.exited, departedExited: tc.departedExited}
 			opts := Options{}
 			if err := opts.complete(); err != nil {
 				t.Fatal(err)

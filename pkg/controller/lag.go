@@ -32,7 +32,20 @@ type WatchLag struct {
 	// step asks and the pending writes may be many.
 	last   time.Duration
 	lastAt time.Time
+	// delays are the longest delivery of a write (sent to seen) in each of
+	// the last spreadSeconds seconds, for Spread: a ring indexed by the
+	// Unix second.
+	delays [spreadSeconds]secondDelay
 }
+
+// secondDelay is the longest delivery seen in one second.
+type secondDelay struct {
+	sec int64
+	max time.Duration
+}
+
+// spreadSeconds is how long Spread remembers a delivery's delay.
+const spreadSeconds = 10
 
 // lagProbe is one write to recognise in the watch, by the renewTime it
 // writes: the watch delivers it, or a later version (see unseenAfter). It is
@@ -91,9 +104,10 @@ func (w *WatchLag) expect(key types.NamespacedName, renewTime, sentAt time.Time)
 	}
 }
 
-// observe checks a Lease delivered by the watch against the writes awaited:
-// every one it shows (its renewTime or an earlier one) has arrived.
-func (w *WatchLag) observe(lease *coordinationv1.Lease) {
+// observe checks a Lease delivered by the watch at now against the writes
+// awaited: every one it shows (its renewTime or an earlier one) has arrived,
+// after as long as it took since it was sent (see Spread).
+func (w *WatchLag) observe(lease *coordinationv1.Lease, now time.Time) {
 	if lease.Spec.RenewTime == nil {
 		return
 	}
@@ -105,12 +119,48 @@ func (w *WatchLag) observe(lease *coordinationv1.Lease) {
 	if !ok {
 		return
 	}
-	probes = unseenAfter(probes, renew)
-	if len(probes) == 0 {
+	unseen := unseenAfter(slices.Clone(probes), renew)
+	for _, p := range probes {
+		if !slices.Contains(unseen, p) {
+			w.delivered(now, now.Sub(p.sentAt))
+		}
+	}
+	if len(unseen) == 0 {
 		delete(w.pending, key)
 		return
 	}
-	w.pending[key] = probes
+	w.pending[key] = unseen
+}
+
+// delivered notes a write seen at now, d after it was sent; w.mu held.
+func (w *WatchLag) delivered(now time.Time, d time.Duration) {
+	d = min(max(d, 0), maxLag)
+	sec := now.Unix()
+	b := &w.delays[uint64(sec)%spreadSeconds]
+	if b.sec != sec {
+		*b = secondDelay{sec: sec}
+	}
+	b.max = max(b.max, d)
+}
+
+// Spread is how far apart the watch may deliver writes made together, as
+// known at now: the longest a write took from its sending to its delivery
+// in the last spreadSeconds seconds, or the lag (At), whichever is longer.
+// Where At forgets a late write as soon as the watch shows it (a holder's
+// expiry must not wait on a lag that is over), writes made together reach
+// a loaded server, and its watch, as far apart as its requests take, and
+// the watch keeping up says nothing of that.
+func (w *WatchLag) Spread(now time.Time) time.Duration {
+	spread := w.At(now)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sec := now.Unix()
+	for _, b := range w.delays {
+		if b.sec <= sec && sec-b.sec < spreadSeconds {
+			spread = max(spread, b.max)
+		}
+	}
+	return spread
 }
 
 // unseenAfter is what is still awaited of probes once the watch showed a

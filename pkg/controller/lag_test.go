@@ -30,17 +30,17 @@ func TestWatchLag(t *testing.T) {
 		{"nothing awaited", func(w *WatchLag) time.Duration { return w.At(t0) }, 0},
 		{"a write not delivered yet counts for as long as it is outstanding", func(w *WatchLag) time.Duration {
 			w.expect(key, t0, t0)
-			w.observe(lagLease("9", t0.Add(-time.Second))) // an older version
+			w.observe(lagLease("9", t0.Add(-time.Second)), t0) // an older version
 			return w.At(t0.Add(7 * time.Second))
 		}, 7 * time.Second},
 		{"once delivered, however late, it counts no more", func(w *WatchLag) time.Duration {
 			w.expect(key, t0, t0)
-			w.observe(lagLease("10", t0))
+			w.observe(lagLease("10", t0), t0)
 			return w.At(t0.Add(7 * time.Second))
 		}, 0},
 		{"a later version shows it was delivered (a watch restart skips versions)", func(w *WatchLag) time.Duration {
 			w.ExpectRenewal("ns", "l", t0, t0)
-			w.observe(lagLease("12", t0.Add(2*time.Second)))
+			w.observe(lagLease("12", t0.Add(2*time.Second)), t0.Add(2*time.Second))
 			return w.At(t0.Add(5 * time.Second))
 		}, 0},
 		{"writes unseen in a row keep the age of the oldest", func(w *WatchLag) time.Duration {
@@ -52,7 +52,7 @@ func TestWatchLag(t *testing.T) {
 			w.ExpectRenewal("ns", "l", t0, t0)
 			w.ExpectRenewal("ns", "l", t0.Add(2*time.Second), t0.Add(2*time.Second))
 			w.ExpectRenewal("ns", "l", t0.Add(4*time.Second), t0.Add(4*time.Second))
-			w.observe(lagLease("10", t0))
+			w.observe(lagLease("10", t0), t0)
 			return w.At(t0.Add(5 * time.Second))
 		}, 3 * time.Second},
 		{"a watch that stays behind longer than maxLag keeps its lag", func(w *WatchLag) time.Duration {
@@ -61,7 +61,7 @@ func TestWatchLag(t *testing.T) {
 				sent := t0.Add(time.Duration(s) * time.Second)
 				w.ExpectRenewal("ns", "l", sent, sent)
 				if s >= 15 {
-					w.observe(lagLease("10", sent.Add(-15*time.Second)))
+					w.observe(lagLease("10", sent.Add(-15*time.Second)), sent)
 				}
 			}
 			return w.At(t0.Add(121 * time.Second))
@@ -72,7 +72,7 @@ func TestWatchLag(t *testing.T) {
 			// The wall clock is set back two minutes: renewTime moves back.
 			w.ExpectRenewal("ns", "l", t0.Add(-2*time.Minute+4*time.Second), t0.Add(4*time.Second))
 			w.ExpectRenewal("ns", "l", t0.Add(-2*time.Minute+6*time.Second), t0.Add(6*time.Second))
-			w.observe(lagLease("12", t0.Add(-2*time.Minute+4*time.Second)))
+			w.observe(lagLease("12", t0.Add(-2*time.Minute+4*time.Second)), t0.Add(5*time.Second))
 			return w.At(t0.Add(7 * time.Second))
 		}, time.Second},
 		{"a write that failed is not awaited", func(w *WatchLag) time.Duration {
@@ -93,6 +93,54 @@ func TestWatchLag(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.run(&WatchLag{}); got != tc.want {
 				t.Errorf("lag = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWatchLagSpread: writes made together reach a loaded server's watch as
+// far apart as its requests take, even when the watch keeps up: Spread
+// remembers how long the writes of the last seconds took to show, where At
+// forgets a write once it is seen.
+func TestWatchLagSpread(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "l"}
+	for _, tc := range []struct {
+		name string
+		run  func(w *WatchLag) time.Duration // the spread it ends with
+		want time.Duration
+	}{
+		{"nothing sent", func(w *WatchLag) time.Duration { return w.Spread(t0) }, 0},
+		{"a write seen 400ms after it was sent, the watch caught up since", func(w *WatchLag) time.Duration {
+			w.expect(key, t0, t0)
+			w.observe(lagLease("10", t0), t0.Add(400*time.Millisecond))
+			if lag := w.At(t0.Add(time.Second)); lag != 0 {
+				t.Errorf("lag = %s once the write was seen, want 0", lag)
+			}
+			return w.Spread(t0.Add(time.Second))
+		}, 400 * time.Millisecond},
+		{"the longest of the last seconds' writes, each shown by a later one", func(w *WatchLag) time.Duration {
+			w.expect(key, t0, t0)
+			w.expect(key, t0.Add(100*time.Millisecond), t0.Add(100*time.Millisecond))
+			w.observe(lagLease("11", t0.Add(100*time.Millisecond)), t0.Add(700*time.Millisecond))
+			w.expect(key, t0.Add(2*time.Second), t0.Add(2*time.Second))
+			w.observe(lagLease("12", t0.Add(2*time.Second)), t0.Add(2050*time.Millisecond))
+			return w.Spread(t0.Add(3 * time.Second))
+		}, 700 * time.Millisecond},
+		{"forgotten after spreadSeconds", func(w *WatchLag) time.Duration {
+			w.expect(key, t0, t0)
+			w.observe(lagLease("10", t0), t0.Add(400*time.Millisecond))
+			return w.Spread(t0.Add(400*time.Millisecond + spreadSeconds*time.Second))
+		}, 0},
+		{"a write outstanding counts for its age", func(w *WatchLag) time.Duration {
+			w.expect(key, t0, t0)
+			w.observe(lagLease("10", t0), t0.Add(100*time.Millisecond))
+			w.expect(key, t0.Add(time.Second), t0.Add(time.Second))
+			return w.Spread(t0.Add(3 * time.Second))
+		}, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.run(&WatchLag{}); got != tc.want {
+				t.Errorf("spread = %s, want %s", got, tc.want)
 			}
 		})
 	}

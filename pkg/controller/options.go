@@ -39,11 +39,11 @@ type Options struct {
 	// ElectionGather is the gathering window before the first election of a
 	// Lease that has never had a holder: measured from the first candidate
 	// seen, and closed early once no candidate has joined for a fifth of it;
-	// both are longer by the lag the controller measures on its watch (see
-	// WatchLag), since a loaded server delivers registrations made together
-	// that far apart. Candidates that start together then elect the best of
-	// them first,
-	// instead of the first to register leading until it is preempted; the
+	// both are longer by how late the controller's own writes of the last
+	// seconds showed in its watch (WatchLag.Spread), since a loaded server
+	// delivers registrations made together that far apart. Candidates that
+	// start together then elect the best of them first, instead of the
+	// first to register leading until it is preempted; the
 	// price is that much delay on a Lease's very first election only.
 	// Elections of vacant or expired Leases with a history are never
 	// delayed. Default 1s; NoElectionGather turns it off.

@@ -54,7 +54,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 // snapshot reads what decide needs about the Lease key from the caches and
 // the records, as of now.
 func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
-	v := &view{key: key, now: now, judgeAt: now, watchLag: c.opts.WatchLag.At(now)}
+	v := &view{key: key, now: now, judgeAt: now, watchLag: c.opts.WatchLag.At(now), spread: c.opts.WatchLag.Spread(now)}
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
 	if c.exits != nil { // the proof of death: see exits.go
