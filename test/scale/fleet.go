@@ -61,6 +61,7 @@ type fleet struct {
 	wrongFirst    atomic.Int64 // Leases whose first holder was not their best candidate
 	holderChanges atomic.Int64 // holder changes after a Lease's first holder
 	pings         atomic.Int64 // LeaseCandidate updates that set a new pingTime (the controller's)
+	pingsToLive   atomic.Int64 // of those, pings of a holder whose last renewal had not run out
 	renewals      atomic.Int64 // LeaseCandidate updates that only moved renewTime (the candidates')
 	lcOther       atomic.Int64 // other LeaseCandidate updates
 	lcCreates     atomic.Int64
@@ -238,6 +239,9 @@ func (f *fleet) candidateChanged(oldObj, obj any) {
 		switch {
 		case !microEqual(old.Spec.PingTime, lc.Spec.PingTime):
 			f.pings.Add(1)
+			if f.holdsLive(lc, time.Now()) {
+				f.pingsToLive.Add(1)
+			}
 		case !microEqual(old.Spec.RenewTime, lc.Spec.RenewTime):
 			f.renewals.Add(1)
 		default:
@@ -247,6 +251,20 @@ func (f *fleet) candidateChanged(oldObj, obj any) {
 	if pinged(lc) {
 		f.answers.Add(types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name})
 	}
+}
+
+// holdsLive reports whether lc's candidate holds its Lease with a renewal
+// that had not run out at now: a ping to it then was not needed, whatever
+// the watch showed (the fleet's renewTimes are this machine's clock).
+func (f *fleet) holdsLive(lc *coordinationv1beta1.LeaseCandidate, now time.Time) bool {
+	f.mu.Lock()
+	t := f.terms[types.NamespacedName{Namespace: lc.Namespace, Name: lc.Spec.LeaseName}]
+	f.mu.Unlock()
+	if t == nil || t.holder != lc.Name {
+		return false
+	}
+	ran := time.Duration(ptr.Deref(t.lease.Spec.LeaseDurationSeconds, 0)) * time.Second
+	return now.Before(t.lease.Spec.RenewTime.Add(ran))
 }
 
 func microEqual(a, b *metav1.MicroTime) bool {
@@ -531,6 +549,7 @@ func (f *fleet) wrongFirstHolders() []string {
 type counts struct {
 	at                                  time.Time
 	pings, renewals, lcOther, creates   int64
+	pingsToLive                         int64
 	leaseWrites, conflicts, writeErrors int64
 	lapsed                              int64
 	wrongFirst, holderChanges           int64
@@ -538,7 +557,7 @@ type counts struct {
 
 func (f *fleet) snapshot() counts {
 	return counts{
-		at: time.Now(), pings: f.pings.Load(), renewals: f.renewals.Load(), lcOther: f.lcOther.Load(),
+		at: time.Now(), pings: f.pings.Load(), pingsToLive: f.pingsToLive.Load(), renewals: f.renewals.Load(), lcOther: f.lcOther.Load(),
 		creates: f.lcCreates.Load(), leaseWrites: f.leaseWrites.Load(), conflicts: f.conflicts.Load(), writeErrors: f.writeErrors.Load(),
 		lapsed:     f.lapsed.Load(),
 		wrongFirst: f.wrongFirst.Load(), holderChanges: f.holderChanges.Load(),

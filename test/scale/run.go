@@ -341,7 +341,7 @@ func (m *measurement) end() (phase, error) {
 	}
 	now := m.f.snapshot()
 	p.fleet = counts{
-		at: now.at, pings: now.pings - m.counts.pings, renewals: now.renewals - m.counts.renewals,
+		at: now.at, pings: now.pings - m.counts.pings, pingsToLive: now.pingsToLive - m.counts.pingsToLive, renewals: now.renewals - m.counts.renewals,
 		lcOther: now.lcOther - m.counts.lcOther, creates: now.creates - m.counts.creates,
 		leaseWrites: now.leaseWrites - m.counts.leaseWrites, conflicts: now.conflicts - m.counts.conflicts, writeErrors: now.writeErrors - m.counts.writeErrors,
 		lapsed:     now.lapsed - m.counts.lapsed,
