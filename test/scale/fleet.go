@@ -61,7 +61,7 @@ type fleet struct {
 	wrongFirst    atomic.Int64 // Leases whose first holder was not their best candidate
 	holderChanges atomic.Int64 // holder changes after a Lease's first holder
 	pings         atomic.Int64 // LeaseCandidate updates that set a new pingTime (the controller's)
-	pingsToLive   atomic.Int64 // of those, pings of a holder whose last renewal had not run out
+	pingsToLive   atomic.Int64 // of those, pings of a holder whose renewal had not run out when sent
 	renewals      atomic.Int64 // LeaseCandidate updates that only moved renewTime (the candidates')
 	lcOther       atomic.Int64 // other LeaseCandidate updates
 	lcCreates     atomic.Int64
@@ -75,6 +75,11 @@ type fleet struct {
 type term struct {
 	holder string
 	lease  *coordinationv1.Lease // as the holder last wrote it (renewTime set)
+	landed time.Time             // when that write returned
+	// prev and prevLanded: the renewal before, for a ping decided before
+	// lease landed.
+	prev       *coordinationv1.Lease
+	prevLanded time.Time
 }
 
 // next is when the holder renews again.
@@ -239,7 +244,7 @@ func (f *fleet) candidateChanged(oldObj, obj any) {
 		switch {
 		case !microEqual(old.Spec.PingTime, lc.Spec.PingTime):
 			f.pings.Add(1)
-			if f.holdsLive(lc, time.Now()) {
+			if f.holdsLive(lc) {
 				f.pingsToLive.Add(1)
 			}
 		case !microEqual(old.Spec.RenewTime, lc.Spec.RenewTime):
@@ -253,18 +258,30 @@ func (f *fleet) candidateChanged(oldObj, obj any) {
 	}
 }
 
-// holdsLive reports whether lc's candidate holds its Lease with a renewal
-// that had not run out at now: a ping to it then was not needed, whatever
-// the watch showed (the fleet's renewTimes are this machine's clock).
-func (f *fleet) holdsLive(lc *coordinationv1beta1.LeaseCandidate, now time.Time) bool {
+// holdsLive reports whether lc's candidate held its Lease, at the instant
+// its ping was sent, with a renewal that had landed and not run out: the
+// ping was not needed, whatever the controller's watch showed (the fleet's
+// renewTimes and the controller's pingTimes are this machine's clock).
+func (f *fleet) holdsLive(lc *coordinationv1beta1.LeaseCandidate) bool {
+	if lc.Spec.PingTime == nil {
+		return false
+	}
+	at := lc.Spec.PingTime.Time
 	f.mu.Lock()
 	t := f.terms[types.NamespacedName{Namespace: lc.Namespace, Name: lc.Spec.LeaseName}]
 	f.mu.Unlock()
 	if t == nil || t.holder != lc.Name {
 		return false
 	}
-	ran := time.Duration(ptr.Deref(t.lease.Spec.LeaseDurationSeconds, 0)) * time.Second
-	return now.Before(t.lease.Spec.RenewTime.Add(ran))
+	lease := t.lease
+	if t.landed.After(at) {
+		if t.prev == nil || t.prevLanded.After(at) {
+			return false
+		}
+		lease = t.prev
+	}
+	ran := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second
+	return at.Before(lease.Spec.RenewTime.Add(ran))
 }
 
 func microEqual(a, b *metav1.MicroTime) bool {
@@ -435,7 +452,11 @@ func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
 	}
 	f.mu.Lock()
 	if ptr.Deref(updated.Spec.HolderIdentity, "") == holder {
-		f.terms[key] = &term{holder: holder, lease: updated}
+		nt := &term{holder: holder, lease: updated, landed: time.Now()}
+		if t := f.terms[key]; t != nil && t.holder == holder {
+			nt.prev, nt.prevLanded = t.lease, t.landed
+		}
+		f.terms[key] = nt
 	} else {
 		delete(f.terms, key) // the new holder starts its own term when it sees the Lease
 	}

@@ -52,7 +52,7 @@ func (r *result) print(w io.Writer, cfg *config) {
 	fmt.Fprintf(w, "  holder changes: %d; Leases not held by their best candidate at the end: %d; holders' Lease writes %.0f/min (%.0f/min due); fleet writes refused for a stale resourceVersion %.0f/min\n",
 		s.fleet.holderChanges, r.steadyWrong, float64(s.fleet.leaseWrites)/min, float64(r.leases)*time.Minute.Seconds()/cfg.holderRenew.Seconds(), float64(s.fleet.conflicts)/min)
 	fmt.Fprintf(w, "  holders' renewals that landed after their Lease had run out (an election was really due): %.0f/min\n", float64(s.fleet.lapsed)/min)
-	fmt.Fprintf(w, "  controller's pings to a holder whose last renewal had not run out: %d\n", s.fleet.pingsToLive)
+	fmt.Fprintf(w, "  controller's pings to a holder whose renewal had landed and not run out when the ping was sent: %d\n", s.fleet.pingsToLive)
 	r.printPhase(w, s)
 	fmt.Fprintf(w, "node heartbeats over the whole run: %d written, %d skipped because the writers were behind\n", r.nodeWrites, r.nodeSkipped)
 
