@@ -19,12 +19,14 @@ func lagLease(rv string, renew time.Time) *coordinationv1.Lease {
 
 // TestWatchLag: a write the watch has not delivered counts for as long as it
 // is outstanding; once the watch delivers it, or a later version, nothing is
-// known to be missing.
+// known to be missing. Spread: writes made together reach a loaded server's
+// watch as far apart as its requests take, even when the watch keeps up, so
+// it remembers how long the writes of the last seconds took to show.
 func TestWatchLag(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "l"}
 	for _, tc := range []struct {
 		name string
-		run  func(w *WatchLag) time.Duration // the lag it ends with
+		run  func(w *WatchLag) time.Duration // the lag (or spread) it ends with
 		want time.Duration
 	}{
 		{"nothing awaited", func(w *WatchLag) time.Duration { return w.At(t0) }, 0},
@@ -89,28 +91,8 @@ func TestWatchLag(t *testing.T) {
 			w.forget(key)
 			return w.At(t0.Add(10 * time.Second))
 		}, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.run(&WatchLag{}); got != tc.want {
-				t.Errorf("lag = %s, want %s", got, tc.want)
-			}
-		})
-	}
-}
-
-// TestWatchLagSpread: writes made together reach a loaded server's watch as
-// far apart as its requests take, even when the watch keeps up: Spread
-// remembers how long the writes of the last seconds took to show, where At
-// forgets a write once it is seen.
-func TestWatchLagSpread(t *testing.T) {
-	key := types.NamespacedName{Namespace: "ns", Name: "l"}
-	for _, tc := range []struct {
-		name string
-		run  func(w *WatchLag) time.Duration // the spread it ends with
-		want time.Duration
-	}{
-		{"nothing sent", func(w *WatchLag) time.Duration { return w.Spread(t0) }, 0},
-		{"a write seen 400ms after it was sent, the watch caught up since", func(w *WatchLag) time.Duration {
+		{"spread: nothing sent", func(w *WatchLag) time.Duration { return w.Spread(t0) }, 0},
+		{"spread: a write seen 400ms after it was sent, the watch caught up since", func(w *WatchLag) time.Duration {
 			w.expect(key, t0, t0)
 			w.observe(lagLease("10", t0), t0.Add(400*time.Millisecond))
 			if lag := w.At(t0.Add(time.Second)); lag != 0 {
@@ -118,7 +100,7 @@ func TestWatchLagSpread(t *testing.T) {
 			}
 			return w.Spread(t0.Add(time.Second))
 		}, 400 * time.Millisecond},
-		{"the longest of the last seconds' writes, each shown by a later one", func(w *WatchLag) time.Duration {
+		{"spread: the longest of the last seconds' writes, each shown by a later one", func(w *WatchLag) time.Duration {
 			w.expect(key, t0, t0)
 			w.expect(key, t0.Add(100*time.Millisecond), t0.Add(100*time.Millisecond))
 			w.observe(lagLease("11", t0.Add(100*time.Millisecond)), t0.Add(700*time.Millisecond))
@@ -126,12 +108,12 @@ func TestWatchLagSpread(t *testing.T) {
 			w.observe(lagLease("12", t0.Add(2*time.Second)), t0.Add(2050*time.Millisecond))
 			return w.Spread(t0.Add(3 * time.Second))
 		}, 700 * time.Millisecond},
-		{"forgotten after spreadSeconds", func(w *WatchLag) time.Duration {
+		{"spread: forgotten after spreadSeconds", func(w *WatchLag) time.Duration {
 			w.expect(key, t0, t0)
 			w.observe(lagLease("10", t0), t0.Add(400*time.Millisecond))
 			return w.Spread(t0.Add(400*time.Millisecond + spreadSeconds*time.Second))
 		}, 0},
-		{"a write outstanding counts for its age", func(w *WatchLag) time.Duration {
+		{"spread: a write outstanding counts for its age", func(w *WatchLag) time.Duration {
 			w.expect(key, t0, t0)
 			w.observe(lagLease("10", t0), t0.Add(100*time.Millisecond))
 			w.expect(key, t0.Add(time.Second), t0.Add(time.Second))
@@ -140,7 +122,7 @@ func TestWatchLagSpread(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.run(&WatchLag{}); got != tc.want {
-				t.Errorf("spread = %s, want %s", got, tc.want)
+				t.Errorf("got %s, want %s", got, tc.want)
 			}
 		})
 	}
