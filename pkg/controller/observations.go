@@ -160,8 +160,8 @@ type leaseObject struct {
 	// observedAt is when, on the local clock, the holder record last changed.
 	observedAt time.Time
 	// renewGap is the time between the last two renewals observed of the
-	// same holder in the same term: the holder's own cadence, as it
-	// reaches this controller (zero until two were seen).
+	// same holder in the same term, or between their renewTimes if longer:
+	// the holder's own cadence (zero until two were seen).
 	renewGap time.Duration
 	// stamp is the Lease's access.HolderInstanceAnnotation as it was: which
 	// process made the last renewal, read (proof.ProcessOf) only when the
@@ -405,6 +405,12 @@ func (r leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, default
 		var gap time.Duration
 		if r.observed && r.holder == holder && holder != "" && r.transitions == transitions {
 			gap = now.Sub(r.observedAt)
+			// On a slow server a renewal held up and the next one on time
+			// arrive a moment apart: the holder's own renewTimes (a
+			// difference on one clock) say how often it renews.
+			if !renew.IsZero() && !r.renewTime.IsZero() {
+				gap = max(gap, renew.Sub(r.renewTime))
+			}
 		}
 		r.leaseObject = leaseObject{observed: true, uid: lease.UID, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap,
 			stamp: lease.Annotations[access.HolderInstanceAnnotation]}

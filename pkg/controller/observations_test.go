@@ -335,3 +335,33 @@ func TestLeaseRecordTransitions(t *testing.T) {
 		t.Errorf("after the last candidate left: %+v, want only the history", left)
 	}
 }
+
+// TestRenewGap: the holder's cadence is how often it renews, not how close
+// together its renewals happen to reach the controller: on a slow server a
+// renewal held up and the next one on time arrive a moment apart, and
+// taking that moment for the cadence would make a live holder look late
+// (and pinged) long before its Lease runs out.
+func TestRenewGap(t *testing.T) {
+	const def = 15 * time.Second
+	renewal := func(at time.Time) *coordinationv1.Lease {
+		l := lease(heldBy("a"), durationSeconds(20))
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at))
+		return l
+	}
+	var r leaseRecord
+	r = r.joined(nil, t0, false, def)
+	// Renewals every 15s by the holder's clock; the second one reaches the
+	// controller 8s late, the third on time.
+	r, _ = r.leaseSeen(renewal(t0), t0.Add(100*time.Millisecond), def)
+	r, _ = r.leaseSeen(renewal(t0.Add(15*time.Second)), t0.Add(23*time.Second), def)
+	r, _ = r.leaseSeen(renewal(t0.Add(30*time.Second)), t0.Add(30*time.Second+100*time.Millisecond), def)
+	if r.renewGap != 15*time.Second {
+		t.Errorf("renewGap = %s, want the holder's 15s", r.renewGap)
+	}
+	// Renewals seen further apart than the holder made them (the watch
+	// stalled, or a renewal failed): the gap seen.
+	r, _ = r.leaseSeen(renewal(t0.Add(45*time.Second)), t0.Add(70*time.Second), def)
+	if r.renewGap != 39900*time.Millisecond {
+		t.Errorf("renewGap = %s, want the 39.9s between the renewals seen", r.renewGap)
+	}
+}
