@@ -276,16 +276,13 @@ func (w *PodWatch) Update(obj any) error {
 }
 
 func (w *PodWatch) Delete(obj any) error {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	r, err := reportOf(obj)
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.reports, r.key())
+	delete(w.reports, key)
 	return nil
 }
 
@@ -300,8 +297,8 @@ func (w *PodWatch) Replace(list []any, _ string) error {
 		if err != nil {
 			return err
 		}
-		if prev := old[r.key()]; prev != nil && prev.exited == r.exited {
-			w.reports[r.key()] = prev
+		if key := r.key(); old[key] != nil && old[key].exited == r.exited {
+			w.reports[key] = old[key] // not news: the handlers were told
 			continue
 		}
 		if err := w.setLocked(r); err != nil {
