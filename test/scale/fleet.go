@@ -280,8 +280,13 @@ func (f *fleet) holdsLive(lc *coordinationv1beta1.LeaseCandidate) bool {
 		}
 		lease = t.prev
 	}
-	ran := time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second
-	return at.Before(lease.Spec.RenewTime.Add(ran))
+	return at.Before(runsOut(lease))
+}
+
+// runsOut is when a renewal the fleet wrote runs out: its renewTime plus its
+// duration, on this machine's clock.
+func runsOut(lease *coordinationv1.Lease) time.Time {
+	return lease.Spec.RenewTime.Add(time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second)
 }
 
 func microEqual(a, b *metav1.MicroTime) bool {
@@ -445,8 +450,7 @@ func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
 		// The server took this renewal only after the holder's previous
 		// one had run out: the Lease really expired, whatever any
 		// controller saw, and an election was due.
-		ran := time.Duration(ptr.Deref(t.lease.Spec.LeaseDurationSeconds, 0)) * time.Second
-		if time.Now().After(t.lease.Spec.RenewTime.Add(ran)) {
+		if time.Now().After(runsOut(t.lease)) {
 			f.lapsed.Add(1)
 		}
 	}
@@ -496,12 +500,12 @@ func (f *fleet) nextWrite(lease *coordinationv1.Lease, t *term, now time.Time) (
 // after it, and an instance ID derived from the name.
 func (f *fleet) processOf(ns, name string) proof.Process {
 	sum := sha256.Sum256([]byte(ns + "/" + name))
-	return proof.Process{Instance: hex.EncodeToString(sum[:16]), Pod: ns + "/" + name}
+	return proof.Process{Instance: hex.EncodeToString(sum[:16]), Pod: proof.PodOf(ns, name)}
 }
 
 // createPods creates a Pod for each candidate (--pods), with workers
 // parallel writers: Pending, as nothing schedules them, which is all the
-// controller's Pod informer needs to hold them.
+// controller's Pod watch needs to list and watch them.
 func (f *fleet) createPods(ctx context.Context, client kubernetes.Interface, workers int) error {
 	n := len(f.versions)
 	return parallel(ctx, len(f.leases)*n, workers, func(i int) error {
