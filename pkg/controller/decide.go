@@ -58,11 +58,10 @@ type view struct {
 	// now. The time a step waits in the queue is the controller's own
 	// delay, not the candidates' silence.
 	now, judgeAt time.Time
-	// watchLag is how late the Lease watch delivers changes now (see
-	// WatchLag): a holder's Lease expires that much later.
-	watchLag time.Duration
-	// spread is how far apart the watch may deliver writes made together
-	// (WatchLag.Spread): the gathering window is that much longer.
+	// spread is how late the watch may deliver a write made now
+	// (WatchLag.Spread: the longest the controller's own writes took to
+	// show lately, or its watch's lag). A holder's Lease expires that much
+	// later, and the gathering window is that much longer.
 	spread time.Duration
 	// holderExitedAt is when the controller read the kubelet's report that
 	// the process instance that made the Lease's last renewal has exited
@@ -189,9 +188,11 @@ const (
 type pingIntent struct {
 	candidate string
 	pingTime  time.Time
-	// preempt: the ping only checks whether a candidate better than a live
-	// holder is alive; no election is due (see pingBudget).
-	preempt bool
+	// early: no election is due yet; the ping checks ahead, whether a
+	// candidate better than a live holder is alive (preemption) or whether
+	// a late holder is (see pingLateHolder). Pings for due elections go
+	// first (see pingBudget).
+	early bool
 }
 
 // Kinds of Lease write.
@@ -398,8 +399,12 @@ type election struct {
 
 // judgeLease judges the Lease on the local clock: it is live while it names
 // a holder whose record changed within the lease duration, and for as long
-// again as the watch lags: a renewal the watch has yet to deliver must not
-// make a live holder look expired.
+// again as a write may take to show (spread): a renewal the watch has yet to
+// deliver, or that waits in a slow server's queue as the controller's own
+// writes did lately, must not make a live holder look expired. When the
+// server, not the holders, is slow, every holder is late at once; waiting
+// out the server's delay keeps the controller from pinging and electing
+// against them, and so from loading the server further.
 func (e *election) judgeLease() {
 	if e.v.lease == nil {
 		return
@@ -408,7 +413,7 @@ func (e *election) judgeLease() {
 	if e.holder == "" {
 		return
 	}
-	expiry := e.v.record.observedAt.Add(e.leaseDuration() + e.v.watchLag)
+	expiry := e.v.record.observedAt.Add(e.leaseDuration() + e.v.spread)
 	e.lateAt = expiry
 	if gap := e.v.record.renewGap; gap > 0 {
 		// Late once it has missed two renewals of its own cadence, and the
@@ -417,7 +422,7 @@ func (e *election) judgeLease() {
 		// is late 10 s after its last renewal, one that renews every 10 s
 		// only at the expiry.
 		early := expiry.Add(-min(e.o.PingTimeout, e.leaseDuration()/2))
-		if missed := e.v.record.observedAt.Add(2*gap + e.v.watchLag); !missed.After(early) {
+		if missed := e.v.record.observedAt.Add(2*gap + e.v.spread); !missed.After(early) {
 			e.lateAt = early
 		}
 	}
@@ -591,9 +596,7 @@ func (e *election) pingLateHolder() {
 	case !rec.pingedAt.IsZero() && rec.pingSent:
 		return // asked; its answer or the expiry will tell
 	}
-	e.ping(lc)
-	// Its election is due at the expiry: not a preemption check.
-	e.d.pings[len(e.d.pings)-1].preempt = false
+	e.ping(lc) // early: should the budget hold it back, the expiry asks again
 	e.d.log(2, "The holder's Lease is about to expire unrenewed; pinging the holder", "holder", lc.Name, "lateSince", e.lateAt)
 }
 
@@ -699,7 +702,7 @@ func (e *election) ping(lc *coordinationv1beta1.LeaseCandidate) {
 		// The API keeps microseconds: one after the renewal is after it.
 		at = lc.Spec.RenewTime.Truncate(time.Microsecond).Add(time.Microsecond)
 	}
-	e.d.pings = append(e.d.pings, pingIntent{candidate: lc.Name, pingTime: at, preempt: e.leaseLive})
+	e.d.pings = append(e.d.pings, pingIntent{candidate: lc.Name, pingTime: at, early: e.leaseLive})
 }
 
 // liveHolder returns the holder's candidate while the Lease is live and the

@@ -540,3 +540,39 @@ func TestSlowCadenceHolderIsNotPinged(t *testing.T) {
 	}
 	h.expectNoWrites("a holder renewing every 10s")
 }
+
+// A server that takes seconds to apply writes, its watch caught up: the
+// controller's own lock renewal took 4s to show, and so may the holder's.
+// A holder unseen for its lease duration is not taken for expired (nor its
+// candidates pinged) before that much longer; its renewal, once applied,
+// keeps it.
+func TestSlowWritesDoNotExpireALiveHolder(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	h.create(lease(heldBy("a"), transitions(3)))
+	h.reconcile()
+	h.clearWrites()
+	renewed := h.clock.Now()
+	h.step(10 * time.Second)
+	sent := h.clock.Now()
+	h.c.opts.WatchLag.ExpectRenewal("cle-system", "cle-controller", sent, sent)
+	h.step(4 * time.Second)
+	lock := lease(heldBy("cle"))
+	lock.Namespace, lock.Name = "cle-system", "cle-controller"
+	lock.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
+	h.c.opts.WatchLag.observe(lock, h.clock.Now())
+	h.step(2 * time.Second) // 16s since the renewal: past the Lease's 15s
+	_, _ = h.reconcileOnly()
+	if w := h.leaseWrites(); len(w) != 0 {
+		t.Errorf("wrote the Lease %s after the holder's renewal while the server's writes took 4s: %v", h.clock.Now().Sub(renewed), w)
+	}
+	if p := h.pings(); len(p) != 0 {
+		t.Errorf("pinged %v %s after the holder's renewal while the server's writes took 4s", p, h.clock.Now().Sub(renewed))
+	}
+	h.step(2 * time.Second)
+	h.renewLease(h.clock.Now().Add(-3 * time.Second)) // applied 3s after it was sent
+	_, _ = h.reconcileOnly()
+	if w := h.leaseWrites(); len(w) != 0 {
+		t.Errorf("wrote the Lease of a holder whose renewal came late with the server's writes: %v", w)
+	}
+}

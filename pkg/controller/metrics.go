@@ -18,6 +18,7 @@ type Metrics struct {
 	Preemptions      prometheus.Counter
 	Pings            prometheus.Counter
 	PingsDeferred    prometheus.Counter
+	PingBudget       prometheus.Gauge
 	PingTimeouts     prometheus.Counter
 	Conflicts        prometheus.Counter
 	InvalidCandidate prometheus.Counter
@@ -71,6 +72,10 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Name: "pings_deferred_total",
 			Help: "Pings held back because the ping budget (--ping-rate) was spent; they are sent when it allows, elections first.",
 		}),
+		PingBudget: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "ping_budget",
+			Help: "Pings per second the controller allows itself now: --ping-rate, or down to a tenth of it while the API server takes over a second to show the controller's writes.",
+		}),
 		PingTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "ping_timeouts_total",
 			Help: "Pings not answered within the ping timeout; the candidate is excluded until it writes again.",
@@ -102,7 +107,7 @@ func NewMetrics() *Metrics {
 
 // Register registers every metric, including the workqueue's, with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingTimeouts, m.Conflicts, m.InvalidCandidate, m.ExitsRead, m.HolderExits}
+	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingBudget, m.PingTimeouts, m.Conflicts, m.InvalidCandidate, m.ExitsRead, m.HolderExits}
 	cs = append(cs, m.queue.collectors()...)
 	cs = append(cs, m.candidates, m.leases)
 	for _, c := range cs {

@@ -1,9 +1,14 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 )
 
 // TestPingBudget: elections take the whole budget; preemption checks only
@@ -73,5 +78,80 @@ func TestPingBudgetOutOfOrder(t *testing.T) {
 	}
 	if sent > 15 {
 		t.Errorf("%d pings within 5s with a budget of 1/s and a burst of 10", sent)
+	}
+}
+
+// TestPingBudgetPace: while the controller's own writes take longer than a
+// second to show, the budget shrinks in proportion (rate and burst), down to
+// a tenth; once they show promptly again it is whole. pace reports when it
+// starts or stops holding pings back.
+func TestPingBudgetPace(t *testing.T) {
+	for _, tc := range []struct {
+		from, delay time.Duration // the delay paced at before, and now
+		wantRate    float64
+		wantBurst   int
+		changed     bool
+	}{
+		{delay: 300 * time.Millisecond, wantRate: 100, wantBurst: 200},
+		{delay: time.Second, wantRate: 100, wantBurst: 200},
+		{delay: 4 * time.Second, wantRate: 25, wantBurst: 50, changed: true},
+		{from: 2 * time.Second, delay: 5 * time.Second, wantRate: 20, wantBurst: 40},
+		{delay: time.Minute, wantRate: 10, wantBurst: 20, changed: true},
+		// Whole again, it refills at the full rate: no burst of 200 pings
+		// at a server that has only just caught up.
+		{from: 10 * time.Second, delay: 200 * time.Millisecond, wantRate: 100, wantBurst: 20, changed: true},
+	} {
+		b := newPingBudget(100, 200)
+		b.pace(t0, tc.from)
+		rate, changed := b.pace(t0, tc.delay)
+		if rate != tc.wantRate || changed != tc.changed {
+			t.Errorf("writes showing %s late (before: %s): %v pings/s (changed %v), want %v (changed %v)", tc.delay, tc.from, rate, changed, tc.wantRate, tc.changed)
+		}
+		sent := 0
+		for b.take(t0, false) {
+			sent++
+		}
+		if sent != tc.wantBurst {
+			t.Errorf("writes showing %s late (before: %s): %d pings at once, want %d", tc.delay, tc.from, sent, tc.wantBurst)
+		}
+	}
+}
+
+// While the controller's own writes take 5s to show, it pings a fifth as
+// much; once they have shown promptly for a while, at the full rate again.
+func TestPingsPacedWhileWritesAreSlow(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.PingRate, o.PingBurst = 10, 10 })
+	sent := h.clock.Now()
+	h.c.opts.WatchLag.ExpectRenewal("cle-system", "cle-controller", sent, sent)
+	h.step(5 * time.Second)
+	lock := lease(heldBy("cle"))
+	lock.Namespace, lock.Name = "cle-system", "cle-controller"
+	lock.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
+	h.c.opts.WatchLag.observe(lock, h.clock.Now())
+	// Listed at start-up: their freshness is unknown, so electing needs pings.
+	var cands []runtime.Object
+	for i := range 6 {
+		cands = append(cands, candidate(fmt.Sprintf("c%d", i), "1.30.0", "1.30.0"))
+	}
+	h.list(cands...)
+	h.reconcile()
+	if p := h.pings(); len(p) != 2 {
+		t.Errorf("pinged %v while writes took 5s to show, with a budget of 10/s and 10 at once; want 2", p)
+	}
+	if got := h.metric("cle_ping_budget"); got != 2 {
+		t.Errorf("cle_ping_budget %v while writes took 5s to show, want 2", got)
+	}
+	h.step(spreadSeconds * time.Second) // the slow write is forgotten
+	h.clearWrites()
+	h.reconcile()
+	if got := h.metric("cle_ping_budget"); got != 10 {
+		t.Errorf("cle_ping_budget %v once writes show promptly, want 10", got)
+	}
+	// What was not sent is not owed: the budget refills from what was
+	// left, at the full rate.
+	h.step(time.Second)
+	h.reconcile()
+	if p := h.pings(); len(p) != 4 {
+		t.Errorf("pinged %v within a second of writes showing promptly again; want the 4 left", p)
 	}
 }

@@ -47,6 +47,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	}
 	v := c.snapshot(key, now)
 	v.judgeAt = judgeAt
+	c.pacePings(ctx, v)
 	d := decide(&c.opts, v)
 	return c.apply(ctx, v, &d)
 }
@@ -54,7 +55,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 // snapshot reads what decide needs about the Lease key from the caches and
 // the records, as of now.
 func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
-	v := &view{key: key, now: now, judgeAt: now, watchLag: c.opts.WatchLag.At(now), spread: c.opts.WatchLag.Spread(now)}
+	v := &view{key: key, now: now, judgeAt: now, spread: c.opts.WatchLag.Spread(now)}
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
 	if c.exits != nil { // the proof of death: see exits.go
@@ -187,6 +188,22 @@ func (c *Controller) say(ctx context.Context, v *view, ev eventIntent) {
 	}
 }
 
+// pacePings sizes the ping budget for how long the controller's writes take
+// to show now (see pingBudget.pace), and says when it starts or stops
+// holding pings back.
+func (c *Controller) pacePings(ctx context.Context, v *view) {
+	perSecond, changed := c.pings.pace(v.now, v.spread)
+	c.opts.Metrics.PingBudget.Set(perSecond)
+	if !changed {
+		return
+	}
+	if perSecond < c.opts.PingRate {
+		klog.FromContext(ctx).Info("The API server is slow to apply writes; pinging less until it catches up", "writeDelay", v.spread, "pingsPerSecond", perSecond, "pingRate", c.opts.PingRate)
+	} else {
+		klog.FromContext(ctx).Info("The API server applies writes promptly again; pinging at the full rate", "writeDelay", v.spread, "pingRate", c.opts.PingRate)
+	}
+}
+
 // sendPings writes the pings. A ping that fails is tried again
 // (rate-limited) until the ping timeout, which runs from the first attempt;
 // after it the candidate is passed over for a while and then pinged again
@@ -204,9 +221,9 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 		if lc == nil {
 			continue // decide names only candidates of the view
 		}
-		if now := c.opts.Clock.Now(); !c.pings.take(now, p.preempt) {
+		if now := c.opts.Clock.Now(); !c.pings.take(now, p.early) {
 			deferred++
-			deferredFor = max(deferredFor, max(c.pings.wait(now, p.preempt), time.Millisecond))
+			deferredFor = max(deferredFor, max(c.pings.wait(now, p.early), time.Millisecond))
 			continue
 		}
 		clone := lc.DeepCopy()

@@ -370,11 +370,15 @@ func check(f func(*http.Request) error) http.Handler {
 
 // processCollectors are the metrics of the process beside the election
 // controller's own (controller.Metrics) and Go's and the process's: what it
-// is, which controller acts, how late its watch is, and client-go's.
+// is, which controller acts, how late its watch and writes are, and
+// client-go's.
 func processCollectors(mode access.Mode, lag *controller.WatchLag, acting *actingWatch) []prometheus.Collector {
 	watchLag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_watch_lag_seconds",
-		Help: "How far behind the Lease watch is: how long the oldest of the controller's own Lease writes and lock renewals not delivered yet has been outstanding; a holder's Lease expires this much later."},
+		Help: "How far behind the Lease watch is: how long the oldest of the controller's own Lease writes and lock renewals not delivered yet has been outstanding."},
 		func() float64 { return lag.At(time.Now()).Seconds() })
+	writeDelay := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_write_delay_seconds",
+		Help: "How late a write made now may show: the longest the controller's own Lease writes and lock renewals took from sending to delivery in its watch in the last 10s, or cle_watch_lag_seconds if longer. A holder's Lease expires this much later, a first election gathers this much longer, and above 1s pings are paced (cle_ping_budget)."},
+		func() float64 { return lag.Spread(time.Now()).Seconds() })
 	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "1, labelled with the API mode in use: native or portable.",
 		ConstLabels: prometheus.Labels{"mode": string(mode)}})
 	modeInfo.Set(1)
@@ -382,7 +386,7 @@ func processCollectors(mode access.Mode, lag *controller.WatchLag, acting *actin
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_build_info", Help: "1, labelled with the version, source revision and Go version of this binary.",
 		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "go_version": build.GoVersion}})
 	buildInfo.Set(1)
-	return append([]prometheus.Collector{modeInfo, buildInfo, watchLag, acting.collector()}, clientGo().collectors()...)
+	return append([]prometheus.Collector{modeInfo, buildInfo, watchLag, writeDelay, acting.collector()}, clientGo().collectors()...)
 }
 
 // leaderElectionName names the controller's own leader election in
