@@ -37,9 +37,82 @@ type Server struct {
 	// watches' lag alone, when longer.
 	LagBase, WatchLag time.Duration
 
+	// Capacity is how many requests a second the server applies (0: as
+	// many as come, at once). Past it requests queue, first come first
+	// served, every client's alike: a server behind on a fleet's renewals
+	// holds up the controller's own lock renewals as long (see Apply).
+	Capacity float64
+	// MaxQueued is the longest a request has waited in that queue.
+	MaxQueued time.Duration
+
 	rv int64
 	// writeTimes are the recent writes, for the load-dependent lag.
 	writeTimes []time.Time
+	// busyUntil is when the server is done with the requests queued so
+	// far; arrived, while it applies one, when that one reached it.
+	busyUntil, arrived time.Time
+}
+
+// Apply has the server apply a request that reaches it now: at once when it
+// has no Capacity, else once it is done with the requests that came before
+// and with this one (1/Capacity each). It returns when the request is
+// applied.
+func (s *Server) Apply(apply func()) time.Time {
+	w := s.w
+	if s.Capacity <= 0 {
+		apply()
+		return w.Now
+	}
+	start, arrived := w.Now, w.Now
+	if s.busyUntil.After(start) {
+		start = s.busyUntil
+	}
+	s.busyUntil = start.Add(time.Duration(float64(time.Second) / s.Capacity))
+	s.MaxQueued = max(s.MaxQueued, start.Sub(w.Now))
+	w.Late(s.busyUntil)
+	w.At(s.busyUntil, func() {
+		s.arrived = arrived
+		apply()
+		s.arrived = time.Time{}
+	})
+	return s.busyUntil
+}
+
+// Arrived is when the request the server is applying reached it (now for one
+// that did not queue, or a write that is no client's request).
+func (s *Server) Arrived() time.Time {
+	if s.arrived.IsZero() {
+		return s.w.Now
+	}
+	return s.arrived
+}
+
+// Flood is other clients' requests taking d of the server's time now:
+// whatever comes next waits that much longer (with a Capacity).
+func (s *Server) Flood(d time.Duration) {
+	if s.Capacity <= 0 {
+		return
+	}
+	if s.busyUntil.Before(s.w.Now) {
+		s.busyUntil = s.w.Now
+	}
+	s.busyUntil = s.busyUntil.Add(d)
+	s.w.Late(s.busyUntil)
+}
+
+// Answered is fn, the arrival of a request's answer, scheduled back after
+// the request was sent to the server: it is put off for as long as the
+// request queued there (*appliedAt, as Apply returned it; zero for a
+// request that never reached the server).
+func (s *Server) Answered(appliedAt *time.Time, back time.Duration, fn func()) func() {
+	return func() {
+		if due := appliedAt.Add(back); !appliedAt.IsZero() && due.After(s.w.Now) {
+			s.w.Late(due)
+			s.w.At(due, fn)
+			return
+		}
+		fn()
+	}
 }
 
 // NewServer is the server of w.
@@ -67,7 +140,9 @@ func (s *Server) Lag() time.Duration {
 	}
 	s.writeTimes = s.writeTimes[i:]
 	d := w.DurationBetween(0, max(s.LagBase, s.WatchLag)+time.Millisecond)
-	if s.Faulty {
+	if s.Faulty && s.Capacity <= 0 {
+		// A server of bounded Capacity lags by its queue instead (see
+		// Apply).
 		d += time.Duration(len(s.writeTimes)) * w.DurationBetween(0, 200*time.Millisecond)
 		if w.Rng.IntN(50) == 0 {
 			d += w.DurationBetween(time.Second, 8*time.Second)
@@ -114,6 +189,9 @@ type Watcher struct {
 	// server, or a watcher resuming past the watch window); what is written
 	// meanwhile reaches the watcher only through its relist.
 	Expired bool
+	// gen counts the watch's ends (Expire): an event sent before one is
+	// lost with the watch, not delivered after the relist.
+	gen int
 	// StalledUntil: the watch delivers nothing before then (its process is
 	// partitioned, or its connection stalls); what comes meanwhile arrives
 	// then, in order.
@@ -141,5 +219,19 @@ func (sw *Watcher) Send(obj runtime.Object, deleted bool) {
 	}
 	sw.Last = at
 	w.Late(at)
-	w.At(at, func() { sw.Deliver(obj, deleted) })
+	gen := sw.gen
+	w.At(at, func() {
+		if sw.gen == gen {
+			sw.Deliver(obj, deleted)
+		}
+	})
+}
+
+// Expire ends the watch (410 Gone): what it has not delivered yet is lost
+// with it, and nothing written from now on reaches the watcher until it is
+// set going again (Expired false) and its watcher relists.
+func (sw *Watcher) Expire() {
+	sw.Expired = true
+	sw.gen++
+	sw.Last = time.Time{}
 }

@@ -63,11 +63,23 @@ func TestWatcherKeepsOrderAndStalls(t *testing.T) {
 			t.Errorf("event %d delivered at %s: before the stall ended or before an earlier event", i, at[i].Sub(t0))
 		}
 	}
-	sw.Expired = true
+	sw.Expire()
 	sw.Send(&coordinationv1.Lease{}, false)
 	run(w, t0.Add(2*time.Minute))
 	if len(got) != 3 {
 		t.Errorf("an expired watch delivered an event")
+	}
+	// An event on its way when the watch ends is lost with it, even once
+	// the watch goes on (after its watcher's relist).
+	sw.Expired = false
+	late := &coordinationv1.Lease{}
+	late.ResourceVersion = "d"
+	sw.Send(late, false)
+	sw.Expire()
+	sw.Expired = false
+	run(w, t0.Add(3*time.Minute))
+	if len(got) != 3 {
+		t.Errorf("an event sent before the watch ended was delivered after it: %q", got)
 	}
 }
 
@@ -150,4 +162,47 @@ func equal[T comparable](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+// A server of bounded Capacity applies requests one after another, each
+// 1/Capacity after the last, a flood holds up what comes next, and an answer
+// comes only after its request was applied.
+func TestServerQueuesRequests(t *testing.T) {
+	w := newWorld()
+	s := NewServer(w, "ns")
+	if at := s.Apply(func() {}); !at.Equal(t0) {
+		t.Errorf("without a Capacity a request is applied %s after it arrives, want at once", at.Sub(t0))
+	}
+	s.Capacity = 10
+	var applied []time.Duration
+	var arrived []time.Time
+	apply := func() {
+		applied = append(applied, w.Now.Sub(t0))
+		arrived = append(arrived, s.Arrived())
+	}
+	for range 3 {
+		s.Apply(apply)
+	}
+	var appliedAt time.Time
+	var answered time.Duration
+	w.After(time.Second, func() {
+		s.Flood(2 * time.Second)
+		appliedAt = s.Apply(apply)
+	})
+	// Its answer is scheduled 50ms after it was sent, as if it were not
+	// held up.
+	w.After(time.Second+50*time.Millisecond, s.Answered(&appliedAt, 50*time.Millisecond, func() { answered = w.Now.Sub(t0) }))
+	run(w, t0.Add(time.Minute))
+	if want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 300 * time.Millisecond, 3100 * time.Millisecond}; !equal(applied, want) {
+		t.Errorf("applied at %v, want %v", applied, want)
+	}
+	if !arrived[2].Equal(t0) || !arrived[3].Equal(t0.Add(time.Second)) {
+		t.Errorf("requests arrived at %v, want the instants they were sent", arrived)
+	}
+	if answered != 3150*time.Millisecond {
+		t.Errorf("answered at %s, want 50ms after it was applied (3.15s)", answered)
+	}
+	if s.MaxQueued != 2*time.Second {
+		t.Errorf("MaxQueued %s, want the 2s the request after the flood waited", s.MaxQueued)
+	}
 }

@@ -55,6 +55,9 @@ type simCandidate struct {
 	// client-go's elector with ReleaseOnCancel does (every other candidate,
 	// so that no random draw, and no seed's schedule, changes).
 	releasesAsClientGo bool
+	// registeredAt is when its first registration reached the server
+	// (before it queued there), in a run with a fleet.
+	registeredAt time.Time
 }
 
 // key is the key of its LeaseCandidate: its Lease's namespace and its name.
@@ -312,16 +315,18 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 		return func() { finish(nil, context.Canceled) }
 	}
 	w.After(sent, func() {
-		err, applied := w.RequestError(simworld.LeasesGR, p.c.name)
-		var obj runtime.Object
-		if err == nil || applied {
-			var cerr error
-			obj, cerr = call()
-			if err == nil {
-				err = cerr
+		w.Apply(func() {
+			err, applied := w.RequestError(simworld.LeasesGR, p.c.name)
+			var obj runtime.Object
+			if err == nil || applied {
+				var cerr error
+				obj, cerr = call()
+				if err == nil {
+					err = cerr
+				}
 			}
-		}
-		w.After(back, func() { finish(obj, err) })
+			w.After(back, func() { finish(obj, err) })
+		})
 	})
 	return func() { finish(nil, context.Canceled) }
 }
@@ -927,6 +932,9 @@ func (w *simWorld) checkLeaders() {
 	if steady && !w.steadyLag {
 		w.steadyLag = true
 		w.After(w.DurationBetween(0, 30*time.Second), w.lagInSteadyState)
+		if w.fleet {
+			w.After(w.DurationBetween(90*time.Second, 120*time.Second), w.floodInSteadyState)
+		}
 	}
 }
 
@@ -1194,6 +1202,9 @@ func runSim(seed uint64, tracing bool) simResult {
 	if rand.New(rand.NewPCG(seed, 0x7a3f15e1c2d4b689)).IntN(simManyLeasesEvery) == 0 {
 		w.addElections()
 	}
+	if rand.New(rand.NewPCG(seed, 0x5be0cd19137e2179)).IntN(simFleetEvery) == 0 {
+		w.addFleet()
+	}
 	w.namespaces = 1
 	if rand.New(rand.NewPCG(seed, 0x1f83d9abfb41bd6b)).IntN(simOtherNamespaceEvery) == 0 {
 		w.addNamespace()
@@ -1242,6 +1253,9 @@ func runSim(seed uint64, tracing bool) simResult {
 		l.kill() // no goroutine outlives the run
 	}
 	w.res.violation, w.res.trace, w.res.faults = w.Violation, w.Trace, w.Faults
+	if w.fleet {
+		w.res.fleets, w.res.maxQueued = 1, w.MaxQueued
+	}
 	return w.res
 }
 
@@ -1417,12 +1431,22 @@ func (w *simWorld) rollout() {
 	w.Fault("strategy-rollout")
 	w.Tracef("a rollout moves every candidate to %s", to)
 	w.rollingOut = true
-	at := time.Duration(0)
+	// One candidate after another; with a fleet, one after another in
+	// each Lease, the Leases' Deployments rolled out side by side.
+	var at, last time.Duration
+	perLease := map[*simElection]time.Duration{}
 	for _, c := range w.cands {
 		if c.e.unhandled {
 			continue
 		}
-		at += w.DurationBetween(5*time.Second, 20*time.Second)
+		step := w.DurationBetween(5*time.Second, 20*time.Second)
+		if w.fleet {
+			perLease[c.e] += step
+			at = perLease[c.e]
+		} else {
+			at += step
+		}
+		last = max(last, at)
 		w.After(at, func() {
 			w.Tracef("the rollout restarts %s asking for %s", c.name, to)
 			c.strategy = to
@@ -1441,7 +1465,7 @@ func (w *simWorld) rollout() {
 			})
 		})
 	}
-	w.After(at, func() {
+	w.After(last, func() {
 		w.strategy = to
 		w.rollingOut = false
 	})
@@ -1487,6 +1511,116 @@ func (w *simWorld) addElections() {
 				c.strategy = simUnhandledStrategy
 			}
 			w.After(w.DurationBetween(0, 3*time.Second), c.start)
+		}
+	}
+}
+
+// simFleetEvery: one run in so many has a fleet (see addFleet).
+const simFleetEvery = 100
+
+// addFleet adds 12 to 24 Leases, each with three candidates that start
+// within milliseconds of each other, and gives the server a Capacity: the
+// fleet's steady requests (its holders' renewals, its standbys' polls, about
+// two a second a Lease) keep it 40 to 90% busy, and the fleet's start, the
+// faults and the elections push it past what it applies. Every client's
+// requests then wait in its queue alike, the controller's lock renewals among
+// them, and the watches deliver writes that much later: lag that grows with
+// the write rate, as on a real server with many Leases. The first holder the
+// controller names for each fleet Lease is checked (checkFirstHolder).
+func (w *simWorld) addFleet() {
+	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
+	n := 12 + w.Rng.IntN(13)
+	busy := 0.4 + 0.5*w.Rng.Float64()
+	w.Capacity = simFleetRequests * float64(n) / busy
+	w.fleet = true
+	// The fleet starts on a server that fails no request; the faults
+	// begin once its first elections are made.
+	w.Faulty = false
+	w.At(w.Start.Add(simFleetHealthy), func() { w.Faulty = true })
+	w.Tracef("a fleet of %d Leases; the server applies %.0f requests/s (%.0f%% busy in the steady state)", n, w.Capacity, 100*busy)
+	for i := range n {
+		e := w.newElection(simNS, fmt.Sprintf("fleet-%02d", i))
+		e.fleet = true
+		at := w.DurationBetween(time.Second, 3*time.Second)
+		for j := range 3 {
+			c := w.addCandidate(e, fmt.Sprintf("f%02d-%d", i, j), "1.36.0", versions[w.Rng.IntN(len(versions))], simAdopter(w.Rng.IntN(3)))
+			w.After(at+w.DurationBetween(0, 5*time.Millisecond), c.start)
+		}
+	}
+}
+
+// simFleetHealthy is how long a run with a fleet goes before its faults
+// begin.
+const simFleetHealthy = 5 * time.Second
+
+// simFleetRequests is about how many requests a second one Lease of a fleet
+// makes in the steady state: its holder's renewal (a read and a write) and
+// its two standbys' reads, every retry period.
+const simFleetRequests = 4.0 / float64(simRetryPeriod/time.Second)
+
+// checkFirstHolder checks the first holder the controller names for a fleet
+// Lease. While nothing has gone wrong yet (no fault, no failed request, each
+// candidate's first process running), it is as good on merit as the best of
+// the candidates whose registrations reached the server together (within
+// simTogether of the first), whether or not the loaded server has applied
+// them all yet: the gathering window waits out the server's delay. (Processes
+// that start together register as far apart as their start-up takes: a
+// library candidate syncs its informers first.) Not with the proof of death,
+// whose candidates register only once their kubelet has reported their Pod.
+func (w *simWorld) checkFirstHolder(e *simElection, holder string) {
+	if len(w.Faults) > 0 || w.Faulty || w.proof {
+		return
+	}
+	var first time.Time
+	for _, c := range e.cands {
+		if c.proc == nil || c.proc.dead || c.incarnations != 1 {
+			return
+		}
+		if at := c.registeredAt; !at.IsZero() && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	var named, best *coordinationv1beta1.LeaseCandidate
+	for _, c := range e.cands {
+		lc := c.registered()
+		if lc == nil {
+			lc = &coordinationv1beta1.LeaseCandidate{ObjectMeta: metav1.ObjectMeta{Namespace: c.e.ns, Name: c.name}, Spec: coordinationv1beta1.LeaseCandidateSpec{
+				LeaseName: c.e.name, BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: c.strategy,
+			}}
+		}
+		if c.name == holder {
+			named = lc
+		}
+		if c.registeredAt.IsZero() || c.registeredAt.Sub(first) > simTogether {
+			continue
+		}
+		if best == nil || w.ranking().CompareMerit(lc, best) < 0 {
+			best = lc
+		}
+	}
+	if named == nil || best == nil {
+		return
+	}
+	w.res.firstHolders++
+	if w.ranking().CompareMerit(named, best) > 0 {
+		w.Fail("the first holder named for %s is %s, not %s, the best of the candidates that registered together (requests queued up to %s so far)", e.shown(), holder, best.Name, w.MaxQueued)
+	}
+}
+
+// simTogether is how close together registrations reach the server to be
+// made together (see checkFirstHolder).
+const simTogether = 100 * time.Millisecond
+
+// noteRegistered notes when the first registration of ns/name reached the
+// server, for checkFirstHolder.
+func (w *simWorld) noteRegistered(ns, name string, lc *coordinationv1beta1.LeaseCandidate) {
+	e := w.electionOf(ns, lc.Spec.LeaseName)
+	if e == nil || !e.fleet {
+		return
+	}
+	for _, c := range e.cands {
+		if c.name == name && c.registeredAt.IsZero() {
+			c.registeredAt = w.Arrived()
 		}
 	}
 }
@@ -1678,6 +1812,19 @@ func (w *simWorld) lagInSteadyState() {
 		w.WatchLag = 0
 		w.Tracef("the watches keep up again")
 	})
+}
+
+// floodInSteadyState is, in a run with a fleet, other clients flooding the
+// server while the elections are settled: every request that comes next
+// waits 1.5 to 3 s longer, the holders' renewals and the controller's lock
+// renewals alike, until the queue drains (in seconds, or tens of seconds
+// for a server that was 90% busy). Every holder is late at once and none is
+// gone: the controller must not ping or elect (the steady state's checks).
+func (w *simWorld) floodInSteadyState() {
+	w.Fault("server-flooded")
+	d := w.DurationBetween(1500*time.Millisecond, 3*time.Second)
+	w.Flood(d)
+	w.Tracef("other clients' requests take the server %s", d)
 }
 
 // checkRecords checks that the controller remembers no more than there is.

@@ -194,6 +194,11 @@ type simResult struct {
 	// holderExits counts the terms the controllers ended on the kubelet's
 	// report that the holder's process exited.
 	holderExits int
+	// fleets counts the runs with a fleet (see addFleet), firstHolders
+	// the first holders checked in them, and maxQueued is the longest a
+	// request waited in their servers' queues.
+	fleets, firstHolders int
+	maxQueued            time.Duration
 	// simulated is the simulated time the runs covered.
 	simulated time.Duration
 	// toLeader and toBest are the longest waits, once faults stopped, for
@@ -218,6 +223,9 @@ func (r *simResult) add(o simResult) {
 	r.collected += o.collected
 	r.identityInUse += o.identityInUse
 	r.holderExits += o.holderExits
+	r.fleets += o.fleets
+	r.firstHolders += o.firstHolders
+	r.maxQueued = max(r.maxQueued, o.maxQueued)
 	r.simulated += o.simulated
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
 	if r.faults == nil {
@@ -242,8 +250,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced), %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.collected, r.identityInUse, r.holderExits, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced), %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -285,6 +293,9 @@ type simWorld struct {
 	rollingOut bool
 	// namespaces is how many namespaces the run's Leases are in.
 	namespaces int
+	// fleet: the run has a fleet of Leases and a server of bounded
+	// Capacity (see addFleet).
+	fleet bool
 
 	// ctrl is the active controller replica; ctrls are all replicas that
 	// run, among them a deposed one that has not noticed yet.
@@ -333,6 +344,9 @@ type simElection struct {
 	// exitedAt is when one of its adopters' processes last exited on its
 	// own (after losing its term).
 	exitedAt time.Time
+	// fleet: one of the Leases of a fleet (see addFleet); firstNamed: the
+	// controller has named its first holder.
+	fleet, firstNamed bool
 	// sharedIdentity: one of its candidates has the Identity of another
 	// Lease's; unhandled: its candidates ask for a strategy nobody handles
 	// (see addElections).
@@ -431,6 +445,9 @@ func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv st
 func (w *simWorld) writeCandidate(ns, name string, lc *coordinationv1beta1.LeaseCandidate, rv string, by string) (*coordinationv1beta1.LeaseCandidate, error) {
 	cur := w.Candidate(simKey(ns, name))
 	written, err := w.WriteCandidate(ns, name, lc, rv, by, func() []*simworld.Watcher { return w.candidateWatchers(ns, name) })
+	if err == nil && lc != nil && cur == nil && w.fleet {
+		w.noteRegistered(ns, name, lc)
+	}
 	if err == nil && lc == nil && cur != nil && cur.Annotations[strategy.PriorityAnnotation] != "" {
 		// Created again, it carries no priority: its merit changes as
 		// if an operator had changed it (see annotate), and a controller
@@ -644,28 +661,30 @@ func (sc *simController) renewLock() {
 		renew, sent := sc.clk.Wall().Truncate(time.Microsecond), sc.clk.Now()
 		failed := sc.c.opts.WatchLag.ExpectRenewal(simNS, simLock, renew, sent)
 		w.After(w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase), func() {
-			err, applied := w.RequestError(simworld.LeasesGR, simLock)
-			if (err != nil && !applied) || w.ctrl != sc {
-				// Failed, or a standby holds the lock now: a deposed
-				// replica's renewal conflicts.
-				sc.act(failed)
-				return
-			}
-			if err == nil {
-				sc.lockSent = sent
-			}
-			lock := &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLock, ResourceVersion: w.NextRV()},
-				Spec: coordinationv1.LeaseSpec{
-					HolderIdentity: ptr.To(fmt.Sprintf("controller-%d", sc.id)),
-					RenewTime:      ptr.To(metav1.NewMicroTime(renew)),
-				},
-			}
-			w.lock = lock
-			w.Wrote()
-			for _, other := range w.ctrls {
-				other.leaseWatch.Send(lock.DeepCopy(), false)
-			}
+			w.Apply(func() {
+				err, applied := w.RequestError(simworld.LeasesGR, simLock)
+				if (err != nil && !applied) || w.ctrl != sc {
+					// Failed, or a standby holds the lock now: a deposed
+					// replica's renewal conflicts.
+					sc.act(failed)
+					return
+				}
+				if err == nil {
+					sc.lockSent = sent
+				}
+				lock := &coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLock, ResourceVersion: w.NextRV()},
+					Spec: coordinationv1.LeaseSpec{
+						HolderIdentity: ptr.To(fmt.Sprintf("controller-%d", sc.id)),
+						RenewTime:      ptr.To(metav1.NewMicroTime(renew)),
+					},
+				}
+				w.lock = lock
+				w.Wrote()
+				for _, other := range w.ctrls {
+					other.leaseWatch.Send(lock.DeepCopy(), false)
+				}
+			})
 		})
 	})
 	w.After(time.Duration(float64(simControllerRetryPeriod)/(1+sc.clk.Drift)), sc.renewLock)
@@ -733,7 +752,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 func (sc *simController) expireWatches(d time.Duration) {
 	w := sc.w
 	for _, sw := range sc.watches() {
-		sw.Expired = true
+		sw.Expire()
 	}
 	w.Tracef("controller %d's watches expire for %s", sc.id, d)
 	w.Late(w.Now.Add(d))
@@ -1005,17 +1024,18 @@ func (sc *simController) send(th *simThread, r *simRequest) {
 	w.Late(w.Now.Add(sent + back))
 	var obj runtime.Object
 	var err error
+	var appliedAt time.Time
 	w.After(sent, func() {
 		if sc.dead {
 			return // a replica that is gone makes no more requests
 		}
-		obj, err = r.do()
+		appliedAt = w.Apply(func() { obj, err = r.do() })
 	})
-	w.After(sent+back, func() {
+	w.After(sent+back, w.Answered(&appliedAt, back, func() {
 		sc.act(func() {
 			sc.turn(th, func() { th.answer(r, obj, err) }) // dropped when abandoned
 		})
-	})
+	}))
 }
 
 // simAccess is an access layer on the model server: its clients, and the
@@ -1132,6 +1152,10 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 	w.checkPreference(before, written)
 	if holderIdentity(written) != "" && (before == nil || holderIdentity(before) != holderIdentity(written)) {
 		w.res.elections++
+	}
+	if e.fleet && !e.firstNamed && holderIdentity(written) != "" {
+		e.firstNamed = true
+		w.checkFirstHolder(e, holderIdentity(written))
 	}
 	return written, err
 }
