@@ -60,10 +60,13 @@ type config struct {
 	candidateRenew time.Duration
 	steady         time.Duration
 	settle         time.Duration
-	convergeLimit  time.Duration
-	timeout        time.Duration
-	seed           uint64
-	pods           bool
+	// etcdStall: etcd is frozen that long every etcdStallEvery in the
+	// steady state.
+	etcdStall, etcdStallEvery time.Duration
+	convergeLimit             time.Duration
+	timeout                   time.Duration
+	seed                      uint64
+	pods                      bool
 
 	controllerBin  string
 	controllerArgs []string
@@ -93,6 +96,8 @@ func main() {
 	fs.DurationVar(&cfg.holderDuration, "holder-lease-duration", 40*time.Second, "leaseDurationSeconds a holder writes when it renews (4 renew intervals, as node Leases).")
 	fs.DurationVar(&cfg.candidateRenew, "candidate-renew-interval", candidate.DefaultCandidateRenewInterval, "How often a candidate renews its LeaseCandidate when nobody pings it (the library's default).")
 	fs.DurationVar(&cfg.steady, "steady", 5*time.Minute, "Length of the steady state measured after convergence.")
+	fs.DurationVar(&cfg.etcdStall, "etcd-stall", 0, "In the steady state, freeze etcd (SIGSTOP) for this long every --etcd-stall-every, as a disk that stops answering does: every client's writes, the holders' renewals and the controller's own among them, are late at once. 0: never.")
+	fs.DurationVar(&cfg.etcdStallEvery, "etcd-stall-every", 30*time.Second, "How often etcd is frozen in the steady state (see --etcd-stall).")
 	fs.DurationVar(&cfg.settle, "settle", 10*time.Second, "Pause between convergence and the steady-state measurement, for the writes of convergence to drain.")
 	fs.DurationVar(&cfg.convergeLimit, "converge-timeout", 10*time.Minute, "Give up waiting for convergence after this long (the run goes on to the steady state and reports the miss).")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "Bound on the whole benchmark. 0: computed from the other durations.")
@@ -138,6 +143,9 @@ func (c *config) validate() error {
 	}
 	if c.holderDuration%time.Second != 0 || c.holderDuration <= c.holderRenew {
 		errs = append(errs, fmt.Errorf("--holder-lease-duration=%s must be whole seconds and longer than --holder-renew-interval", c.holderDuration))
+	}
+	if c.etcdStall < 0 || (c.etcdStall > 0 && c.etcdStall >= c.etcdStallEvery) {
+		errs = append(errs, fmt.Errorf("--etcd-stall=%s must be 0, or positive and shorter than --etcd-stall-every=%s", c.etcdStall, c.etcdStallEvery))
 	}
 	if c.timeout == 0 {
 		per := 5*time.Minute + c.convergeLimit + c.settle + c.steady

@@ -47,6 +47,9 @@ func (r *result) print(w io.Writer, cfg *config) {
 	s := r.steady
 	fmt.Fprintf(w, "steady state (%s):\n", s.wall.Round(time.Second))
 	min := s.wall.Minutes()
+	if r.stalls.n > 0 {
+		fmt.Fprintf(w, "  etcd frozen %d times, %s each (every %s)\n", r.stalls.n, cfg.etcdStall, cfg.etcdStallEvery)
+	}
 	fmt.Fprintf(w, "  LeaseCandidate writes: %.0f/min (candidates' renewals %.0f/min, controller's pings %.0f/min, other %.0f/min)\n",
 		float64(s.fleet.renewals+s.fleet.pings+s.fleet.lcOther)/min, float64(s.fleet.renewals)/min, float64(s.fleet.pings)/min, float64(s.fleet.lcOther)/min)
 	fmt.Fprintf(w, "  holder changes: %d; Leases not held by their best candidate at the end: %d; holders' Lease writes %.0f/min (%.0f/min due); fleet writes refused for a stale resourceVersion %.0f/min\n",

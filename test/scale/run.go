@@ -52,6 +52,7 @@ type result struct {
 	podsCreated               time.Duration // --pods: the candidates' Pods created before the controller started
 	convergence, steady       phase
 	steadyWrong               int // Leases not right at the end of the steady state
+	stalls                    stallCount
 	nodeWrites, nodeSkipped   int64
 }
 
@@ -174,8 +175,17 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 	logger.Info("Measuring the steady state", "for", cfg.steady)
 	m = ctrl.begin(server, f)
 	profiles = ctrl.profile(runCtx, &wg, cfg, n, "steady", (cfg.steady-cfg.steadyProfile)/2, cfg.steadyProfile)
-	if err := sleepCtx(ctx, cfg.steady); err != nil {
+	stallCtx, endStalls := context.WithTimeout(ctx, cfg.steady)
+	stalls := make(chan stallCount, 1)
+	go func() { stalls <- stallEtcd(stallCtx, server, cfg) }()
+	err = sleepCtx(ctx, cfg.steady)
+	endStalls()
+	res.stalls = <-stalls
+	if err != nil {
 		return res, err
+	}
+	if res.stalls.err != nil {
+		return res, res.stalls.err
 	}
 	if res.steady, err = m.end(); err != nil {
 		return res, err
@@ -190,6 +200,45 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 	default:
 	}
 	return res, nil
+}
+
+// stallCount is what stallEtcd did.
+type stallCount struct {
+	n   int
+	err error
+}
+
+// stallEtcd freezes etcd for cfg.etcdStall every cfg.etcdStallEvery until
+// ctx ends (not at all without an etcdStall), and leaves it running.
+func stallEtcd(ctx context.Context, server *framework.Server, cfg *config) stallCount {
+	var c stallCount
+	if cfg.etcdStall <= 0 {
+		return c
+	}
+	logger := klog.FromContext(ctx)
+	for {
+		if err := sleepCtx(ctx, cfg.etcdStallEvery-cfg.etcdStall); err != nil {
+			return c
+		}
+		logger.Info("Freezing etcd", "for", cfg.etcdStall)
+		if err := server.PauseEtcd(); err != nil {
+			c.err = fmt.Errorf("freeze etcd: %w", err)
+			return c
+		}
+		c.n++
+		// Resumed however the steady state ends: a frozen etcd would
+		// hang the rest of the run.
+		timer := time.NewTimer(cfg.etcdStall)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+		}
+		if err := server.ResumeEtcd(); err != nil {
+			c.err = fmt.Errorf("resume etcd: %w", err)
+			return c
+		}
+	}
 }
 
 // controllerProc is the cle-controller child process and its endpoints.

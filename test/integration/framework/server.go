@@ -508,6 +508,14 @@ func (s *Server) PauseAPIServer() error { return s.apiserver.pause() }
 // ResumeAPIServer undoes PauseAPIServer with SIGCONT.
 func (s *Server) ResumeAPIServer() error { return s.apiserver.signal(syscall.SIGCONT) }
 
+// PauseEtcd freezes etcd with SIGSTOP, as a disk that stops answering
+// fsync does: kube-apiserver's writes, and the watches that wait for them,
+// hang until ResumeEtcd.
+func (s *Server) PauseEtcd() error { return s.etcd.pause() }
+
+// ResumeEtcd undoes PauseEtcd with SIGCONT.
+func (s *Server) ResumeEtcd() error { return s.etcd.signal(syscall.SIGCONT) }
+
 // APIServerPID is the pid of the running kube-apiserver (0 if none).
 func (s *Server) APIServerPID() int { return s.apiserver.pid() }
 
