@@ -554,13 +554,7 @@ func TestSlowWritesDoNotExpireALiveHolder(t *testing.T) {
 	h.clearWrites()
 	renewed := h.clock.Now()
 	h.step(10 * time.Second)
-	sent := h.clock.Now()
-	h.c.opts.WatchLag.ExpectRenewal("cle-system", "cle-controller", sent, sent)
-	h.step(4 * time.Second)
-	lock := lease(heldBy("cle"))
-	lock.Namespace, lock.Name = "cle-system", "cle-controller"
-	lock.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
-	h.c.opts.WatchLag.observe(lock, h.clock.Now())
+	h.slowLockRenewal(4 * time.Second)
 	h.step(2 * time.Second) // 16s since the renewal: past the Lease's 15s
 	_, _ = h.reconcileOnly()
 	if w := h.leaseWrites(); len(w) != 0 {

@@ -536,6 +536,18 @@ func (h *harness) renewLease(renewTime time.Time) {
 	h.serverUpdate(leasesGVR, l)
 }
 
+// slowLockRenewal has a renewal of the controller's own lock, sent now, show
+// in its watch d later (the clock steps d): a write that took d to show.
+func (h *harness) slowLockRenewal(d time.Duration) {
+	sent := h.clock.Now()
+	h.c.opts.WatchLag.ExpectRenewal("cle-system", "cle-controller", sent, sent)
+	h.step(d)
+	lock := lease(heldBy("cle"))
+	lock.Namespace, lock.Name = "cle-system", "cle-controller"
+	lock.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
+	h.c.opts.WatchLag.observe(lock, h.clock.Now())
+}
+
 // deleteHeldLease deletes the test Lease on the server, then lets its
 // holder's term run out on the controller's clock (a Lease deleted while
 // held is elected again only then; see departedUntil), the candidates

@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 )
 
 // TestPingBudget: elections take the whole budget; preemption checks only
@@ -121,13 +119,7 @@ func TestPingBudgetPace(t *testing.T) {
 // much; once they have shown promptly for a while, at the full rate again.
 func TestPingsPacedWhileWritesAreSlow(t *testing.T) {
 	h := newHarness(t, func(o *Options) { o.PingRate, o.PingBurst = 10, 10 })
-	sent := h.clock.Now()
-	h.c.opts.WatchLag.ExpectRenewal("cle-system", "cle-controller", sent, sent)
-	h.step(5 * time.Second)
-	lock := lease(heldBy("cle"))
-	lock.Namespace, lock.Name = "cle-system", "cle-controller"
-	lock.Spec.RenewTime = ptr.To(metav1.NewMicroTime(sent))
-	h.c.opts.WatchLag.observe(lock, h.clock.Now())
+	h.slowLockRenewal(5 * time.Second)
 	// Listed at start-up: their freshness is unknown, so electing needs pings.
 	var cands []runtime.Object
 	for i := range 6 {
