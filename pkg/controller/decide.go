@@ -220,6 +220,9 @@ type leaseWrite struct {
 	strategy                          coordinationv1.CoordinatedLeaseStrategy
 	// candidates describes the candidates, for the LeaderElected Event.
 	candidates string
+	// lostBy is the holder whose term an election ends unreleased (its
+	// Lease expired, or its process exited): see unsteadyUntil.
+	lostBy string
 }
 
 // logLine is one structured log line: V(level) msg, keysAndValues.
@@ -645,6 +648,12 @@ func (e *election) judge() {
 			e.contenders = append(e.contenders, holder.Name)
 			return
 		}
+		if holder != nil {
+			if until := e.unsteadyUntil(lc, holder); !until.IsZero() {
+				e.passOverUnsteady(lc, holder, until)
+				continue
+			}
+		}
 		state, deadline, rec := e.liveness(lc)
 		if (state == unknown || state == pinged) && e.v.record.held && e.aliveEqualBelow(i) {
 			continue
@@ -674,6 +683,35 @@ func (e *election) judge() {
 			e.d.wakeAt(deadline) // when an unreachable one is tried again
 		}
 	}
+}
+
+// unsteadyLosses is how many terms a candidate loses unreleased within
+// Options.UnsteadyWindow to be unsteady.
+const unsteadyLosses = 2
+
+// unsteadyUntil returns until when lc, better than the live holder, is not
+// preferred over it because its own terms keep ending unreleased (see
+// Options.UnsteadyWindow), or zero when it is preferred as usual: the rule
+// is off, lc emulates an older version than the holder (the version order is
+// never held back), or it lost fewer than unsteadyLosses terms within the
+// window.
+func (e *election) unsteadyUntil(lc, holder *coordinationv1beta1.LeaseCandidate) time.Time {
+	if e.o.UnsteadyWindow <= 0 || strategy.Preempts(strategy.OldestEmulationVersion{}, lc, holder) {
+		return time.Time{}
+	}
+	return e.v.record.unsteadyUntil(lc.Name, e.v.now, e.o.UnsteadyWindow)
+}
+
+// passOverUnsteady says why lc is not preferred over the holder until until,
+// and looks again then.
+func (e *election) passOverUnsteady(lc, holder *coordinationv1beta1.LeaseCandidate, until time.Time) {
+	e.d.wakeAt(until)
+	e.d.event(eventIntent{
+		topic: "unsteady/" + lc.Name, related: lc.Name, eventType: corev1.EventTypeNormal, reason: ReasonCandidateUnsteady, action: "Prefer",
+		note: fmt.Sprintf("Candidate %s ranks above holder %s, but %d of its terms ended unreleased (its Lease expired or its process exited) within %s; it is not preferred over a live holder until %s",
+			lc.Name, holder.Name, unsteadyLosses, e.o.UnsteadyWindow, until.UTC().Format(time.RFC3339)),
+		log: &logLine{level: 2, msg: "Not preferring an unsteady candidate over the live holder", kv: []any{"candidate", lc.Name, "holder", holder.Name, "until", until}},
+	})
 }
 
 // aliveEqualBelow reports whether a candidate ranked below the i-th one is
@@ -992,6 +1030,9 @@ func (e *election) elect() {
 		// is no renewal of that process's.
 		proof.Unstamp(clone)
 		w.lease = clone
+		if e.holder != "" && !e.leaseExpiredAt.IsZero() {
+			w.lostBy = e.holder
+		}
 	}
 	d.write = w
 }

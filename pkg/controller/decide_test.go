@@ -140,6 +140,10 @@ func elect(holder string, term int32, described string) part {
 	}
 }
 
+// endsTerm: the election ends holder's term unreleased (its Lease expired,
+// or its process exited).
+func endsTerm(holder string) part { return func(_ *view, d *decision) { d.write.lostBy = holder } }
+
 // steer sets preferredHolder ("" clears it) and the strategy.
 func steer(preferred string) part {
 	return func(v *view, d *decision) {
@@ -256,7 +260,7 @@ func TestDecide(t *testing.T) {
 		lease:  held("mid", transitions(2)),
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "mid", transitions: 2, observedAt: now.Add(-16 * time.Second)}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
 		cands:  []obsCand{seen(old, now.Add(-time.Second)), seen(mid, now.Add(-20*time.Second))},
-		want:   want(ranked("old", "mid"), hasBest(), elect("old", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(time.Second), wrote(leaseOptimal, leaseExpired), next(14*time.Second)),
+		want:   want(ranked("old", "mid"), hasBest(), elect("old", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), endsTerm("mid"), neededSince(time.Second), wrote(leaseOptimal, leaseExpired), next(14*time.Second)),
 	}, {
 		name:   "live holder late: pinged, so that its expiry tells whether it is gone",
 		lease:  held("old", transitions(2)),
@@ -301,13 +305,13 @@ func TestDecide(t *testing.T) {
 		lease:  held("old", transitions(2)),
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-16 * time.Second), renewGap: 2 * time.Second}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
 		cands:  []obsCand{seen(old, now.Add(-3*time.Second)), seen(mid, now.Add(-time.Second))},
-		want:   want(ranked("old", "mid"), hasBest(), elect("old", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(time.Second), wrote(leaseOptimal, leaseExpired), next(ttl-2*time.Second)),
+		want:   want(ranked("old", "mid"), hasBest(), elect("old", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), endsTerm("old"), neededSince(time.Second), wrote(leaseOptimal, leaseExpired), next(ttl-2*time.Second)),
 	}, {
 		name:   "expired holder that did not answer the ping sent while late: the next best at once",
 		lease:  held("old", transitions(2)),
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-15 * time.Second), renewGap: 2 * time.Second}, leaseHistory: leaseHistory{held: true, maxTransitions: 2}},
 		cands:  []obsCand{withRec(seen(old, now.Add(-30*time.Second)), func(r *candidateRecord) { r.pingedAt, r.pingSent = now.Add(-5*time.Second), true }), seen(mid, now.Add(-time.Second))},
-		want:   want(ranked("old", "mid"), hasBest(), unanswered("old", 5*time.Second), elect("mid", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(0), wrote(leaseOptimal, leaseExpired), next(14*time.Second)),
+		want:   want(ranked("old", "mid"), hasBest(), unanswered("old", 5*time.Second), elect("mid", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), endsTerm("old"), neededSince(0), wrote(leaseOptimal, leaseExpired), next(14*time.Second)),
 	}, {
 		name:   "expired holder whose candidate renewed before it was late: suspect, pinged",
 		lease:  held("old", transitions(2)),
@@ -432,7 +436,7 @@ func TestDecide(t *testing.T) {
 		exited: now.Add(-100 * time.Millisecond),
 		want: want(event(eventIntent{topic: ReasonHolderExited, eventType: "Normal", reason: ReasonHolderExited, action: "Elect",
 			note: "The kubelet reports that the process of holder old has exited; its term (leaseTransitions 2) is over before its Lease expires", counter: countHolderExited}),
-			ranked("old", "mid"), hasBest(), elect("mid", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(100*time.Millisecond), wrote(leaseOptimal, leaseExpired), next(14*time.Second)),
+			ranked("old", "mid"), hasBest(), elect("mid", 3, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), endsTerm("old"), neededSince(100*time.Millisecond), wrote(leaseOptimal, leaseExpired), next(14*time.Second)),
 	}, {
 		// Restarted in place: the container's next process registered a
 		// new instance before the report of the last one's exit was read.

@@ -191,6 +191,35 @@ type leaseHistory struct {
 	// been seen with: a holder whose renewals this controller did not see
 	// (a Lease deleted or created behind the cache) is given at least that.
 	longestDuration time.Duration
+	// losses are the terms that ended without their holder's release (its
+	// Lease expired, or its process exited, and this controller elected
+	// again) within Options.UnsteadyWindow, oldest first: see unsteadyUntil.
+	losses []termLoss
+}
+
+// termLoss is a term of candidate that ended unreleased at at.
+type termLoss struct {
+	candidate string
+	at        time.Time
+}
+
+// maxLosses bounds the losses kept per Lease.
+const maxLosses = 16
+
+// unsteadyUntil is until when candidate name, by its losses, is unsteady at
+// now: unsteadyLosses of its terms ended unreleased within window, and the
+// older of the last ones leaves the window then. Zero when it is steady.
+func (h *leaseHistory) unsteadyUntil(name string, now time.Time, window time.Duration) time.Time {
+	var recent []time.Time
+	for _, l := range h.losses {
+		if l.candidate == name && now.Sub(l.at) < window {
+			recent = append(recent, l.at)
+		}
+	}
+	if len(recent) < unsteadyLosses {
+		return time.Time{}
+	}
+	return recent[len(recent)-unsteadyLosses].Add(window)
 }
 
 // departedHolder is the holder of a deleted Lease (unknownHolder when the
@@ -719,6 +748,26 @@ func (r leaseRecord) written(replaced, written *coordinationv1.Lease, now time.T
 	r.maxTransitions = max(r.maxTransitions, ptr.Deref(written.Spec.LeaseTransitions, 0))
 	r.held = r.held || holderIdentity(written) != ""
 	return r
+}
+
+// noteLoss records that holder's term of the Lease key ended at now without
+// its release, keeping the losses of the last window (see
+// Options.UnsteadyWindow).
+func (o *observations) noteLoss(key types.NamespacedName, holder string, now time.Time, window time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	rec, ok := o.leases[key]
+	if !ok || window <= 0 {
+		return
+	}
+	kept := make([]termLoss, 0, len(rec.losses)+1)
+	for _, l := range rec.losses {
+		if now.Sub(l.at) < window {
+			kept = append(kept, l)
+		}
+	}
+	kept = append(kept, termLoss{candidate: holder, at: now})
+	rec.losses = kept[max(0, len(kept)-maxLosses):]
 }
 
 // noteCreateLost records that a create of the Lease at now failed because

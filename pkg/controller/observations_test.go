@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -298,7 +299,7 @@ func TestLeaseRecordTransitions(t *testing.T) {
 	}
 	seen := r
 	gone := r.leaseGone(false, t0.Add(2*time.Second), def)
-	if seen != r {
+	if !reflect.DeepEqual(seen, r) {
 		t.Error("leaseGone changed the record it was given")
 	}
 	if gone.observed || gone.departed != (departedHolder{holder: "a", until: t0.Add(41 * time.Second)}) {
@@ -331,7 +332,7 @@ func TestLeaseRecordTransitions(t *testing.T) {
 	if got := withProcess.leaseGone(true, t0.Add(4*time.Second), def).departed.process; got.Known() {
 		t.Errorf("deleted through a relist: departed process %+v, want none", got)
 	}
-	if left := gone.candidatesGone(); left.leaseHistory != gone.leaseHistory || left.observed || !left.firstJoin.IsZero() {
+	if left := gone.candidatesGone(); !reflect.DeepEqual(left.leaseHistory, gone.leaseHistory) || left.observed || !left.firstJoin.IsZero() {
 		t.Errorf("after the last candidate left: %+v, want only the history", left)
 	}
 }

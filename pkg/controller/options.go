@@ -56,6 +56,18 @@ type Options struct {
 	// Leases whose candidates all came later, do not wait. Default: the
 	// LeaseDuration; NoUnseenHolderWait turns it off.
 	UnseenHolderWait time.Duration
+	// UnsteadyWindow answers stale priorities: a candidate that lost
+	// unsteadyLosses terms within it without releasing them (its Lease
+	// expired, or its process exited) is not preferred over a live holder
+	// until the older of those losses leaves the window, so that a candidate
+	// ranked first that keeps failing (crash-looping, cut off now and then)
+	// does not take the Lease from a sound holder again and again. It is
+	// still elected when there is no live holder, and it is never kept from
+	// a holder that emulates a newer version than it does: the rule only
+	// ever holds back a preference (a priority), never the version order.
+	// The losses are this controller's memory: a replica that takes over
+	// starts without them. Default 5m; NoUnsteadyWindow turns it off.
+	UnsteadyWindow time.Duration
 	// PingRate bounds the pings sent per second, across all Leases, and
 	// PingBurst how many may go at once (see pingBudget). Defaults 100 and
 	// 200: below the default client rate of cle-controller (300 requests/s),
@@ -100,6 +112,11 @@ const (
 	// NoElectionGather as Options.ElectionGather elects a new Lease as soon
 	// as its first candidate is known to be the best alive.
 	NoElectionGather time.Duration = -1
+	// DefaultUnsteadyWindow is Options.UnsteadyWindow's default.
+	DefaultUnsteadyWindow = 5 * time.Minute
+	// NoUnsteadyWindow as Options.UnsteadyWindow prefers the best candidate
+	// over a live holder however often its terms ended unreleased.
+	NoUnsteadyWindow time.Duration = -1
 	// NoUnseenHolderWait as Options.UnseenHolderWait creates a Lease whose
 	// candidates were there when the controller started as soon as the best
 	// of them is known.
@@ -121,6 +138,7 @@ func (o *Options) complete() error {
 	setDefault(&o.UnresponsiveCandidateTTL, DefaultUnresponsiveCandidateTTL)
 	setDefault(&o.LeaseDuration, DefaultLeaseDuration)
 	setDefault(&o.ElectionGather, DefaultElectionGather)
+	setDefault(&o.UnsteadyWindow, DefaultUnsteadyWindow)
 	if o.UnseenHolderWait == 0 && o.LeaseDuration > 0 {
 		o.UnseenHolderWait = o.LeaseDuration
 	}
@@ -160,6 +178,9 @@ func (o *Options) complete() error {
 	}
 	if o.ElectionGather < 0 && o.ElectionGather != NoElectionGather {
 		errs = append(errs, fmt.Errorf("election gather must not be negative (zero takes the default, NoElectionGather turns it off), got %s", o.ElectionGather))
+	}
+	if o.UnsteadyWindow < 0 && o.UnsteadyWindow != NoUnsteadyWindow {
+		errs = append(errs, fmt.Errorf("unsteady window must not be negative (zero takes the default, NoUnsteadyWindow turns it off), got %s", o.UnsteadyWindow))
 	}
 	if o.UnseenHolderWait < 0 && o.UnseenHolderWait != NoUnseenHolderWait {
 		errs = append(errs, fmt.Errorf("unseen holder wait must not be negative (zero takes the default, NoUnseenHolderWait turns it off), got %s", o.UnseenHolderWait))

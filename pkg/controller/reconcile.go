@@ -29,6 +29,7 @@ const (
 	ReasonPingFailed         = "PingFailed"
 	ReasonTermsExhausted     = "FencingTokenExhausted"
 	ReasonHolderExited       = "HolderExited"
+	ReasonCandidateUnsteady  = "CandidateUnsteady"
 )
 
 // reconcile runs one election step for a Lease and returns when to look again
@@ -339,6 +340,9 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		result = resultCreated
 	}
 	c.opts.Metrics.Elections.WithLabelValues(result).Inc()
+	if w.lostBy != "" {
+		c.obs.noteLoss(v.key, w.lostBy, v.now, c.opts.UnsteadyWindow)
+	}
 	if w.winner != w.previousHolder {
 		c.opts.Metrics.LeaderChanges.Inc()
 	}

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
@@ -1012,7 +1013,7 @@ func (w *simWorld) checkElection(e *simElection) {
 	if e.bestFrom.After(from) {
 		from = e.bestFrom
 	}
-	if bound := w.bound(simBestBound); e.quietBest.IsZero() && w.Now.Sub(from) > bound && !e.exitedLately(w.Now) {
+	if bound := w.bound(simBestBound); e.quietBest.IsZero() && w.Now.Sub(from) > bound && !e.exitedLately(w.Now) && w.Now.Sub(w.unsteadyUntil(e, best)) > bound {
 		w.Fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.Now.Sub(from), bound)
 	}
 	// A candidate that is down (an adopter that lost its term exits, and is
@@ -1036,6 +1037,40 @@ func (w *simWorld) checkElection(e *simElection) {
 	if !e.steadyFrom.IsZero() && !bestLeads {
 		w.Fail("leadership changed in steady state: leaders %v", leaderNames(leaders))
 	}
+}
+
+// unsteadyUntil is until when, in true time, the active replica held or holds
+// best back from being preferred over a live holder because best's last terms
+// ended unreleased (Options.UnsteadyWindow: a Priority run's crashes and
+// pauses during the faults can make the best candidate unsteady for minutes
+// after they stop), past or not; zero when its records show no two losses.
+// The rule never holds back a candidate that emulates an older version than
+// the holder (so never under OldestEmulationVersion).
+func (w *simWorld) unsteadyUntil(e *simElection, best *simCandidate) time.Time {
+	sc := w.ctrl
+	if sc == nil {
+		return time.Time{}
+	}
+	if l, blc := e.lease(), best.registered(); l != nil && blc != nil {
+		if hlc := w.Candidate(simKey(e.ns, holderIdentity(l))); hlc != nil && strategy.Preempts(strategy.OldestEmulationVersion{}, blc, hlc) {
+			return time.Time{}
+		}
+	}
+	// The last two losses say until when it was, or is, held back (the
+	// replica trims older ones only at its next loss): the bound counts
+	// from then, whether or not that is past.
+	now := sc.clk.Now()
+	rec := sc.c.obs.lease(types.NamespacedName{Namespace: e.ns, Name: e.name}, nil, now)
+	var last []time.Time
+	for _, l := range rec.losses {
+		if l.candidate == best.name {
+			last = append(last, l.at)
+		}
+	}
+	if len(last) < unsteadyLosses {
+		return time.Time{}
+	}
+	return w.Now.Add(last[len(last)-unsteadyLosses].Add(DefaultUnsteadyWindow).Sub(now))
 }
 
 // exitedLately reports an adopter's process of e that exited on its own

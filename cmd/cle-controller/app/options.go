@@ -36,6 +36,7 @@ type Options struct {
 	UnresponsiveTTL    time.Duration
 	LeaseDuration      time.Duration
 	ElectionGather     time.Duration
+	UnsteadyWindow     time.Duration
 	UnseenHolderWait   time.Duration
 
 	ProofOfDeath     bool
@@ -89,6 +90,7 @@ func NewOptions() *Options {
 		UnresponsiveTTL:          controller.DefaultUnresponsiveCandidateTTL,
 		LeaseDuration:            controller.DefaultLeaseDuration,
 		ElectionGather:           controller.DefaultElectionGather,
+		UnsteadyWindow:           controller.DefaultUnsteadyWindow,
 		LeaderElect:              true,
 		LeaderElectLeaseDuration: 15 * time.Second,
 		LeaderElectRenewDeadline: 10 * time.Second,
@@ -119,6 +121,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.UnresponsiveTTL, "unresponsive-candidate-ttl", o.UnresponsiveTTL, "How long a candidate that did not answer a ping may go without renewing before it is deleted (twice the candidates' 5m renew interval by default; a live one creates it again at its next renewal).")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "leaseDurationSeconds of the Leases the controller creates (whole seconds).")
 	fs.DurationVar(&o.UnseenHolderWait, "unseen-holder-wait", o.UnseenHolderWait, "How long a replica that starts waits before it names a holder of a Lease that does not exist, or exists empty, while candidates for it were there before it started: the holder of a Lease deleted just before may act until its own lease duration has run out. Set it to the longest lease duration your components use when that is longer than --lease-duration. 0: --lease-duration.")
+	fs.DurationVar(&o.UnsteadyWindow, "unsteady-window", o.UnsteadyWindow, "A candidate that lost two terms within this window without releasing them (its Lease expired, or its process exited) is not preferred over a live holder until the older of those losses is this old: a stale priority, a candidate ranked first that keeps failing, does not take the Lease from a sound holder again and again. It is still elected when there is no live holder, and never kept from a holder that emulates a newer version than it does. 0 disables it.")
 	fs.DurationVar(&o.ElectionGather, "election-gather", o.ElectionGather, "Before the first election of a Lease that has never had a holder, wait this long from the first candidate seen for others starting at the same time (closed early once no candidate has joined for a fifth of it; both longer by how late the controller's own writes of the last 10s showed in the Lease watch), so that the best of them leads first instead of a worse one leading until it is preempted. The price: a new Lease's very first election takes up to this long; vacant or expired Leases with a history are elected at once. 0 disables it.")
 	fs.BoolVar(&o.ProofOfDeath, "proof-of-death", o.ProofOfDeath, "Read the status of Pods (needs get, list and watch on pods: see docs/security.md) and elect the next holder as soon as the kubelet reports that the container of the holder's process has exited, instead of when its Lease expires. Only a report naming the very process instance that holds the term counts (candidates of pkg/candidate register theirs); a Pod deleted, a node NotReady or a status missing is no proof, and the Lease expires as without this flag.")
 	fs.StringSliceVar(&o.PodNamespaces, "pod-namespaces", o.PodNamespaces, "With --proof-of-death, the namespaces whose Pods are read (comma-separated). Empty: those of --namespaces, or all.")
@@ -206,6 +209,9 @@ func (o *Options) Validate() error {
 	if o.ElectionGather < 0 {
 		errs = append(errs, fmt.Errorf("--election-gather=%s: must not be negative (0 disables it)", o.ElectionGather))
 	}
+	if o.UnsteadyWindow < 0 {
+		errs = append(errs, fmt.Errorf("--unsteady-window=%s: must not be negative (0 disables it)", o.UnsteadyWindow))
+	}
 	if !o.ProofOfDeath && (len(o.PodNamespaces) > 0 || o.PodLabelSelector != "") {
 		errs = append(errs, errors.New("--pod-namespaces and --pod-label-selector need --proof-of-death"))
 	}
@@ -236,6 +242,10 @@ func (o *Options) controllerOptions() controller.Options {
 	if gather == 0 {
 		gather = controller.NoElectionGather
 	}
+	unsteady := o.UnsteadyWindow
+	if unsteady == 0 {
+		unsteady = controller.NoUnsteadyWindow
+	}
 	return controller.Options{
 		PingTimeout:              o.PingTimeout,
 		PingRate:                 o.PingRate,
@@ -246,6 +256,7 @@ func (o *Options) controllerOptions() controller.Options {
 		LeaseDuration:            o.LeaseDuration,
 		ElectionGather:           gather,
 		UnseenHolderWait:         o.UnseenHolderWait,
+		UnsteadyWindow:           unsteady,
 	}
 }
 
