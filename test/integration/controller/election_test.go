@@ -60,6 +60,11 @@ func testBetterCandidateJoins(t *testing.T, m apiMode) {
 	// Lease writes only: the ping of b is a write of its candidate, which
 	// managedFields (to the second) cannot always tell from b's own.
 	w := e.watchControllerLeaseWrites(t)
+	// The Lease as it was before the count began: a loaded server may list
+	// the counting informer's initial state from a watch cache that has not
+	// caught up with a's election yet, and then deliver that election as an
+	// Add.
+	w.ignore(lease.ResourceVersion)
 	e.createCandidate("join", cand{name: "b", binary: "1.36.0", emulation: "1.35.0"})
 	e.answerPings("b")
 	lease = e.waitLease("join", 10*time.Second, "preferredHolder b", func(l *coordinationv1.Lease) bool {
