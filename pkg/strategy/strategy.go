@@ -95,12 +95,14 @@ func NewRegistry(strategies ...Strategy) (*Registry, error) {
 	return r, nil
 }
 
-// NewDefaultRegistry returns a new registry of the strategies cle ships: OldestEmulationVersion and Priority.
+// NewDefaultRegistry returns a new registry of the strategies cle ships: OldestEmulationVersion, Priority and
+// OldestEmulationVersionByCle.
 // Each call returns a fresh registry, so no caller can affect another.
 func NewDefaultRegistry() *Registry {
 	return &Registry{strategies: map[coordinationv1.CoordinatedLeaseStrategy]Strategy{
 		coordinationv1.OldestEmulationVersion: OldestEmulationVersion{},
 		PriorityName:                          Priority{},
+		OldestEmulationVersionByCleName:       OldestEmulationVersionByCle{},
 	}}
 }
 

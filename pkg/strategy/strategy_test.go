@@ -74,7 +74,7 @@ func TestNewDefaultRegistry(t *testing.T) {
 	if r1 == r2 {
 		t.Fatal("NewDefaultRegistry returned the same registry twice")
 	}
-	want, err := NewRegistry(OldestEmulationVersion{}, Priority{})
+	want, err := NewRegistry(OldestEmulationVersion{}, Priority{}, OldestEmulationVersionByCle{})
 	if err != nil {
 		t.Fatalf("the default strategies do not pass NewRegistry: %v", err)
 	}
