@@ -365,6 +365,27 @@ func (c *Controller) enqueue(key types.NamespacedName, now time.Time) {
 	c.queue.Add(key)
 }
 
+// Reconsider queues a step of every Lease with candidates now: what decides
+// which Leases this controller elects has changed (Options.ElectsBuiltin
+// turned true), and those it left alone are its own again.
+func (c *Controller) Reconsider() {
+	now := c.opts.Clock.Now()
+	seen := map[string]bool{}
+	for _, stores := range c.candidateStores {
+		for _, store := range stores {
+			for _, lease := range store.ListIndexFuncValues(byLeaseIndex) {
+				if seen[lease] {
+					continue
+				}
+				seen[lease] = true
+				if ns, name, err := cache.SplitMetaNamespaceKey(lease); err == nil {
+					c.enqueue(types.NamespacedName{Namespace: ns, Name: name}, now)
+				}
+			}
+		}
+	}
+}
+
 // requeue queues the election of the Lease key again after d, as its last
 // step asked at now: that step is due at now+d, and is judged as of then
 // however late a worker gets to it.
@@ -665,7 +686,7 @@ func (c *Controller) holderNewer(v *view) bool {
 			holder = oc.lc
 		}
 	}
-	if holder == nil || holder.Spec.Strategy != coordinationv1.OldestEmulationVersion {
+	if holder == nil || !strategy.VersionOrdered(holder.Spec.Strategy) {
 		return false
 	}
 	for _, oc := range v.candidates {

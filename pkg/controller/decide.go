@@ -71,6 +71,9 @@ type view struct {
 	// departedExited: the kubelet reported that the process of the deleted
 	// Lease's holder (record.departed) has exited; its term is over.
 	departedExited bool
+	// builtinLeft: the strategies kube-apiserver's election controller
+	// elects (strategy.Builtin) are left to it (Options.ElectsBuiltin).
+	builtinLeft bool
 }
 
 // observedCandidate is a candidate as cached with its record.
@@ -313,6 +316,12 @@ func decide(o *Options, v *view) decision {
 		return d
 	}
 	strat, ok := o.Strategies.Get(res.Strategy)
+	if ok && v.builtinLeft && strategy.Builtin(res.Strategy) {
+		d.log(4, "Strategy left to kube-apiserver's election controller while this replica does not hold the lock they share; leaving the Lease alone", "strategy", res.Strategy)
+		d.outcome, d.unwritten = leaseUnmanaged, leaseUnmanaged
+		d.settled = true
+		return d
+	}
 	if !ok {
 		// Another controller owns this strategy: no pings, no writes.
 		d.log(4, "Strategy not handled here; leaving the Lease alone", "strategy", res.Strategy)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/proof"
+	"github.com/cle-dev/cle/pkg/strategy"
 )
 
 // The election rules as tables over decide: a view in, a decision out, no
@@ -140,6 +141,20 @@ func elect(holder string, term int32, described string) part {
 	}
 }
 
+// under: the write is made under strategy s.
+func under(s coordinationv1.CoordinatedLeaseStrategy) part {
+	return func(_ *view, d *decision) {
+		d.write.strategy, d.write.lease.Spec.Strategy = s, ptr.To(s)
+	}
+}
+
+// cleOEV is lc asking for cle's OldestEmulationVersion.
+func cleOEV(lc *coordinationv1beta1.LeaseCandidate) *coordinationv1beta1.LeaseCandidate {
+	lc = lc.DeepCopy()
+	lc.Spec.Strategy = strategy.OldestEmulationVersionByCleName
+	return lc
+}
+
 // endsTerm: the election ends holder's term unreleased (its Lease expired,
 // or its process exited).
 func endsTerm(holder string) part { return func(_ *view, d *decision) { d.write.lostBy = holder } }
@@ -190,7 +205,10 @@ func TestDecide(t *testing.T) {
 		// holder's.
 		exited         time.Time
 		departedExited bool
-		want           func(*view) decision
+		// builtinLeft: kube-apiserver's controller elects the built-in
+		// strategies (Options.ElectsBuiltin is false).
+		builtinLeft bool
+		want        func(*view) decision
 	}{{
 		name:  "no candidates",
 		lease: held("x"),
@@ -199,6 +217,16 @@ func TestDecide(t *testing.T) {
 		name:  "no Lease, fresh candidates: create for the best",
 		cands: []obsCand{seen(mid, now.Add(-time.Second)), seen(old, now.Add(-time.Second))},
 		want:  want(ranked("old", "mid"), hasBest(), create("old", 1, false, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(0), wrote(leaseOptimal, leaseVacant), next(14*time.Second)),
+	}, {
+		name:        "no Lease, fresh candidates of OldestEmulationVersion while kube-apiserver's controller elects it: left alone",
+		cands:       []obsCand{seen(mid, now.Add(-time.Second)), seen(old, now.Add(-time.Second))},
+		builtinLeft: true,
+		want:        want(ranked(), leftAsIs(), state(leaseUnmanaged), next(ttl)),
+	}, {
+		name:        "no Lease, fresh candidates of cle's OldestEmulationVersion while kube-apiserver's controller elects the built-in one: created",
+		cands:       []obsCand{seen(cleOEV(mid), now.Add(-time.Second)), seen(cleOEV(old), now.Add(-time.Second))},
+		builtinLeft: true,
+		want:        want(ranked("old", "mid"), hasBest(), create("old", 1, false, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), under(strategy.OldestEmulationVersionByCleName), neededSince(0), wrote(leaseOptimal, leaseVacant), next(14*time.Second)),
 	}, {
 		name:  "no Lease, the best's freshness unknown: ping it and wait",
 		cands: []obsCand{seen(mid, now.Add(-time.Second)), seen(old, time.Time{})},
@@ -464,7 +492,7 @@ func TestDecide(t *testing.T) {
 			if tc.lease != nil {
 				tc.lease.ResourceVersion = "1"
 			}
-			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, spread: tc.spread, holderExitedAt: tc.exited, departedExited: tc.departedExited}
+			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: tc.cands, now: now, judgeAt: now, spread: tc.spread, holderExitedAt: tc.exited, departedExited: tc.departedExited, builtinLeft: tc.builtinLeft}
 			opts := Options{}
 			if err := opts.complete(); err != nil {
 				t.Fatal(err)

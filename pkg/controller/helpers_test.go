@@ -591,7 +591,14 @@ func (h *harness) serverCandidate(name string) *coordinationv1beta1.LeaseCandida
 // serverLease returns the test Lease as stored, or nil.
 func (h *harness) serverLease() *coordinationv1.Lease {
 	h.t.Helper()
-	obj, err := h.client.Tracker().Get(leasesGVR, testNS, testLease)
+	return h.serverLeaseNamed(testLease)
+}
+
+// serverLeaseNamed is the Lease name of the test namespace as the API has
+// it (nil: none).
+func (h *harness) serverLeaseNamed(name string) *coordinationv1.Lease {
+	h.t.Helper()
+	obj, err := h.client.Tracker().Get(leasesGVR, testNS, name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

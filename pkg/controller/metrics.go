@@ -191,7 +191,7 @@ func (c *stateGauge) Collect(ch chan<- prometheus.Metric) {
 const leaseStatesHelp = "optimal (a live holder no candidate beats on merit), " +
 	"preempting (a live candidate beats the holder on merit; preferredHolder names it), vacant (no Lease or no holder), " +
 	"expired (the holder stopped renewing), conflict (candidates disagree on the strategy, or none has a valid binaryVersion), " +
-	"unmanaged (held by a non-candidate, or a strategy this controller does not run)."
+	"unmanaged (held by a non-candidate, or a strategy this controller does not run or leaves to kube-apiserver's election controller)."
 
 // leaseReport is one Lease with candidates, as the controller last judged
 // it.
@@ -229,7 +229,7 @@ func newLeaseCollector() *leaseCollector {
 			"The lease duration of a Lease that has this series in cle_lease_leaderless_seconds: an election taking longer than it has failed.",
 			perLease, nil),
 		newer: prometheus.NewDesc("cle_lease_holder_newer_than_candidate",
-			"1 while a Lease of the OldestEmulationVersion strategy is held by a candidate that emulates a newer version than a live candidate (one neither expired nor silent to a ping); only such Leases have this series.",
+			"1 while a Lease of the OldestEmulationVersion strategy (or cle.dev/OldestEmulationVersion) is held by a candidate that emulates a newer version than a live candidate (one neither expired nor silent to a ping); only such Leases have this series.",
 			perLease, nil),
 	}
 }

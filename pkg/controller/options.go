@@ -82,6 +82,16 @@ type Options struct {
 	// makes no Lease write (creates carry no precondition, and a standby may
 	// have elected meanwhile) and looks again shortly. Nil: always.
 	Holding func() bool
+	// ElectsBuiltin reports whether this controller elects the Leases whose
+	// strategy kube-apiserver's election controller elects too
+	// (strategy.Builtin: OldestEmulationVersion). In native mode, beside
+	// that controller, it is true only while this replica holds the lock
+	// they share (kube-system/leader-election-controller) by the same rule
+	// as Holding; while it is false such Leases are left alone as another
+	// controller's, unpinged and unwritten, and this controller elects only
+	// the Leases of cle's own strategies. Call Controller.Reconsider when it
+	// turns true. Nil: always true.
+	ElectsBuiltin func() bool
 	// Clock is the only time source of the controller. Default: real time.
 	Clock clock.WithTicker
 	// Recorder emits Events on Leases. Default: none.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/proof"
+	"github.com/cle-dev/cle/pkg/strategy"
 )
 
 // Event reasons, on the Lease.
@@ -53,12 +54,18 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	return c.apply(ctx, v, &d)
 }
 
+// electsBuiltin: see Options.ElectsBuiltin.
+func (c *Controller) electsBuiltin() bool {
+	return c.opts.ElectsBuiltin == nil || c.opts.ElectsBuiltin()
+}
+
 // snapshot reads what decide needs about the Lease key from the caches and
 // the records, as of now.
 func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
 	v := &view{key: key, now: now, judgeAt: now, spread: c.opts.WatchLag.Spread(now)}
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
+	v.builtinLeft = !c.electsBuiltin()
 	if c.exits != nil { // the proof of death: see exits.go
 		v.holderExitedAt = c.exits.exitedAt(proof.HolderProcess(v.lease))
 		v.departedExited = !c.exits.exitedAt(v.record.departed.process).IsZero()
@@ -297,6 +304,11 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		logger.V(2).Info("Not writing the Lease: this replica's own lock was not renewed within its renew deadline, so another replica may be active",
 			"write", w.kind, "recheck", ownLockRecheck)
 		return false, v.now.Add(ownLockRecheck), nil
+	}
+	if strategy.Builtin(w.strategy) && !c.electsBuiltin() {
+		logger.V(2).Info("Not writing the Lease: kube-apiserver's election controller may elect it now, as this replica no longer holds the lock they share",
+			"write", w.kind, "strategy", w.strategy)
+		return false, time.Time{}, nil
 	}
 	leases := c.access.Leases(v.key.Namespace)
 	var (
