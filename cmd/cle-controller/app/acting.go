@@ -29,6 +29,11 @@ type actingWatch struct {
 	// =false) and elects whatever the lock says, so cle acts; in native mode
 	// kube-apiserver's controller may act as well.
 	alwaysCle bool
+	// shared, in native mode, follows the lock of kube-apiserver's election
+	// controller, which the replica holding this watch's lock (cle's own)
+	// contends for: kube-apiserver's controller acts while it holds it, and
+	// cle elects the Leases of its own strategies meanwhile.
+	shared *actingWatch
 
 	mu       sync.Mutex
 	lock     *coordinationv1.Lease
@@ -74,8 +79,9 @@ func (w *actingWatch) current() access.ActingController {
 // replica, 1 for the controller that acts.
 func (w *actingWatch) collector() prometheus.Collector {
 	return &actingCollector{w: w, desc: prometheus.NewDesc("cle_election_controller_acting",
-		"1 for the election controller that acts, as this replica sees the election controller's lock: cle (this cle-controller deployment) or kube-apiserver (the controller built into kube-apiserver, which cle stands by for in native mode); "+
-			"0 for the other. Every replica, active or standby, reports both: max(cle_election_controller_acting) is 0 when nobody elects.",
+		"1 for each election controller that acts, as this replica sees the election controllers' locks: cle (this cle-controller deployment) or kube-apiserver (the controller built into kube-apiserver, in native mode). "+
+			"In native mode both may act at once: kube-apiserver elects the Leases of OldestEmulationVersion while it holds its lock, and cle those of its own strategies, and every Lease while it holds that lock as well. "+
+			"Every replica, active or standby, reports both: max(cle_election_controller_acting) is 0 when nobody elects.",
 		[]string{"controller"}, nil)}
 }
 
@@ -87,10 +93,18 @@ type actingCollector struct {
 func (c *actingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *actingCollector) Collect(ch chan<- prometheus.Metric) {
-	acting := c.w.current().Controller
+	acting := map[string]bool{c.w.current().Controller: true}
+	if c.w.alwaysCle {
+		acting[access.ActingCle] = true
+	}
+	if c.w.shared != nil {
+		// Either cle-controller holds both locks, or kube-apiserver's
+		// controller the shared one and cle's its own: both act then.
+		acting[c.w.shared.current().Controller] = true
+	}
 	for _, who := range []string{access.ActingCle, access.ActingKubeAPIServer} {
 		v := 0.0
-		if acting == who || (who == access.ActingCle && c.w.alwaysCle) {
+		if acting[who] {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, who)

@@ -87,3 +87,75 @@ func TestHeldLockCountsASuspend(t *testing.T) {
 		})
 	}
 }
+
+// recordLock serves a record to Get and counts the writes that reach it.
+type recordLock struct {
+	fakeLock
+	record resourcelock.LeaderElectionRecord
+	getErr error
+	writes int
+}
+
+func (r *recordLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	if r.getErr != nil {
+		return nil, nil, r.getErr
+	}
+	rec := r.record
+	return &rec, []byte(rec.HolderIdentity + "/" + rec.RenewTime.String()), nil
+}
+
+func (r *recordLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	r.writes++
+	return r.fakeLock.Update(ctx, ler)
+}
+
+// TestDeferringLock: cle-controller takes kube-apiserver's controller's lock
+// from another holder only once its record has stood unchanged, over reads
+// that succeeded, for the record's lease duration and the extra; it takes a
+// vacant lock, and renews its own, at once.
+func TestDeferringLock(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	inner := &recordLock{fakeLock: fakeLock{id: "me"}}
+	inner.record = resourcelock.LeaderElectionRecord{HolderIdentity: "apiserver-a", LeaseDurationSeconds: 15}
+	l := &deferringLock{Interface: inner, extra: 15 * time.Second, now: func() time.Time { return now }}
+	ctx := context.Background()
+	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
+	take := func() error {
+		if _, _, err := l.Get(ctx); err != nil {
+			return err
+		}
+		return l.Update(ctx, mine)
+	}
+	if err := take(); err == nil {
+		t.Fatal("took a lock another holder had just renewed")
+	}
+	now = now.Add(20 * time.Second)
+	if err := take(); err == nil {
+		t.Fatal("took the lock 20s after its holder last renewed it; want 30s (its lease duration and the extra)")
+	}
+	inner.getErr = errors.New("unavailable")
+	now = now.Add(5 * time.Second)
+	if _, _, err := l.Get(ctx); err == nil {
+		t.Fatal("the failed read's error was lost")
+	}
+	inner.getErr = nil
+	now = now.Add(5 * time.Second)
+	if err := take(); err == nil {
+		t.Fatal("took the lock right after reads failed: the holder gets its whole wait once the lock can be read again")
+	}
+	now = now.Add(30 * time.Second)
+	if err := take(); err != nil {
+		t.Fatalf("did not take a lock unchanged for 30s of reads: %v", err)
+	}
+	inner.record = resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 15}
+	if err := take(); err != nil {
+		t.Fatalf("did not renew its own lock: %v", err)
+	}
+	inner.record = resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 15} // released by its holder
+	if err := take(); err != nil {
+		t.Fatalf("did not take a vacant lock at once: %v", err)
+	}
+	if inner.writes != 3 {
+		t.Errorf("%d writes reached the lock, want 3", inner.writes)
+	}
+}

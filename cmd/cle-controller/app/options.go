@@ -66,12 +66,26 @@ type Options struct {
 const defaultLockNamespace = "kube-system"
 
 // lockName is the name of the controller's own Lease: the one given by flag,
-// or the API mode's default.
-func (o *Options) lockName(acc access.Interface) string {
+// or access.PortableControllerLock in either API mode.
+func (o *Options) lockName() string {
 	if o.LeaderElectResourceName != "" {
 		return o.LeaderElectResourceName
 	}
-	return acc.ControllerLockName()
+	return access.PortableControllerLock
+}
+
+// sharedLockName is, in native mode, the lock of the election controller
+// built into kube-apiserver, which the replica holding the controller's own
+// Lease contends for too: only while it holds that one as well does it elect
+// the Leases of OldestEmulationVersion (see controller.Options.ElectsBuiltin).
+// "" in portable mode, and when the controller's own Lease is that lock
+// (--leader-elect-resource-name=leader-election-controller): the holder then
+// elects every Lease.
+func (o *Options) sharedLockName(mode access.Mode) string {
+	if mode != access.ModeNative || o.lockName() == access.NativeControllerLock {
+		return ""
+	}
+	return access.NativeControllerLock
 }
 
 // NewOptions returns the defaults.
@@ -130,7 +144,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "Lease duration of the controller's own leader election.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the active replica keeps trying to renew before it stops acting.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "Interval between attempts to acquire or renew the controller's own Lease.")
-	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the controller's own Lease. Empty: "+access.NativeControllerLock+" in native mode (the built-in controller's Lease, so only one coordinated election controller acts), "+access.PortableControllerLock+" in portable mode.")
+	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the controller's own Lease. Empty: "+access.PortableControllerLock+". In native mode the replica that holds it contends for "+access.NativeControllerLock+" in the same namespace too, the lock of the election controller built into kube-apiserver: it elects the Leases of cle's own strategies (cle.dev/...) always, and those of OldestEmulationVersion only while it holds that lock as well, so that only one controller elects each Lease. "+access.NativeControllerLock+" here makes it the only lock: the replica elects every Lease while it holds it, and nothing otherwise.")
 	fs.StringVar(&o.LeaderElectResourceNS, "leader-elect-resource-namespace", o.LeaderElectResourceNS, "Namespace of the controller's own Lease.")
 	fs.StringVar(&o.LeaderElectIdentity, "leader-elect-identity", o.LeaderElectIdentity, "Identity in the controller's own Lease. Empty: hostname and a random suffix.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address serving Prometheus metrics on /metrics; 0 disables it.")

@@ -4,11 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/controller"
@@ -39,32 +35,31 @@ func TestValidateAPIMode(t *testing.T) {
 	}
 }
 
-// TestLockName checks the controller's own Lease: the built-in
-// controller's in native mode, its own in portable mode, the flag's when
-// given.
+// TestLockName checks the controller's own Lease (cle-controller, or the
+// flag's) and, in native mode, the lock it shares with kube-apiserver's
+// election controller (none when its own Lease is that lock).
 func TestLockName(t *testing.T) {
-	native := access.NewNative(fake.NewClientset())
-	portable, err := access.NewPortable(access.Clients{Kube: fake.NewClientset(), Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct {
-		args []string
-		acc  access.Interface
-		want string
+		args         []string
+		mode         access.Mode
+		want, shared string
 	}{
-		{nil, native, "leader-election-controller"},
-		{nil, portable, "cle-controller"},
-		{[]string{"--leader-elect-resource-name=mine"}, native, "mine"},
-		{[]string{"--leader-elect-resource-name=mine"}, portable, "mine"},
+		{nil, access.ModeNative, "cle-controller", "leader-election-controller"},
+		{nil, access.ModePortable, "cle-controller", ""},
+		{[]string{"--leader-elect-resource-name=mine"}, access.ModeNative, "mine", "leader-election-controller"},
+		{[]string{"--leader-elect-resource-name=mine"}, access.ModePortable, "mine", ""},
+		{[]string{"--leader-elect-resource-name=leader-election-controller"}, access.ModeNative, "leader-election-controller", ""},
 	}
 	for _, tc := range tests {
 		o := parse(t, tc.args...)
 		if err := o.Validate(); err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		if got := o.lockName(tc.acc); got != tc.want {
-			t.Errorf("%v in %s mode: lock %q, want %q", tc.args, tc.acc.Mode(), got, tc.want)
+		if got := o.lockName(); got != tc.want {
+			t.Errorf("%v in %s mode: lock %q, want %q", tc.args, tc.mode, got, tc.want)
+		}
+		if got := o.sharedLockName(tc.mode); got != tc.shared {
+			t.Errorf("%v in %s mode: shared lock %q, want %q", tc.args, tc.mode, got, tc.shared)
 		}
 		if o.LeaderElectResourceNS != "kube-system" {
 			t.Errorf("lock namespace %q, want kube-system", o.LeaderElectResourceNS)

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -143,8 +144,16 @@ func Run(ctx context.Context, o *Options) error {
 	// The watch's lag outlives a leadership term: the next term starts with
 	// what this one measured.
 	lag := &controller.WatchLag{}
-	lockName := o.lockName(acc)
-	acting := newActingWatch(client, acc.Mode(), o.LeaderElectResourceNS, lockName)
+	lockName, sharedName := o.lockName(), o.sharedLockName(acc.Mode())
+	var acting *actingWatch
+	if sharedName == "" {
+		acting = newActingWatch(client, acc.Mode(), o.LeaderElectResourceNS, lockName)
+	} else {
+		// Only cle-controller takes its own Lease, and kube-apiserver's
+		// controller acts while it holds the shared one.
+		acting = newActingWatch(client, access.ModePortable, o.LeaderElectResourceNS, lockName)
+		acting.shared = newActingWatch(client, access.ModeNative, o.LeaderElectResourceNS, sharedName)
+	}
 	// Without its own leader election this replica elects whoever holds the
 	// lock.
 	acting.alwaysCle = !o.LeaderElect
@@ -161,6 +170,9 @@ func Run(ctx context.Context, o *Options) error {
 		clientMetrics.leader.WithLabelValues(leaderElectionName).Set(0) // a standby reports 0 from the start
 	}
 	servers.Go(func() { acting.run(ctx) })
+	if acting.shared != nil {
+		servers.Go(func() { acting.shared.run(ctx) })
+	}
 
 	// Events go through a client of their own, so that their rate limit is
 	// their own: a burst of elections and their Events never makes an
@@ -195,8 +207,13 @@ func Run(ctx context.Context, o *Options) error {
 	}
 
 	// holding tells the controller whether this replica's own lock is
-	// still held by its own clock (nil without leader election).
-	var holding func() bool
+	// still held by its own clock (nil without leader election); shared,
+	// in native mode, contends for kube-apiserver's controller's lock while
+	// this replica holds its own.
+	var (
+		holding func() bool
+		shared  *sharedLock
+	)
 	// term runs the election controller for one leadership term. It fails
 	// only when the controller cannot be built, which ends the process: a
 	// replica that holds the lock must elect, not just renew.
@@ -216,6 +233,9 @@ func Run(ctx context.Context, o *Options) error {
 		copts := o.controllerOptions()
 		copts.Recorder, copts.Metrics, copts.WatchLag = recorder, metrics, lag
 		copts.Holding = holding
+		if shared != nil {
+			copts.ElectsBuiltin = shared.held.holding
+		}
 		c, err := controller.New(acc, informers, copts)
 		if err != nil {
 			return fmt.Errorf("build the election controller: %w", err)
@@ -223,7 +243,12 @@ func Run(ctx context.Context, o *Options) error {
 		s.current.Store(c)
 		defer s.current.Store(nil)
 		waitInformers := informers.Start(ctx)
+		var sharedDone sync.WaitGroup
+		if shared != nil {
+			sharedDone.Go(func() { shared.run(ctx, c.Reconsider) })
+		}
 		c.Run(ctx, o.Workers)
+		sharedDone.Wait()
 		waitInformers()
 		return nil
 	}
@@ -257,6 +282,16 @@ func Run(ctx context.Context, o *Options) error {
 	held := &heldLock{Interface: lock, renewDeadline: o.LeaderElectRenewDeadline, now: time.Now}
 	lock = held
 	holding = held.holding
+	if sharedName != "" {
+		shared = newSharedLock(client, o, sharedName, id)
+		// While another cle-controller holds the shared lock (a replica of
+		// an older release during an upgrade, which elects every Lease under
+		// it), this one writes nothing.
+		holding = func() bool {
+			a := acting.shared.current()
+			return held.holding() && (a.Controller != access.ActingCle || a.Holder == id)
+		}
+	}
 	// Leadership is lost, not fatal: stop the controller cleanly and rejoin
 	// the election.
 	for ctx.Err() == nil {
@@ -463,10 +498,14 @@ func (l *heldLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRe
 }
 
 // note records a write that named this replica holder and succeeded; a
-// release (no holder) does not renew anything.
+// release (no holder) ends the holding at once.
 func (l *heldLock) note(ler resourcelock.LeaderElectionRecord, sent time.Time, err error) {
-	if err == nil && ler.HolderIdentity == l.Identity() {
+	switch {
+	case err != nil:
+	case ler.HolderIdentity == l.Identity():
 		l.sent.Store(&sent)
+	default:
+		l.sent.Store(nil) // released
 	}
 }
 
@@ -494,4 +533,125 @@ func (l lagLock) Update(ctx context.Context, ler resourcelock.LeaderElectionReco
 		failed()
 	}
 	return err
+}
+
+// sharedLock is, in native mode, the replica's contention for the lock of
+// the election controller built into kube-apiserver, which runs while the
+// replica holds its own Lease: while it holds this one too, it elects the
+// Leases of OldestEmulationVersion as well as those of cle's strategies.
+type sharedLock struct {
+	ref                                 klog.ObjectRef
+	held                                *heldLock
+	leaseDuration, renewDeadline, retry time.Duration
+}
+
+func newSharedLock(client kubernetes.Interface, o *Options, name, id string) *sharedLock {
+	meta := metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: name}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  meta,
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		Labels:     map[string]string{access.ControllerHolderLabel: access.ControllerHolderHash(id)},
+	}
+	deferring := &deferringLock{Interface: lock, extra: o.LeaderElectLeaseDuration, now: time.Now}
+	return &sharedLock{
+		ref:           klog.KRef(meta.Namespace, meta.Name),
+		held:          &heldLock{Interface: deferring, renewDeadline: o.LeaderElectRenewDeadline, now: time.Now},
+		leaseDuration: o.LeaderElectLeaseDuration, renewDeadline: o.LeaderElectRenewDeadline, retry: o.LeaderElectRetryPeriod,
+	}
+}
+
+// run contends for the lock until ctx is done, and releases it then; each
+// time it acquires the lock it calls acquired.
+func (l *sharedLock) run(ctx context.Context, acquired func()) {
+	logger := klog.FromContext(ctx)
+	ref := l.ref
+	for ctx.Err() == nil {
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            l.held,
+			LeaseDuration:   l.leaseDuration,
+			RenewDeadline:   l.renewDeadline,
+			RetryPeriod:     l.retry,
+			ReleaseOnCancel: true,
+			Name:            sharedElectionName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					logger.Info("Holding the lock of kube-apiserver's election controller: electing the Leases of OldestEmulationVersion too", "lock", ref)
+					acquired()
+					<-ctx.Done()
+				},
+				OnStoppedLeading: func() {
+					logger.Info("Not holding the lock of kube-apiserver's election controller: electing only the Leases of cle's strategies", "lock", ref)
+				},
+				OnNewLeader: func(holder string) {
+					logger.V(2).Info("Holder of kube-apiserver's election controller's lock observed", "lock", ref, "holder", holder)
+				},
+			},
+		})
+		if err != nil { // the timings were validated with the own lock's
+			logger.Error(err, "Cannot contend for the lock of kube-apiserver's election controller", "lock", ref)
+			return
+		}
+		le.Run(ctx)
+	}
+}
+
+// sharedElectionName names the contention for kube-apiserver's election
+// controller's lock in leader_election_master_status.
+const sharedElectionName = "leader-election-controller"
+
+// deferringLock is the shared lock as cle-controller contends for it: it
+// takes the lock from another holder only once that holder's record has not
+// changed for the record's lease duration and extra more, while client-go's
+// elector would take it after its own lease duration. kube-apiserver's
+// electors, which retry every couple of seconds, so get it back first after
+// a kube-apiserver restart, and cle-controller elects the Leases of
+// OldestEmulationVersion only when no kube-apiserver renews the lock. A
+// vacant or released lock, or none, is taken at once. The wait counts only
+// time over which the lock could be read.
+type deferringLock struct {
+	resourcelock.Interface
+	extra time.Duration
+	now   func() time.Time
+
+	mu      sync.Mutex
+	raw     []byte
+	record  resourcelock.LeaderElectionRecord
+	changed time.Time // when raw was first read
+}
+
+func (l *deferringLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err != nil:
+		// Unchanged is counted only over reads: once the lock can be read
+		// again (the API server back from a restart), its holder has the
+		// whole wait to renew it.
+		l.raw = nil
+	case !bytes.Equal(raw, l.raw):
+		l.raw, l.record, l.changed = raw, *rec, l.now()
+	}
+	return rec, raw, err
+}
+
+func (l *deferringLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if wait := l.deferFor(ler); wait > 0 {
+		return fmt.Errorf("lock held by %s until lately: leaving it to kube-apiserver's electors for %s more", l.record.HolderIdentity, wait.Round(time.Millisecond))
+	}
+	return l.Interface.Update(ctx, ler)
+}
+
+// deferFor is how much longer a write of ler that takes the lock from
+// another holder waits.
+func (l *deferringLock) deferFor(ler resourcelock.LeaderElectionRecord) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.Identity()
+	if ler.HolderIdentity != id || l.record.HolderIdentity == "" || l.record.HolderIdentity == id {
+		return 0
+	}
+	hold := time.Duration(l.record.LeaseDurationSeconds)*time.Second + l.extra
+	return hold - lead.Elapsed(l.now(), l.changed)
 }
