@@ -70,6 +70,11 @@ func PrintStatus(w io.Writer, list *LeaseStatusList, f Format, allNamespaces boo
 		if _, err := fmt.Fprintf(w, "Election controller: %s\n", list.ElectionController.Summary(now)); err != nil {
 			return err
 		}
+		if cs := list.ElectionController.CleStrategies; cs != nil {
+			if _, err := fmt.Fprintf(w, "Election controller of cle.dev strategies: %s\n", cs.Summary(now)); err != nil {
+				return err
+			}
+		}
 	}
 	if len(list.Items) == 0 {
 		return nil
@@ -122,6 +127,9 @@ func PrintDescription(w io.Writer, d *LeaseDescription, f Format, now time.Time)
 	field("API mode", string(s.APIMode))
 	if d.ElectionController != nil {
 		field("Election controller", d.ElectionController.Summary(now))
+		if cs := d.ElectionController.CleStrategies; cs != nil {
+			field("Election controller of cle.dev strategies", cs.Summary(now))
+		}
 	}
 	field("Strategy", none(s.Strategy))
 	field("State", string(s.State))

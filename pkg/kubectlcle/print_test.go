@@ -48,6 +48,7 @@ func TestPrintStatusTables(t *testing.T) {
 		name          string
 		format        Format
 		allNamespaces bool
+		list          func(*LeaseStatusList)
 		want          string
 	}{
 		{
@@ -55,6 +56,20 @@ func TestPrintStatusTables(t *testing.T) {
 			format: Format{},
 			want: "" +
 				"Election controller: kube-apiserver (holder apiserver-x), acting for 5m (kube-system/leader-election-controller)\n" +
+				"LEASE   STRATEGY                 HOLDER   PREFERRED   BEST   CANDIDATES   TERM   STATE     AGE\n" +
+				"a       OldestEmulationVersion   h1       <none>      h1     2            3      optimal   60m\n" +
+				"b       <none>                   <none>   <none>      c      1            0      vacant    <none>\n",
+		},
+		{
+			name:   "native mode, cle-controller beside kube-apiserver",
+			format: Format{},
+			list: func(l *LeaseStatusList) {
+				l.ElectionController.CleStrategies = &ElectionControllerStatus{Lock: "kube-system/cle-controller", State: ControllerActing, Controller: access.ActingCle,
+					Holder: "cle-a", Since: ptr.To(metav1.NewTime(now.Add(-2 * time.Minute)))}
+			},
+			want: "" +
+				"Election controller: kube-apiserver (holder apiserver-x), acting for 5m (kube-system/leader-election-controller)\n" +
+				"Election controller of cle.dev strategies: cle (holder cle-a), acting for 2m (kube-system/cle-controller)\n" +
 				"LEASE   STRATEGY                 HOLDER   PREFERRED   BEST   CANDIDATES   TERM   STATE     AGE\n" +
 				"a       OldestEmulationVersion   h1       <none>      h1     2            3      optimal   60m\n" +
 				"b       <none>                   <none>   <none>      c      1            0      vacant    <none>\n",
@@ -79,7 +94,11 @@ func TestPrintStatusTables(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out strings.Builder
-			if err := PrintStatus(&out, sampleList(), tc.format, tc.allNamespaces, now); err != nil {
+			list := sampleList()
+			if tc.list != nil {
+				tc.list(list)
+			}
+			if err := PrintStatus(&out, list, tc.format, tc.allNamespaces, now); err != nil {
 				t.Fatal(err)
 			}
 			if out.String() != tc.want {

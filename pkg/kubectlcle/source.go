@@ -130,7 +130,19 @@ func (src Source) ElectionController(ctx context.Context, now time.Time) *Electi
 	if err != nil {
 		klog.FromContext(ctx).V(4).Info("Cannot read the election controllers' lock", "lease", klog.KRef(key.Namespace, key.Name), "err", err)
 	}
-	return ElectionController(key, lock, err, src.Access.Mode(), now)
+	e := ElectionController(key, lock, err, src.Access.Mode(), now)
+	if src.Access.Mode() == access.ModeNative {
+		own := types.NamespacedName{Namespace: ControllerLockNamespace, Name: access.PortableControllerLock}
+		// Only cle-controller takes its own lock, as in portable mode; none
+		// is shown where cle-controller never took it (it runs without
+		// leader election, or not at all), or where it cannot be read.
+		if lock, err := src.Access.Leases(own.Namespace).Get(ctx, own.Name); err == nil {
+			e.CleStrategies = ElectionController(own, lock, nil, access.ModePortable, now)
+		} else {
+			klog.FromContext(ctx).V(4).Info("Cannot read cle-controller's own lock", "lease", klog.KRef(own.Namespace, own.Name), "err", err)
+		}
+	}
+	return e
 }
 
 func storeItems[T any](s cache.Store) []T {

@@ -106,6 +106,12 @@ type ElectionControllerStatus struct {
 	RenewTime *metav1.MicroTime `json:"renewTime,omitempty"`
 	// Reason says why nobody acts, or why that is unknown.
 	Reason string `json:"reason,omitempty"`
+	// CleStrategies is, in native mode, cle-controller's own lock
+	// (kube-system/cle-controller): its holder elects the Leases of cle's
+	// strategies (cle.dev/...) whoever holds Lock, which kube-apiserver's
+	// controller holds to elect those of OldestEmulationVersion. Nil when
+	// that Lease does not exist or cannot be read.
+	CleStrategies *ElectionControllerStatus `json:"cleStrategies,omitempty"`
 }
 
 // CandidateStatus is one candidate of `kubectl cle describe`.
@@ -294,6 +300,7 @@ func (e *ElectionControllerStatus) DeepCopy() *ElectionControllerStatus {
 		return nil
 	}
 	out := *e
+	out.CleStrategies = e.CleStrategies.DeepCopy()
 	if e.Since != nil {
 		out.Since = e.Since.DeepCopy()
 	}

@@ -3,7 +3,9 @@ package builtin
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,6 +131,21 @@ func TestCleBesideTheBuiltinController(t *testing.T) {
 	for lease, want := range map[string]string{"by-kube-apiserver": "unmanaged", "by-cle-priority": "optimal", "by-cle-oldest": "optimal"} {
 		if v := promtest.Value(fams, "cle_lease_state", "namespace", ns, "lease", lease, "state", want); v != 1 {
 			t.Errorf("cle_lease_state{lease=%q, state=%q} = %v, want 1", lease, want, v)
+		}
+	}
+
+	// kubectl cle status says who elects what.
+	kubectlCle := framework.BuildCommand(t, "github.com/cle-dev/cle/cmd/kubectl-cle")
+	out, err := exec.CommandContext(ctx, kubectlCle, "status", "--kubeconfig", kubeconfig, "-n", ns).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl cle status: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"Election controller: kube-apiserver (holder " + before + ")",
+		"Election controller of cle.dev strategies: cle (holder ",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("kubectl cle status does not say %q:\n%s", want, out)
 		}
 	}
 
