@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -374,14 +375,13 @@ func (c *Controller) Reconsider() {
 	for _, stores := range c.candidateStores {
 		for _, store := range stores {
 			for _, lease := range store.ListIndexFuncValues(byLeaseIndex) {
-				if seen[lease] {
-					continue
-				}
 				seen[lease] = true
-				if ns, name, err := cache.SplitMetaNamespaceKey(lease); err == nil {
-					c.enqueue(types.NamespacedName{Namespace: ns, Name: name}, now)
-				}
 			}
+		}
+	}
+	for _, lease := range slices.Sorted(maps.Keys(seen)) { // one order, whatever the maps'
+		if ns, name, err := cache.SplitMetaNamespaceKey(lease); err == nil {
+			c.enqueue(types.NamespacedName{Namespace: ns, Name: name}, now)
 		}
 	}
 }

@@ -20,11 +20,15 @@ import (
 // simBuiltin is the election controller built into kube-apiserver, as
 // v1.37.2 behaves (pkg/controlplane/controller/leaderelection), in the
 // simulated world: a second writer of the Lease and its candidates. In
-// native mode it and cle-controller contend for one lock, and in a quarter
-// of the runs it holds that lock now and then during the faults, electing
-// by its own rules while cle's replicas stand by; cle acts again when it
-// takes the lock back. It is part of the world, not of cle: its rules are
-// upstream's, per Lease of the namespace, each on its own queue key.
+// native mode cle-controller's active replica contends for that
+// controller's lock beside its own, and in a quarter of the runs
+// kube-apiserver holds it now and then during the faults: it elects the
+// Leases of OldestEmulationVersion by its own rules, and pings and writes
+// the strategy of the others, while cle's active replica elects only those
+// of cle's strategies (Options.ElectsBuiltin); cle elects every Lease again
+// when it takes the lock back. It is part of the world, not of cle: its
+// rules are upstream's, per Lease of the namespace, each on its own queue
+// key.
 //
 // Upstream judges a holder's expiry by comparing the holder's renewTime with
 // its own clock, so clocks must agree within LeaseDuration - RenewDeadline
@@ -37,8 +41,10 @@ import (
 type simBuiltin struct {
 	w      *simWorld
 	offset time.Duration
-	// acting: it holds the shared lock and elects.
-	acting bool
+	// acting: it holds the shared lock and elects. holds: cle's replicas
+	// do not hold that lock (from the moment cle's active replica lost it
+	// to when it takes it back), so they elect only cle's strategies.
+	acting, holds bool
 	// Its informers' copies, by namespace/name.
 	leases                map[string]*coordinationv1.Lease
 	cands                 map[string]*coordinationv1beta1.LeaseCandidate
@@ -99,24 +105,22 @@ func (w *simWorld) addBuiltin() {
 
 func (b *simBuiltin) now() time.Time { return b.w.Now.Add(b.offset) }
 
-// takeLock: kube-apiserver holds the election controller's lock once cle's
-// active replica lost it (cle stands by, as a replica that sees the lock
-// renewed by kube-apiserver does), and gives it back later.
+// takeLock: kube-apiserver takes the election controller's lock once cle's
+// active replica lost it: from then on cle's replicas elect only the Leases
+// of cle's strategies, and kube-apiserver elects once the lock has lapsed;
+// cle takes the lock back later.
 func (b *simBuiltin) takeLock() {
 	w := b.w
-	if !w.Faulty || b.acting {
+	if !w.Faulty || b.holds {
 		return
 	}
 	w.Fault("builtin-acts")
-	if sc := w.ctrl; sc != nil {
-		w.ctrl = nil
-		w.Tracef("controller %d loses the lock to kube-apiserver", sc.id)
-		if !sc.paused {
-			sc.stop()
-		} // a paused replica acts on when it resumes, deposed (see resume)
+	b.holds = true
+	for _, sc := range w.ctrls {
+		sc.loseSharedLock()
 	}
 	w.After(w.DurationBetween(0, simControllerLease), func() {
-		if !w.Faulty || w.ctrl != nil {
+		if !w.Faulty || !b.holds {
 			return
 		}
 		b.acting = true
@@ -132,16 +136,28 @@ func (b *simBuiltin) takeLock() {
 	})
 }
 
-// giveBack ends kube-apiserver's turn: a cle replica takes the lock once it
-// has lapsed.
+// giveBack ends kube-apiserver's turn: cle's active replica takes the lock
+// once it has lapsed.
 func (b *simBuiltin) giveBack() {
 	w := b.w
 	b.stop()
 	w.After(w.DurationBetween(0, simControllerLease), func() {
-		if w.ctrl == nil && !b.acting {
-			w.startController()
+		if !b.acting {
+			b.returnLock()
 		}
 	})
+}
+
+// returnLock: cle's replicas hold kube-apiserver's controller's lock again,
+// and elect every Lease.
+func (b *simBuiltin) returnLock() {
+	if !b.holds {
+		return
+	}
+	b.holds = false
+	for _, sc := range b.w.ctrls {
+		sc.takeSharedLock()
+	}
 }
 
 // stop ends kube-apiserver's turn: its queue is dropped.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
@@ -1377,7 +1378,7 @@ func (w *simWorld) injectFault() {
 		w.ctrl = nil
 		w.Tracef("controller %d is gone", old.id)
 		w.After(w.DurationBetween(0, simLeaseDuration), func() {
-			if w.ctrl == nil && !w.builtinActs() {
+			if w.ctrl == nil {
 				w.startController()
 			}
 		})
@@ -1827,8 +1828,11 @@ func (w *simWorld) stopFaults() {
 	for _, sc := range slices.Clone(w.ctrls) {
 		sc.resume()
 	}
-	if b := w.builtin; b != nil && b.acting {
-		b.stop()
+	if b := w.builtin; b != nil {
+		if b.acting {
+			b.stop()
+		}
+		b.returnLock()
 	}
 	if w.ctrl == nil {
 		w.startController()
@@ -1862,16 +1866,31 @@ func (w *simWorld) floodInSteadyState() {
 	w.Tracef("other clients' requests take the server %s", d)
 }
 
-// checkRecords checks that the controller remembers no more than there is.
+// checkRecords checks that the controller remembers no more than there is:
+// a candidate record for each candidate the server has or the controller's
+// cache still shows (a deletion on its way: one the controller's own
+// garbage collection made while the run was settling).
 func (w *simWorld) checkRecords() {
 	if w.ctrl == nil {
 		return
 	}
+	known := map[types.NamespacedName]bool{}
+	for _, key := range w.CandidateKeys() {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		known[types.NamespacedName{Namespace: ns, Name: name}] = true
+	}
+	for _, key := range w.ctrl.cinf.GetStore().ListKeys() {
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		known[types.NamespacedName{Namespace: ns, Name: name}] = true
+	}
 	obs := w.ctrl.c.obs
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if n, stored := len(obs.candidates), len(w.CandidateKeys()); n > stored {
-		w.Fail("the controller keeps %d candidate records for %d candidates", n, stored)
+	for key := range obs.candidates {
+		if !known[key] {
+			w.Fail("the controller keeps a record of candidate %s, which neither the server nor its cache has", key)
+			return
+		}
 	}
 	if n := len(obs.leases); n > len(w.elections) {
 		w.Fail("the controller keeps %d Lease records for %d Leases", n, len(w.elections))

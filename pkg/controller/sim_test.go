@@ -495,7 +495,10 @@ type simController struct {
 	// controller's own lock was sent: the replica writes no Lease once it
 	// is older than the renew deadline (Options.Holding).
 	lockSent time.Time
-	dead     bool
+	// sharedLost: kube-apiserver's election controller holds the lock this
+	// replica contends for beside its own (Options.ElectsBuiltin).
+	sharedLost bool
+	dead       bool
 	// paused: the process is stopped (SIGSTOP); held is what arrived
 	// meanwhile, run on resume.
 	paused bool
@@ -548,7 +551,8 @@ func (w *simWorld) startController() {
 		// cle-controller's heldLock.holding
 		return !sc.lockSent.IsZero() && lead.Elapsed(sc.clk.Now(), sc.lockSent) < simControllerRenewDeadline
 	}
-	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding, Metrics: w.metrics})
+	sc.sharedLost = w.builtin != nil && w.builtin.holds
+	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding, Metrics: w.metrics, ElectsBuiltin: func() bool { return !sc.sharedLost }})
 	if err != nil {
 		panic(err)
 	}
@@ -778,6 +782,28 @@ func (sc *simController) relist(cands, leases, pods []runtime.Object) {
 		sc.pinf.relist(pods)
 	}
 	sc.noteToken()
+}
+
+// loseSharedLock: kube-apiserver's controller holds its lock from now on;
+// a replica that is paused, or whose steps are in flight, finds out by its
+// clock as heldLock.holding does, which the simulation takes as at once.
+func (sc *simController) loseSharedLock() {
+	sc.sharedLost = true
+	sc.w.Tracef("controller %d: kube-apiserver holds its controller's lock; electing cle's strategies only", sc.id)
+}
+
+// takeSharedLock: the replica holds kube-apiserver's controller's lock
+// again, and looks at every Lease.
+func (sc *simController) takeSharedLock() {
+	sc.act(func() {
+		if sc.dead || !sc.sharedLost {
+			return
+		}
+		sc.sync()
+		sc.sharedLost = false
+		sc.w.Tracef("controller %d holds kube-apiserver's controller's lock: electing every Lease", sc.id)
+		sc.c.Reconsider()
+	})
 }
 
 func (sc *simController) stop() {
@@ -1106,6 +1132,12 @@ func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lea
 }
 
 func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordinationv1.Lease, error) {
+	if b := c.sc.w.builtin; b != nil && b.acting && strategy.Builtin(ptr.Deref(lease.Spec.Strategy, "")) {
+		// One electing controller per Lease: kube-apiserver's holds its
+		// lock, so the Leases of its strategies are its own.
+		c.sc.w.Fail("controller %d writes %s, of %s, while kube-apiserver's election controller elects it",
+			c.sc.id, simKey(c.ns, lease.Name), ptr.Deref(lease.Spec.Strategy, ""))
+	}
 	obj, err := c.sc.request(func() (runtime.Object, error) {
 		written, err := c.serve(lease, rv)
 		if written == nil {
