@@ -82,7 +82,10 @@ type Options struct {
 	// emulation version leads. Emulation defaults to binary.
 	BinaryVersion    string
 	EmulationVersion string
-	// Strategy defaults to OldestEmulationVersion.
+	// Strategy defaults to OldestEmulationVersion;
+	// "cle.dev/OldestEmulationVersion" asks for the same order elected by
+	// cle-controller where kube-apiserver elects the default one (see
+	// candidate.Config.Strategy).
 	Strategy coordinationv1.CoordinatedLeaseStrategy
 	// APIMode is "auto" (default), "native" or "portable".
 	APIMode string

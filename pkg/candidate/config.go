@@ -93,7 +93,11 @@ type Config struct {
 	BinaryVersion    string
 	EmulationVersion string
 	// Strategy is the election strategy this candidate asks for. Default
-	// OldestEmulationVersion.
+	// OldestEmulationVersion. On a cluster where kube-apiserver runs its own
+	// election controller (the CoordinatedLeaderElection gate on), that
+	// controller elects the Leases of OldestEmulationVersion;
+	// strategy.OldestEmulationVersionByCleName asks for the same order
+	// elected by cle-controller.
 	Strategy coordinationv1.CoordinatedLeaseStrategy
 	// Writer is the user name this process authenticates as. It is recorded
 	// on the LeaseCandidate in the annotation access.WriterAnnotation, which

@@ -319,9 +319,11 @@ func startController(t *testing.T, m apiMode, bin string, args []string, ns, use
 	args = append(append([]string{}, args...),
 		"--kubeconfig="+kc, "--namespaces="+ns,
 		// The framework idles the built-in controller by holding its Lease,
-		// leader-election-controller: contend on the other name the
-		// ClusterRole allows.
-		"--leader-elect-resource-name=cle-controller",
+		// kube-system/leader-election-controller, as a cle-controller of an
+		// older release would: the locks go in ns, under the names the
+		// ClusterRole allows (cle-controller, and leader-election-controller
+		// in native mode).
+		"--leader-elect-resource-namespace="+ns,
 		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address="+p.health)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
