@@ -265,14 +265,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		id = host + "_" + string(uuid.NewUUID())
 	}
-	leaseLock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: lockName},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-		// Tells this controller's holders from kube-apiserver's, which
-		// contends for the same Lease in native mode.
-		Labels: map[string]string{access.ControllerHolderLabel: access.ControllerHolderHash(id)},
-	}
+	leaseLock := newLeaseLock(client, o.LeaderElectResourceNS, lockName, id)
 	var lock resourcelock.Interface = leaseLock
 	if o.watches(o.LeaderElectResourceNS) {
 		// Its renewals, every retry period, measure the watch's lag when
@@ -535,6 +528,18 @@ func (l lagLock) Update(ctx context.Context, ler resourcelock.LeaderElectionReco
 	return err
 }
 
+// newLeaseLock is a lock of this replica's, id, on the Lease ns/name,
+// labelled as cle's: the label tells this controller's holders from
+// kube-apiserver's on the lock they share in native mode.
+func newLeaseLock(client kubernetes.Interface, ns, name, id string) *resourcelock.LeaseLock {
+	return &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: name},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		Labels:     map[string]string{access.ControllerHolderLabel: access.ControllerHolderHash(id)},
+	}
+}
+
 // sharedLock is, in native mode, the replica's contention for the lock of
 // the election controller built into kube-apiserver, which runs while the
 // replica holds its own Lease: while it holds this one too, it elects the
@@ -546,16 +551,10 @@ type sharedLock struct {
 }
 
 func newSharedLock(client kubernetes.Interface, o *Options, name, id string) *sharedLock {
-	meta := metav1.ObjectMeta{Namespace: o.LeaderElectResourceNS, Name: name}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  meta,
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-		Labels:     map[string]string{access.ControllerHolderLabel: access.ControllerHolderHash(id)},
-	}
+	lock := newLeaseLock(client, o.LeaderElectResourceNS, name, id)
 	deferring := &deferringLock{Interface: lock, extra: o.LeaderElectLeaseDuration, now: time.Now}
 	return &sharedLock{
-		ref:           klog.KRef(meta.Namespace, meta.Name),
+		ref:           klog.KRef(o.LeaderElectResourceNS, name),
 		held:          &heldLock{Interface: deferring, renewDeadline: o.LeaderElectRenewDeadline, now: time.Now},
 		leaseDuration: o.LeaderElectLeaseDuration, renewDeadline: o.LeaderElectRenewDeadline, retry: o.LeaderElectRetryPeriod,
 	}
