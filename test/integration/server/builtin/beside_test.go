@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -37,14 +38,7 @@ func TestCleBesideTheBuiltinController(t *testing.T) {
 	before := waitBuiltinHoldsItsLock(t, "")
 
 	ns := server.CreateNamespace(t)
-	bin := framework.BuildCommand(t, "github.com/cle-dev/cle/cmd/cle-controller")
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := server.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	c := framework.StartChild(t, "cle-controller", bin, "--kubeconfig="+kubeconfig, "--api-mode=native", "--namespaces="+ns,
-		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
-		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
+	c, kubeconfig := startCleController(t, ns)
 	addr := framework.ServingAddress(t, c, "/metrics")
 	scrape := func(ctx context.Context) ([]*dto.MetricFamily, error) {
 		return framework.Scrape(ctx, "https://"+addr+"/metrics", server.Config().BearerToken)
@@ -215,4 +209,83 @@ func checkWhoElected(t *testing.T, ns string, leases map[string]coordinationv1.C
 		}
 	}
 	t.Logf("LeaderElected Events of cle-controller: %s", fmt.Sprint(elected))
+}
+
+// TestBuiltinControllerOnCleLeases shows what kube-apiserver's election
+// controller does to a Lease of cle's strategies while no cle-controller
+// runs: it pings the candidates, then creates the Lease with their strategy
+// and no holder. cle-controller, started then, elects it.
+func TestBuiltinControllerOnCleLeases(t *testing.T) {
+	ctx := t.Context()
+	client := server.Client()
+	waitBuiltinHoldsItsLock(t, "")
+	ns := server.CreateNamespace(t)
+	candidates := client.CoordinationV1beta1().LeaseCandidates(ns)
+	const lease = "by-cle"
+	for name, priority := range map[string]string{"hi": "10", "lo": "0"} {
+		if _, err := candidates.Create(ctx, &coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{strategy.PriorityAnnotation: priority}},
+			Spec: coordinationv1beta1.LeaseCandidateSpec{
+				LeaseName: lease, BinaryVersion: "1.36.0", EmulationVersion: "1.36.0", Strategy: strategy.PriorityName,
+				RenewTime: ptr.To(metav1.NewMicroTime(time.Now().Add(-time.Minute))),
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acc, err := server.Access(ctx, "native")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"hi", "lo"} {
+		framework.AnswerPings(t, acc.LeaseCandidates(ns), name)
+	}
+
+	var created *coordinationv1.Lease
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := client.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		created = l
+		return true, nil
+	}); err != nil {
+		t.Fatalf("kube-apiserver's controller did not create Lease %s within 30s: %v", lease, err)
+	}
+	if s := ptr.Deref(created.Spec.Strategy, ""); s != strategy.PriorityName || created.Spec.HolderIdentity != nil {
+		t.Errorf("kube-apiserver's controller created Lease %s with strategy %q and holder %v; want %s and no holder", lease, s, created.Spec.HolderIdentity, strategy.PriorityName)
+	}
+	for _, name := range []string{"hi", "lo"} {
+		lc, err := candidates.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lc.Spec.PingTime == nil {
+			t.Errorf("kube-apiserver's controller created the Lease without pinging %s", name)
+		}
+	}
+
+	startCleController(t, ns)
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := client.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		return err == nil && ptr.Deref(l.Spec.HolderIdentity, "") == "hi", nil
+	}); err != nil {
+		t.Fatalf("cle-controller did not name hi the holder of the Lease kube-apiserver's controller created: %v", err)
+	}
+}
+
+// startCleController runs cle-controller in native mode, electing in ns,
+// with its locks in kube-system and short timings; it returns the process
+// and its kubeconfig.
+func startCleController(t *testing.T, ns string) (*framework.Child, string) {
+	t.Helper()
+	bin := framework.BuildCommand(t, "github.com/cle-dev/cle/cmd/cle-controller")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := server.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	c := framework.StartChild(t, "cle-controller", bin, "--kubeconfig="+kubeconfig, "--api-mode=native", "--namespaces="+ns,
+		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
+		"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0", "-v=2")
+	return c, kubeconfig
 }
