@@ -266,9 +266,10 @@ func startController(ctx context.Context, cfg *config, server *framework.Server,
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + healthAddr,
 		"--profiling",
-		// Its own Lease, apart from the built-in controller's (idled in
-		// native mode by holding that one).
-		"--leader-elect-resource-name=cle-scale",
+		// Its locks, apart from the built-in controller's (idled in native
+		// mode by holding kube-system/leader-election-controller): its own,
+		// and in native mode the one it would share with kube-apiserver.
+		"--leader-elect-resource-namespace=default", "--leader-elect-resource-name=cle-scale",
 	}, cfg.controllerArgs...)
 	klog.FromContext(ctx).Info("Starting cle-controller", "args", args)
 	child, err := framework.StartProcess("cle-controller", cfg.controllerBin, filepath.Join(dir, fmt.Sprintf("cle-controller-%d.log", n)), args...)
