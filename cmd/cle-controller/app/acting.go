@@ -68,6 +68,15 @@ func (w *actingWatch) observe(obj any) {
 	w.lock = l
 }
 
+// holderIsCle tells whether the lock as last seen names holder and carries
+// cle-controller's label for it, acting or not.
+func (w *actingWatch) holderIsCle(holder string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lock != nil && holder != "" && w.lock.Spec.HolderIdentity != nil && *w.lock.Spec.HolderIdentity == holder &&
+		w.lock.Labels[access.ControllerHolderLabel] == access.ControllerHolderHash(holder)
+}
+
 // current judges who acts now.
 func (w *actingWatch) current() access.ActingController {
 	w.mu.Lock()

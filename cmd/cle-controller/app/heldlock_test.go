@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/cle-dev/cle/internal/instant"
@@ -109,15 +110,19 @@ func (r *recordLock) Update(ctx context.Context, ler resourcelock.LeaderElection
 	return r.fakeLock.Update(ctx, ler)
 }
 
-// TestDeferringLock: cle-controller takes kube-apiserver's controller's lock
-// from another holder only once its record has stood unchanged, over reads
-// that succeeded, for the record's lease duration and the extra; it takes a
-// vacant lock, and renews its own, at once.
+// TestDeferringLock: cle-controller takes or renews kube-apiserver's
+// controller's lock only while it holds its own; it takes it from another
+// holder only once its record has stood unchanged, over reads that
+// succeeded, for the record's lease duration and the extra, unless that
+// holder is a cle-controller replica; it takes a vacant lock, and renews its
+// own, at once.
 func TestDeferringLock(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	inner := &recordLock{fakeLock: fakeLock{id: "me"}}
 	inner.record = resourcelock.LeaderElectionRecord{HolderIdentity: "apiserver-a", LeaseDurationSeconds: 15}
-	l := &deferringLock{Interface: inner, extra: 15 * time.Second, now: func() time.Time { return now }}
+	own := false
+	l := &deferringLock{Interface: inner, extra: 15 * time.Second, now: func() time.Time { return now },
+		ownHeld: func() bool { return own }, cleHolder: func(h string) bool { return h == "cle-b" }}
 	ctx := context.Background()
 	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
 	take := func() error {
@@ -126,6 +131,12 @@ func TestDeferringLock(t *testing.T) {
 		}
 		return l.Update(ctx, mine)
 	}
+	now = now.Add(time.Hour)
+	if err := take(); !errors.Is(err, errNotActive) {
+		t.Fatalf("took the lock, unrenewed for an hour, without holding its own: %v", err)
+	}
+	own = true
+	inner.record.RenewTime = metav1.NewTime(now) // renewed again
 	if err := take(); err == nil {
 		t.Fatal("took a lock another holder had just renewed")
 	}
@@ -155,7 +166,16 @@ func TestDeferringLock(t *testing.T) {
 	if err := take(); err != nil {
 		t.Fatalf("did not take a vacant lock at once: %v", err)
 	}
-	if inner.writes != 3 {
-		t.Errorf("%d writes reached the lock, want 3", inner.writes)
+	inner.record = resourcelock.LeaderElectionRecord{HolderIdentity: "cle-b", LeaseDurationSeconds: 15}
+	if err := take(); err != nil {
+		t.Fatalf("deferred to a cle-controller replica's record: %v", err)
+	}
+	own = false
+	inner.record = resourcelock.LeaderElectionRecord{HolderIdentity: "me", LeaseDurationSeconds: 15}
+	if err := take(); !errors.Is(err, errNotActive) {
+		t.Fatalf("renewed the lock without holding its own: %v", err)
+	}
+	if inner.writes != 4 {
+		t.Errorf("%d writes reached the lock, want 4", inner.writes)
 	}
 }

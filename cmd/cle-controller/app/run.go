@@ -243,12 +243,11 @@ func Run(ctx context.Context, o *Options) error {
 		s.current.Store(c)
 		defer s.current.Store(nil)
 		waitInformers := informers.Start(ctx)
-		var sharedDone sync.WaitGroup
 		if shared != nil {
-			sharedDone.Go(func() { shared.run(ctx, c.Reconsider) })
+			// The term's end lets kube-apiserver's lock go with it.
+			defer shared.release()
 		}
 		c.Run(ctx, o.Workers)
-		sharedDone.Wait()
 		waitInformers()
 		return nil
 	}
@@ -276,7 +275,18 @@ func Run(ctx context.Context, o *Options) error {
 	lock = held
 	holding = held.holding
 	if sharedName != "" {
-		shared = newSharedLock(client, o, sharedName, id)
+		shared = newSharedLock(client, o, sharedName, id, held.holding, acting.shared.holderIsCle)
+		// Every replica follows kube-apiserver's lock from the start, and
+		// takes it only while it holds its own: a standby that takes over
+		// from a replica that died holding both has seen the shared lock
+		// unrenewed since, and takes it at once.
+		servers.Go(func() {
+			shared.run(ctx, func() {
+				if c := s.current.Load(); c != nil {
+					c.Reconsider()
+				}
+			})
+		})
 		// While another cle-controller holds the shared lock (a replica of
 		// an older release during an upgrade, which elects every Lease under
 		// it), this one writes nothing.
@@ -541,18 +551,26 @@ func newLeaseLock(client kubernetes.Interface, ns, name, id string) *resourceloc
 }
 
 // sharedLock is, in native mode, the replica's contention for the lock of
-// the election controller built into kube-apiserver, which runs while the
-// replica holds its own Lease: while it holds this one too, it elects the
-// Leases of OldestEmulationVersion as well as those of cle's strategies.
+// the election controller built into kube-apiserver. It runs for the life of
+// the process, but takes or renews the lock only while the replica holds its
+// own (see deferringLock); while it holds this one too, the replica elects
+// the Leases of OldestEmulationVersion as well as those of cle's strategies.
 type sharedLock struct {
 	ref                                 klog.ObjectRef
 	held                                *heldLock
 	leaseDuration, renewDeadline, retry time.Duration
+
+	mu          sync.Mutex
+	cancelRound context.CancelFunc
 }
 
-func newSharedLock(client kubernetes.Interface, o *Options, name, id string) *sharedLock {
+// newSharedLock is the contention of replica id for the lock name in the
+// namespace of its own: it takes the lock only while ownHeld, and defers to
+// kube-apiserver's electors unless cleHolder says the lock's holder is a
+// cle-controller.
+func newSharedLock(client kubernetes.Interface, o *Options, name, id string, ownHeld func() bool, cleHolder func(string) bool) *sharedLock {
 	lock := newLeaseLock(client, o.LeaderElectResourceNS, name, id)
-	deferring := &deferringLock{Interface: lock, extra: o.LeaderElectLeaseDuration, now: time.Now}
+	deferring := &deferringLock{Interface: lock, extra: o.LeaderElectLeaseDuration, now: time.Now, ownHeld: ownHeld, cleHolder: cleHolder}
 	return &sharedLock{
 		ref:           klog.KRef(o.LeaderElectResourceNS, name),
 		held:          &heldLock{Interface: deferring, renewDeadline: o.LeaderElectRenewDeadline, now: time.Now},
@@ -560,12 +578,17 @@ func newSharedLock(client kubernetes.Interface, o *Options, name, id string) *sh
 	}
 }
 
-// run contends for the lock until ctx is done, and releases it then; each
-// time it acquires the lock it calls acquired.
+// run contends for the lock until ctx is done, in rounds that release ends
+// (releasing the lock if held); each time it acquires the lock it calls
+// acquired.
 func (l *sharedLock) run(ctx context.Context, acquired func()) {
 	logger := klog.FromContext(ctx)
 	ref := l.ref
 	for ctx.Err() == nil {
+		round, cancel := context.WithCancel(ctx)
+		l.mu.Lock()
+		l.cancelRound = cancel
+		l.mu.Unlock()
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            l.held,
 			LeaseDuration:   l.leaseDuration,
@@ -588,10 +611,23 @@ func (l *sharedLock) run(ctx context.Context, acquired func()) {
 			},
 		})
 		if err != nil { // the timings were validated with the own lock's
+			cancel()
 			logger.Error(err, "Cannot contend for the lock of kube-apiserver's election controller", "lock", ref)
 			return
 		}
-		le.Run(ctx)
+		le.Run(round)
+		cancel()
+	}
+}
+
+// release ends the current round: the lock is released if held, and the
+// next round contends again.
+func (l *sharedLock) release() {
+	l.mu.Lock()
+	cancel := l.cancelRound
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
 	}
 }
 
@@ -600,8 +636,10 @@ func (l *sharedLock) run(ctx context.Context, acquired func()) {
 const sharedElectionName = "leader-election-controller"
 
 // deferringLock is the shared lock as cle-controller contends for it: it
-// takes the lock from another holder only once that holder's record has not
-// changed for the record's lease duration and extra more, while client-go's
+// takes or renews it only while the replica holds its own lock, and it takes
+// it from another holder, unless a cle-controller replica, only once that
+// holder's record has not changed for the record's lease duration and extra
+// more, while client-go's
 // elector would take it after its own lease duration. kube-apiserver's
 // electors, which retry every couple of seconds, so get it back first after
 // a kube-apiserver restart, and cle-controller elects the Leases of
@@ -612,6 +650,11 @@ type deferringLock struct {
 	resourcelock.Interface
 	extra time.Duration
 	now   func() time.Time
+	// ownHeld: the replica holds its own lock; it takes or renews this one
+	// only then. cleHolder: the holder named is a cle-controller replica,
+	// which it need not defer to.
+	ownHeld   func() bool
+	cleHolder func(holder string) bool
 
 	mu      sync.Mutex
 	raw     []byte
@@ -635,20 +678,34 @@ func (l *deferringLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRe
 	return rec, raw, err
 }
 
+func (l *deferringLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity == l.Identity() && !l.ownHeld() {
+		return errNotActive
+	}
+	return l.Interface.Create(ctx, ler)
+}
+
 func (l *deferringLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if ler.HolderIdentity == l.Identity() && !l.ownHeld() {
+		return errNotActive
+	}
 	if wait := l.deferFor(ler); wait > 0 {
 		return fmt.Errorf("lock held by %s until lately: leaving it to kube-apiserver's electors for %s more", l.record.HolderIdentity, wait.Round(time.Millisecond))
 	}
 	return l.Interface.Update(ctx, ler)
 }
 
+// errNotActive refuses to take or renew kube-apiserver's controller's lock
+// while the replica does not hold its own.
+var errNotActive = errors.New("this replica does not hold its own lock: not taking kube-apiserver's election controller's lock")
+
 // deferFor is how much longer a write of ler that takes the lock from
 // another holder waits.
 func (l *deferringLock) deferFor(ler resourcelock.LeaderElectionRecord) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	id := l.Identity()
-	if ler.HolderIdentity != id || l.record.HolderIdentity == "" || l.record.HolderIdentity == id {
+	id, holder := l.Identity(), l.record.HolderIdentity
+	if ler.HolderIdentity != id || holder == "" || holder == id || l.cleHolder(holder) {
 		return 0
 	}
 	hold := time.Duration(l.record.LeaseDurationSeconds)*time.Second + l.extra
