@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
@@ -40,7 +41,7 @@ import (
 
 type options struct {
 	kubeconfig, apiMode, namespace, lease, identity string
-	binaryVersion, emulationVersion                 string
+	binaryVersion, emulationVersion, strategy       string
 	leaseDuration, renewDeadline, retryPeriod       time.Duration
 	witnessURL                                      string
 	witnessInterval, clockOffset                    time.Duration
@@ -57,6 +58,7 @@ func main() {
 	fs.StringVar(&o.identity, "identity", "", "this process's identity (required)")
 	fs.StringVar(&o.binaryVersion, "binary-version", "", "binary version, e.g. 1.36.0 (required)")
 	fs.StringVar(&o.emulationVersion, "emulation-version", "", "emulation version (default: the binary version)")
+	fs.StringVar(&o.strategy, "strategy", "OldestEmulationVersion", "election strategy this candidate asks for, e.g. cle.dev/OldestEmulationVersion where kube-apiserver's own election controller elects OldestEmulationVersion")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "the candidate's lease duration")
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "the candidate's renew deadline")
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "the candidate's retry period (the elector's is the lock's, which may be shorter)")
@@ -105,6 +107,7 @@ func run(ctx context.Context, o options) error {
 		Identity:         o.identity,
 		BinaryVersion:    o.binaryVersion,
 		EmulationVersion: o.emulationVersion,
+		Strategy:         coordinationv1.CoordinatedLeaseStrategy(o.strategy),
 		LeaseDuration:    o.leaseDuration,
 		RenewDeadline:    o.renewDeadline,
 		RetryPeriod:      o.retryPeriod,

@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/lock"
+	"github.com/cle-dev/cle/pkg/strategy"
 )
 
 // Timings of the candidates. The SIGSTOP of a leader and the freeze of
@@ -117,9 +119,12 @@ type env struct {
 	rec     *recorder
 	witness *witness
 	ns      string
-	ctrls   []*proc
-	cands   []*proc
-	slack   time.Duration
+	// lockNS holds the controller replicas' locks: ns, beside the idled
+	// built-in controller; kube-system, beside the running one.
+	lockNS string
+	ctrls  []*proc
+	cands  []*proc
+	slack  time.Duration
 	// electorRetryPeriod is the RetryPeriod of the adopters' electors
 	// (Lock.Timings at the candidates' timings).
 	electorRetryPeriod time.Duration
@@ -238,7 +243,10 @@ func TestChaos(t *testing.T) {
 func (e *env) setUp() {
 	t := e.t
 	ns := server.CreateNamespace(t)
-	e.ns = ns
+	e.ns, e.lockNS = ns, ns
+	if besideBuiltin {
+		e.lockNS = metav1.NamespaceSystem
+	}
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := server.WriteKubeconfig(kubeconfig); err != nil {
@@ -262,9 +270,10 @@ func (e *env) setUp() {
 		name := fmt.Sprintf("cle-controller-%d", i)
 		e.ctrls = append(e.ctrls, &proc{name: name, bin: ctrlBin, logPath: filepath.Join(dir, name+".log"), v: e.v, args: []string{
 			"--kubeconfig=" + kubeconfig, "--api-mode=native", "--namespaces=" + ns,
-			// Their own Lease lives in the test namespace: the built-in
-			// controller's one is held by the framework's idler.
-			"--leader-elect-resource-namespace=" + ns, "--leader-elect-resource-name=" + ctrlLeaseName,
+			// Their locks live in the test namespace, as the built-in
+			// controller's is held by the framework's idler; in kube-system
+			// beside the running built-in controller.
+			"--leader-elect-resource-namespace=" + e.lockNS, "--leader-elect-resource-name=" + ctrlLeaseName,
 			"--leader-elect-identity=" + name,
 			"--leader-elect-lease-duration=" + ctrlLeaseDuration.String(),
 			"--leader-elect-renew-deadline=" + ctrlRenewDeadline.String(),
@@ -297,6 +306,9 @@ func (e *env) setUp() {
 			"--identity=" + c.identity, "--binary-version=" + candidateBinaryVersion, "--emulation-version=" + c.emulation,
 			"--lease-duration=" + leaseDuration.String(), "--renew-deadline=" + renewDeadline.String(),
 			"--retry-period=" + retryPeriod.String(), "--witness-url=" + e.witness.URL(), "-v=2",
+		}
+		if besideBuiltin {
+			args = append(args, "--strategy="+string(strategy.OldestEmulationVersionByCleName))
 		}
 		p := &proc{name: c.identity, kind: c.kind, emulation: c.emulation, bin: bins.byKind[c.kind],
 			logPath: filepath.Join(dir, c.identity+".log"), v: e.v, proxy: px}

@@ -45,6 +45,14 @@
 //   - no process panics, and the controllers' goroutines and memory stay
 //     bounded; in a long run, every candidate leads at some point.
 //
+// CHAOS_BESIDE_BUILTIN=1 runs the suite on a cluster as it is with the gate
+// on: kube-apiserver's own election controller runs (not idled) and holds
+// its lock, the candidates ask for cle.dev/OldestEmulationVersion, and the
+// controller replicas take their locks in kube-system, so that cle-controller
+// elects beside kube-apiserver's controller, which pings the candidates and
+// writes their Lease's strategy, and takes its lock back after each
+// kube-apiserver restart.
+//
 // The short run (the default, part of the integration tests) injects every
 // kind of fault once. CHAOS_DURATION=30m keeps injecting until that much time
 // has passed; CHAOS_SEED replays a run; CHAOS_SLACK changes the slack of the

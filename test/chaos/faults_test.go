@@ -151,7 +151,7 @@ func (e *env) activeController() (*proc, error) {
 	ticker := time.NewTicker(20 * time.Millisecond)
 	defer ticker.Stop()
 	for {
-		l, err := server.Client().CoordinationV1().Leases(e.ns).Get(e.ctx, ctrlLeaseName, metav1.GetOptions{})
+		l, err := server.Client().CoordinationV1().Leases(e.lockNS).Get(e.ctx, ctrlLeaseName, metav1.GetOptions{})
 		if err == nil && l.Spec.HolderIdentity != nil {
 			for _, c := range e.ctrls {
 				if c.name == *l.Spec.HolderIdentity && c.live() {

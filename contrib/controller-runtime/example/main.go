@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -55,6 +56,10 @@ func main() {
 	flag.StringVar(&o.BinaryVersion, "binary-version", "1.36.0", "binary version of this replica")
 	flag.StringVar(&o.EmulationVersion, "emulation-version", "", "emulation version of this replica (default: binary version)")
 	flag.StringVar(&o.APIMode, "api-mode", "auto", "auto, native or portable")
+	flag.Func("strategy", "election strategy this replica asks for (default OldestEmulationVersion), e.g. cle.dev/OldestEmulationVersion where kube-apiserver's own election controller elects OldestEmulationVersion", func(s string) error {
+		o.Strategy = coordinationv1.CoordinatedLeaseStrategy(s)
+		return nil
+	})
 	flag.DurationVar(&o.LeaseDuration, "lease-duration", cle.DefaultLeaseDuration, "lease duration")
 	flag.DurationVar(&o.RenewDeadline, "renew-deadline", cle.DefaultRenewDeadline, "renew deadline")
 	flag.DurationVar(&o.RetryPeriod, "retry-period", cle.DefaultRetryPeriod, "retry period")
