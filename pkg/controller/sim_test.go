@@ -796,8 +796,8 @@ func (sc *simController) loseSharedLock() {
 // again, and looks at every Lease.
 func (sc *simController) takeSharedLock() {
 	sc.act(func() {
-		if sc.dead || !sc.sharedLost {
-			return
+		if sc.dead || !sc.sharedLost || (sc.w.builtin != nil && sc.w.builtin.holds) {
+			return // a paused replica resumes after kube-apiserver took the lock again
 		}
 		sc.sync()
 		sc.sharedLost = false
