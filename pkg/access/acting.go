@@ -23,6 +23,15 @@ func ControllerHolderHash(identity string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// HeldByCle tells whether lock names a holder that is a cle-controller
+// replica: ControllerHolderLabel matches it, whether it still renews or not.
+func HeldByCle(lock *coordinationv1.Lease) bool {
+	if lock == nil || lock.Spec.HolderIdentity == nil || *lock.Spec.HolderIdentity == "" {
+		return false
+	}
+	return lock.Labels[ControllerHolderLabel] == ControllerHolderHash(*lock.Spec.HolderIdentity)
+}
+
 // The election controllers that can act on coordinated elections.
 const (
 	ActingCle           = "cle"
@@ -62,7 +71,7 @@ func JudgeActingController(lock *coordinationv1.Lease, mode Mode, renewed, now t
 		return a
 	}
 	a.Controller = ActingKubeAPIServer
-	if mode == ModePortable || lock.Labels[ControllerHolderLabel] == ControllerHolderHash(a.Holder) {
+	if mode == ModePortable || HeldByCle(lock) {
 		a.Controller = ActingCle
 	}
 	return a

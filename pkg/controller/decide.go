@@ -316,15 +316,14 @@ func decide(o *Options, v *view) decision {
 		return d
 	}
 	strat, ok := o.Strategies.Get(res.Strategy)
-	if ok && v.builtinLeft && strategy.Builtin(res.Strategy) {
-		d.log(4, "Strategy left to kube-apiserver's election controller while this replica does not hold the lock they share; leaving the Lease alone", "strategy", res.Strategy)
-		d.outcome, d.unwritten = leaseUnmanaged, leaseUnmanaged
-		d.settled = true
-		return d
-	}
-	if !ok {
-		// Another controller owns this strategy: no pings, no writes.
-		d.log(4, "Strategy not handled here; leaving the Lease alone", "strategy", res.Strategy)
+	if left := ok && v.builtinLeft && strategy.Builtin(res.Strategy); !ok || left {
+		// Another controller owns this strategy, or elects it now: no
+		// pings, no writes.
+		msg := "Strategy not handled here; leaving the Lease alone"
+		if left {
+			msg = "Strategy left to kube-apiserver's election controller while this replica does not hold the lock they share; leaving the Lease alone"
+		}
+		d.log(4, msg, "strategy", res.Strategy)
 		d.outcome, d.unwritten = leaseUnmanaged, leaseUnmanaged
 		d.settled = true
 		return d

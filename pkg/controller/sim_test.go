@@ -1132,7 +1132,7 @@ func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lea
 }
 
 func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordinationv1.Lease, error) {
-	if b := c.sc.w.builtin; b != nil && b.acting && strategy.Builtin(ptr.Deref(lease.Spec.Strategy, "")) {
+	if c.sc.w.builtinActs() && strategy.Builtin(ptr.Deref(lease.Spec.Strategy, "")) {
 		// One electing controller per Lease: kube-apiserver's holds its
 		// lock, so the Leases of its strategies are its own.
 		c.sc.w.Fail("controller %d writes %s, of %s, while kube-apiserver's election controller elects it",

@@ -126,23 +126,28 @@ func (src Source) Snapshot(ctx context.Context, namespace string) ([]*coordinati
 // answer unknown.
 func (src Source) ElectionController(ctx context.Context, now time.Time) *ElectionControllerStatus {
 	key := types.NamespacedName{Namespace: ControllerLockNamespace, Name: src.Access.ControllerLockName()}
-	lock, err := src.Access.Leases(key.Namespace).Get(ctx, key.Name)
-	if err != nil {
-		klog.FromContext(ctx).V(4).Info("Cannot read the election controllers' lock", "lease", klog.KRef(key.Namespace, key.Name), "err", err)
-	}
+	lock, err := src.readLock(ctx, key)
 	e := ElectionController(key, lock, err, src.Access.Mode(), now)
 	if src.Access.Mode() == access.ModeNative {
 		own := types.NamespacedName{Namespace: ControllerLockNamespace, Name: access.PortableControllerLock}
 		// Only cle-controller takes its own lock, as in portable mode; none
 		// is shown where cle-controller never took it (it runs without
 		// leader election, or not at all), or where it cannot be read.
-		if lock, err := src.Access.Leases(own.Namespace).Get(ctx, own.Name); err == nil {
+		if lock, err := src.readLock(ctx, own); err == nil {
 			e.CleStrategies = ElectionController(own, lock, nil, access.ModePortable, now)
-		} else {
-			klog.FromContext(ctx).V(4).Info("Cannot read cle-controller's own lock", "lease", klog.KRef(own.Namespace, own.Name), "err", err)
 		}
 	}
 	return e
+}
+
+// readLock reads an election controller's lock Lease, and logs why it
+// cannot.
+func (src Source) readLock(ctx context.Context, key types.NamespacedName) (*coordinationv1.Lease, error) {
+	lock, err := src.Access.Leases(key.Namespace).Get(ctx, key.Name)
+	if err != nil {
+		klog.FromContext(ctx).V(4).Info("Cannot read an election controller's lock", "lease", klog.KRef(key.Namespace, key.Name), "err", err)
+	}
+	return lock, err
 }
 
 func storeItems[T any](s cache.Store) []T {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/access"
 )
@@ -73,8 +74,7 @@ func (w *actingWatch) observe(obj any) {
 func (w *actingWatch) holderIsCle(holder string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.lock != nil && holder != "" && w.lock.Spec.HolderIdentity != nil && *w.lock.Spec.HolderIdentity == holder &&
-		w.lock.Labels[access.ControllerHolderLabel] == access.ControllerHolderHash(holder)
+	return w.lock != nil && ptr.Deref(w.lock.Spec.HolderIdentity, "") == holder && access.HeldByCle(w.lock)
 }
 
 // current judges who acts now.

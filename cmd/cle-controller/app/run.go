@@ -583,7 +583,6 @@ func newSharedLock(client kubernetes.Interface, o *Options, name, id string, own
 // acquired.
 func (l *sharedLock) run(ctx context.Context, acquired func()) {
 	logger := klog.FromContext(ctx)
-	ref := l.ref
 	for ctx.Err() == nil {
 		round, cancel := context.WithCancel(ctx)
 		l.mu.Lock()
@@ -598,21 +597,21 @@ func (l *sharedLock) run(ctx context.Context, acquired func()) {
 			Name:            sharedElectionName,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
-					logger.Info("Holding the lock of kube-apiserver's election controller: electing the Leases of OldestEmulationVersion too", "lock", ref)
+					logger.Info("Holding the lock of kube-apiserver's election controller: electing the Leases of OldestEmulationVersion too", "lock", l.ref)
 					acquired()
 					<-ctx.Done()
 				},
 				OnStoppedLeading: func() {
-					logger.Info("Not holding the lock of kube-apiserver's election controller: electing only the Leases of cle's strategies", "lock", ref)
+					logger.Info("Not holding the lock of kube-apiserver's election controller: electing only the Leases of cle's strategies", "lock", l.ref)
 				},
 				OnNewLeader: func(holder string) {
-					logger.V(2).Info("Holder of kube-apiserver's election controller's lock observed", "lock", ref, "holder", holder)
+					logger.V(2).Info("Holder of kube-apiserver's election controller's lock observed", "lock", l.ref, "holder", holder)
 				},
 			},
 		})
 		if err != nil { // the timings were validated with the own lock's
 			cancel()
-			logger.Error(err, "Cannot contend for the lock of kube-apiserver's election controller", "lock", ref)
+			logger.Error(err, "Cannot contend for the lock of kube-apiserver's election controller", "lock", l.ref)
 			return
 		}
 		le.Run(round)
@@ -689,8 +688,8 @@ func (l *deferringLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 	if ler.HolderIdentity == l.Identity() && !l.ownHeld() {
 		return errNotActive
 	}
-	if wait := l.deferFor(ler); wait > 0 {
-		return fmt.Errorf("lock held by %s until lately: leaving it to kube-apiserver's electors for %s more", l.record.HolderIdentity, wait.Round(time.Millisecond))
+	if holder, wait := l.deferFor(ler); wait > 0 {
+		return fmt.Errorf("lock held by %s until lately: leaving it to kube-apiserver's electors for %s more", holder, wait.Round(time.Millisecond))
 	}
 	return l.Interface.Update(ctx, ler)
 }
@@ -700,14 +699,14 @@ func (l *deferringLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 var errNotActive = errors.New("this replica does not hold its own lock: not taking kube-apiserver's election controller's lock")
 
 // deferFor is how much longer a write of ler that takes the lock from
-// another holder waits.
-func (l *deferringLock) deferFor(ler resourcelock.LeaderElectionRecord) time.Duration {
+// another holder, which it names, waits.
+func (l *deferringLock) deferFor(ler resourcelock.LeaderElectionRecord) (string, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id, holder := l.Identity(), l.record.HolderIdentity
 	if ler.HolderIdentity != id || holder == "" || holder == id || l.cleHolder(holder) {
-		return 0
+		return holder, 0
 	}
 	hold := time.Duration(l.record.LeaseDurationSeconds)*time.Second + l.extra
-	return hold - lead.Elapsed(l.now(), l.changed)
+	return holder, hold - lead.Elapsed(l.now(), l.changed)
 }
