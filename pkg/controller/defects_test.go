@@ -570,3 +570,28 @@ func TestSlowWritesDoNotExpireALiveHolder(t *testing.T) {
 		t.Errorf("wrote the Lease of a holder whose renewal came late with the server's writes: %v", w)
 	}
 }
+
+// A server that was down (kube-apiserver restarted or paused, etcd
+// restarted) and serves again: the controller's lock renewal sent during the
+// outage showed 3s late, the next one at once. The server keeps up again,
+// so a holder that renewed after the outage and then stopped (killed,
+// frozen) is late, and pinged, a lease duration after its renewal, as on a
+// server that was never down: the outage does not delay the election that
+// follows it.
+func TestAnOutageOverDoesNotDelayTheNextElection(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0"), candidate("b", "1.31.0", "1.31.0"))
+	h.create(lease(heldBy("a"), transitions(3), durationSeconds(4)))
+	h.reconcile()
+	h.clearWrites()
+	h.slowLockRenewal(3 * time.Second)
+	h.slowLockRenewal(50 * time.Millisecond)
+	h.renewLease(h.clock.Now())
+	_, _ = h.reconcileOnly()
+	renewed := h.clock.Now()
+	h.step(4100 * time.Millisecond) // the holder's Lease has run out by now
+	_, _ = h.reconcileOnly()
+	if p := h.pings(); len(p) == 0 {
+		t.Errorf("nothing pinged %s after the holder's last renewal on a 4s Lease, once the server kept up again (writes %v)", h.clock.Now().Sub(renewed), h.writes())
+	}
+}

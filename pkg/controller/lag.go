@@ -36,6 +36,9 @@ type WatchLag struct {
 	// the last spreadSeconds seconds, for Spread: a ring indexed by the
 	// Unix second.
 	delays [spreadSeconds]secondDelay
+	// slowAt is when the latest write that took longer than promptDelay
+	// to show was seen.
+	slowAt time.Time
 }
 
 // secondDelay is the longest delivery seen in one second.
@@ -46,6 +49,14 @@ type secondDelay struct {
 
 // spreadSeconds is how long Spread remembers a delivery's delay.
 const spreadSeconds = 10
+
+// promptDelay is how soon a write that shows the server keeping up again
+// shows: one sent after every slower write was seen, and seen within
+// promptDelay, ends Spread's memory of those. What writes took while the
+// server was down or behind (a restart, a pause, a burst) then no longer
+// delays the expiry of Leases whose holders renew promptly again, while a
+// server that stays loaded, whose writes all take longer, is remembered.
+const promptDelay = 250 * time.Millisecond
 
 // lagProbe is one write to recognise in the watch, by the renewTime it
 // writes: the watch delivers it, or a later version (see unseenAfter). It is
@@ -122,7 +133,7 @@ func (w *WatchLag) observe(lease *coordinationv1.Lease, now time.Time) {
 	unseen := unseenAfter(slices.Clone(probes), renew)
 	for _, p := range probes {
 		if !slices.Contains(unseen, p) {
-			w.delivered(now, now.Sub(p.sentAt))
+			w.delivered(now, p.sentAt)
 		}
 	}
 	if len(unseen) == 0 {
@@ -132,9 +143,18 @@ func (w *WatchLag) observe(lease *coordinationv1.Lease, now time.Time) {
 	w.pending[key] = unseen
 }
 
-// delivered notes a write seen at now, d after it was sent; w.mu held.
-func (w *WatchLag) delivered(now time.Time, d time.Duration) {
-	d = min(max(d, 0), maxLag)
+// delivered notes a write sent at sentAt and seen at now; w.mu held. A
+// prompt one sent once every slower write had been seen clears the memory
+// of those (see promptDelay).
+func (w *WatchLag) delivered(now, sentAt time.Time) {
+	d := min(max(now.Sub(sentAt), 0), maxLag)
+	if d > promptDelay {
+		if now.After(w.slowAt) {
+			w.slowAt = now
+		}
+	} else if !sentAt.Before(w.slowAt) {
+		w.delays = [spreadSeconds]secondDelay{}
+	}
 	sec := now.Unix()
 	b := &w.delays[uint64(sec)%spreadSeconds]
 	if b.sec != sec {
@@ -145,7 +165,8 @@ func (w *WatchLag) delivered(now time.Time, d time.Duration) {
 
 // Spread is how far apart the watch may deliver writes made together, as
 // known at now: the longest a write took from its sending to its delivery
-// in the last spreadSeconds seconds, or the lag (At), whichever is longer.
+// in the last spreadSeconds seconds (until a prompt write shows the server
+// keeps up again: see promptDelay), or the lag (At), whichever is longer.
 // Where At forgets a late write as soon as the watch shows it (a holder's
 // expiry must not wait on a lag that is over), writes made together reach
 // a loaded server, and its watch, as far apart as its requests take, and

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -105,9 +106,30 @@ func TestWatchLag(t *testing.T) {
 			w.expect(key, t0.Add(100*time.Millisecond), t0.Add(100*time.Millisecond))
 			w.observe(lagLease("11", t0.Add(100*time.Millisecond)), t0.Add(700*time.Millisecond))
 			w.expect(key, t0.Add(2*time.Second), t0.Add(2*time.Second))
-			w.observe(lagLease("12", t0.Add(2*time.Second)), t0.Add(2050*time.Millisecond))
+			w.observe(lagLease("12", t0.Add(2*time.Second)), t0.Add(2300*time.Millisecond))
 			return w.Spread(t0.Add(3 * time.Second))
 		}, 700 * time.Millisecond},
+		{"spread: a prompt write sent after the slow ones showed ends their memory", func(w *WatchLag) time.Duration {
+			w.expect(key, t0, t0)
+			w.observe(lagLease("10", t0), t0.Add(3*time.Second)) // a server down for 3s
+			w.expect(key, t0.Add(3100*time.Millisecond), t0.Add(3100*time.Millisecond))
+			w.observe(lagLease("11", t0.Add(3100*time.Millisecond)), t0.Add(3150*time.Millisecond))
+			return w.Spread(t0.Add(4 * time.Second))
+		}, 50 * time.Millisecond},
+		{"spread: a prompt write sent before a slow one showed does not", func(w *WatchLag) time.Duration {
+			w.expect(key, t0, t0)
+			w.expect(key, t0.Add(2900*time.Millisecond), t0.Add(2900*time.Millisecond))
+			w.observe(lagLease("11", t0.Add(2900*time.Millisecond)), t0.Add(3*time.Second))
+			return w.Spread(t0.Add(4 * time.Second))
+		}, 3 * time.Second},
+		{"spread: a server whose writes all show late is remembered", func(w *WatchLag) time.Duration {
+			for i, d := range []time.Duration{2 * time.Second, 400 * time.Millisecond, 300 * time.Millisecond} {
+				sent := t0.Add(time.Duration(i) * 2 * time.Second)
+				w.expect(key, sent, sent)
+				w.observe(lagLease(strconv.Itoa(10+i), sent), sent.Add(d))
+			}
+			return w.Spread(t0.Add(5 * time.Second))
+		}, 2 * time.Second},
 		{"spread: forgotten after spreadSeconds", func(w *WatchLag) time.Duration {
 			w.expect(key, t0, t0)
 			w.observe(lagLease("10", t0), t0.Add(400*time.Millisecond))

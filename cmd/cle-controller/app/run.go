@@ -415,7 +415,7 @@ func processCollectors(mode access.Mode, lag *controller.WatchLag, acting *actin
 		Help: "How far behind the Lease watch is: how long the oldest of the controller's own Lease writes and lock renewals not delivered yet has been outstanding."},
 		func() float64 { return lag.At(time.Now()).Seconds() })
 	writeDelay := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cle_write_delay_seconds",
-		Help: "How late a write made now may show: the longest the controller's own Lease writes and lock renewals took from sending to delivery in its watch in the last 10s, or cle_watch_lag_seconds if longer. A holder's Lease expires this much later, a first election gathers this much longer, and above 1s pings are paced (cle_ping_budget)."},
+		Help: "How late a write made now may show: the longest the controller's own Lease writes and lock renewals took from sending to delivery in its watch in the last 10s (forgotten once a later write shows within 250ms), or cle_watch_lag_seconds if longer. A holder's Lease expires this much later, a first election gathers this much longer, and above 1s pings are paced (cle_ping_budget)."},
 		func() float64 { return lag.Spread(time.Now()).Seconds() })
 	modeInfo := prometheus.NewGauge(prometheus.GaugeOpts{Name: "cle_api_mode_info", Help: "1, labelled with the API mode in use: native or portable.",
 		ConstLabels: prometheus.Labels{"mode": string(mode)}})
