@@ -164,85 +164,19 @@ func TestStaticPodNative(t *testing.T) {
 	n := cluster
 	ctx := context.Background()
 
-	n.kubectl(t, "", "apply", "-f", n.release.bundle("cle-static-pod-rbac.yaml"))
-	t.Cleanup(func() {
-		n.kubectl(t, "", "delete", "-f", n.release.bundle("cle-static-pod-rbac.yaml"), "--ignore-not-found")
-	})
-	// The kubeconfig the bundle names, for the user its RBAC binds, readable
-	// by the Pod's user only.
-	conf := filepath.Join(etcKubernetes, "cle-controller.conf")
-	if err := n.writeStaticPodKubeconfig(conf); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(conf) })
-
-	// The Pod as shipped, with a known leader-election identity: the
-	// built-in controller's Lease is handed to it below.
-	const identity = "cle-controller-" + nodeName
-	data, err := os.ReadFile(n.release.bundle("cle-static-pod.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
-		t.Fatalf("cle-static-pod.yaml: %v", err)
-	}
-	pod.Spec.Containers[0].Args = append(pod.Spec.Containers[0].Args, "--leader-elect-identity="+identity)
-	out, err := yaml.Marshal(&pod)
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest := filepath.Join(n.staticPods, "cle-controller.yaml")
 	begin := time.Now()
-	if err := writeFile(manifest, string(out)); err != nil {
-		t.Fatal(err)
-	}
-	mirror := pod.Name + "-" + nodeName
-	t.Cleanup(func() {
-		os.Remove(manifest)
-		n.waitPodGone(t, pod.Namespace, mirror)
-	})
+	mirror := n.startStaticPod(t)
 	// The built-in controller stood by from the start (idled, as make run
 	// does); its Lease now goes to cle-controller, which renews it.
-	if err := n.server.HandBuiltinControllerLease(ctx, identity); err != nil {
+	if err := n.server.HandBuiltinControllerLease(ctx, staticPodIdentity); err != nil {
 		t.Fatal(err)
 	}
-	n.waitPodReady(t, pod.Namespace, mirror)
-	t.Logf("static Pod %s/%s Ready and holding %s/%s in %s", pod.Namespace, mirror,
+	n.waitPodReady(t, metav1.NamespaceSystem, mirror)
+	t.Logf("static Pod %s/%s Ready and holding %s/%s in %s", metav1.NamespaceSystem, mirror,
 		framework.BuiltinControllerLeaseNamespace, framework.BuiltinControllerLeaseName, time.Since(begin).Round(100*time.Millisecond))
 
-	// Three kube-schedulers of this release emulating 1.35, 1.36 and 1.36,
-	// the gate on: each registers a LeaseCandidate and waits to be named.
-	sched, err := framework.Binary("kube-scheduler")
-	if err != nil {
-		t.Fatal(err)
-	}
-	schedulers := map[string]*framework.Child{}
 	begin = time.Now()
-	for i, v := range []string{"1.35", "1.36", "1.36"} {
-		name := fmt.Sprintf("kube-scheduler-%s-%d", v, i)
-		schedulers[name] = framework.StartChild(t, name, sched,
-			"--kubeconfig="+n.kubeconfig, "--authentication-kubeconfig="+n.kubeconfig, "--authorization-kubeconfig="+n.kubeconfig,
-			"--feature-gates=CoordinatedLeaderElection=true", "--emulated-version="+v,
-			"--leader-elect=true", "--secure-port=0", "--v=2")
-	}
-	t.Cleanup(func() {
-		_ = n.client.CoordinationV1().Leases(metav1.NamespaceSystem).Delete(context.Background(), "kube-scheduler", metav1.DeleteOptions{})
-		_ = n.client.CoordinationV1beta1().LeaseCandidates(metav1.NamespaceSystem).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
-	})
-	byVersion := func(prefix string) map[string]bool {
-		names := map[string]bool{}
-		list, err := n.client.CoordinationV1beta1().LeaseCandidates(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return names
-		}
-		for _, c := range list.Items {
-			if c.Spec.LeaseName == "kube-scheduler" && strings.HasPrefix(c.Spec.EmulationVersion, prefix) {
-				names[c.Name] = true
-			}
-		}
-		return names
-	}
+	schedulers, byVersion := n.startSchedulers(t)
 	oldest := n.waitLease(t, metav1.NamespaceSystem, "kube-scheduler", func(holder string) bool { return byVersion("1.35")[holder] })
 	t.Logf("kube-scheduler candidates started; the 1.35 one, %s, elected in %s", oldest, time.Since(begin).Round(100*time.Millisecond))
 	t.Logf("kubectl cle status -n kube-system:\n%s", n.kubectl(t, "", "cle", "status", "-n", metav1.NamespaceSystem))
@@ -264,21 +198,13 @@ func TestStaticPodNative(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := ptr.Deref(builtin.Spec.HolderIdentity, ""); h != identity {
-		t.Fatalf("the built-in election controller's Lease is held by %q, want cle-controller (%s)", h, identity)
+	if h := ptr.Deref(builtin.Spec.HolderIdentity, ""); h != staticPodIdentity {
+		t.Fatalf("the built-in election controller's Lease is held by %q, want cle-controller (%s)", h, staticPodIdentity)
 	}
 
 	// The leader stops; the controller elects a 1.36 one.
-	var leaderProc string
-	for name, c := range schedulers {
-		if strings.HasPrefix(name, "kube-scheduler-1.35") {
-			leaderProc = name
-			begin = time.Now()
-			if err := c.Stop(30 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	begin = time.Now()
+	leaderProc := stopScheduler(t, schedulers, "1.35")
 	next := n.waitLease(t, metav1.NamespaceSystem, "kube-scheduler", func(holder string) bool { return byVersion("1.36")[holder] })
 	// kube-scheduler leaves its LeaseCandidate behind: the controller pings
 	// it, and elects another once the ping times out; kubectl cle passes it
@@ -288,6 +214,317 @@ func TestStaticPodNative(t *testing.T) {
 		t.Errorf("kubectl cle status says %q, want %s holding and best, optimal", out, next)
 	}
 	t.Logf("kubectl cle status -n kube-system kube-scheduler -o wide:\n%s", n.kubectl(t, "", "cle", "status", "-n", metav1.NamespaceSystem, "kube-scheduler", "-o", "wide"))
+}
+
+// TestStaticPodBesideBuiltin runs cle-controller's static Pod, as shipped,
+// in native mode beside the election controller of kube-apiserver, as on
+// any cluster with the gate on: kube-apiserver keeps its lock and elects
+// kube-scheduler's Lease (OldestEmulationVersion), while cle-controller,
+// under its own lock, elects a cle.dev/Priority election and a
+// cle.dev/OldestEmulationVersion one among library candidates in Pods.
+// Nothing flaps, before or after kube-apiserver restarts mid-run, and cle
+// still elects the next leader of its Leases at once afterwards.
+func TestStaticPodBesideBuiltin(t *testing.T) {
+	n := cluster
+	ctx := context.Background()
+	// kube-apiserver's controller acts from here on: idled from the start
+	// (when this test runs alone) or handed over by TestStaticPodNative,
+	// whose cle-controller released the Lease on its way out.
+	if err := n.server.WakeBuiltinController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := n.waitBuiltinHoldsItsLock(t, "")
+
+	begin := time.Now()
+	mirror := n.startStaticPod(t)
+	n.waitPodReady(t, metav1.NamespaceSystem, mirror)
+	n.waitLease(t, metav1.NamespaceSystem, access.PortableControllerLock, func(holder string) bool { return holder == staticPodIdentity })
+	t.Logf("static Pod %s/%s Ready and holding its own lock %s/%s in %s; kube-apiserver (%s) holds %s/%s", metav1.NamespaceSystem, mirror,
+		metav1.NamespaceSystem, access.PortableControllerLock, time.Since(begin).Round(100*time.Millisecond),
+		before, framework.BuiltinControllerLeaseNamespace, framework.BuiltinControllerLeaseName)
+
+	// kube-scheduler's election, left to kube-apiserver.
+	begin = time.Now()
+	schedulers, byVersion := n.startSchedulers(t)
+	oldest := n.waitLease(t, metav1.NamespaceSystem, "kube-scheduler", func(holder string) bool { return byVersion("1.35")[holder] })
+	t.Logf("kube-scheduler candidates started; the 1.35 one, %s, elected in %s", oldest, time.Since(begin).Round(100*time.Millisecond))
+
+	// Two elections of cle's strategies, each among library candidates
+	// emulating 1.35 (in Deployment best) and 1.36 (two in next).
+	type cleElection struct {
+		election
+		strategy coordinationv1.CoordinatedLeaseStrategy
+	}
+	cleElections := []cleElection{
+		{n.candNamespace(t, "cle-priority"), strategy.PriorityName},
+		{n.candNamespace(t, "cle-oldest"), strategy.OldestEmulationVersionByCleName},
+	}
+	inDeployment := func(e cleElection, deploy string) func(string) bool {
+		return func(holder string) bool {
+			p, err := n.client.CoreV1().Pods(e.ns).Get(ctx, holder, metav1.GetOptions{})
+			return err == nil && p.DeletionTimestamp == nil && p.Labels["app"] == deploy
+		}
+	}
+	for i := range cleElections {
+		e := &cleElections[i]
+		begin = time.Now()
+		args := []string{"--kind=cle", "--api-mode=native", "--strategy=" + string(e.strategy)}
+		n.addCands(t, &e.election, "best", 1, candImage, append(args, "--emulation-version=1.35.0")...)
+		n.addCands(t, &e.election, "next", 2, candImage, args...)
+		holder := n.waitLease(t, e.ns, e.lease, inDeployment(*e, "best"))
+		n.waitElectedEvent(t, e.ns, e.lease, holder)
+		t.Logf("%s election %s/%s: candidates Ready and %s elected by cle-controller in %s", e.strategy, e.ns, e.lease, holder, time.Since(begin).Round(100*time.Millisecond))
+	}
+
+	leases := []struct{ ns, name string }{{metav1.NamespaceSystem, "kube-scheduler"}}
+	for _, e := range cleElections {
+		leases = append(leases, struct{ ns, name string }{e.ns, e.lease})
+	}
+	// steady checks that for window no Lease changes holder or term (from
+	// those of was, if given), that kube-apiserver keeps its lock and
+	// cle-controller its own, and that kube-apiserver, not cle-controller,
+	// elected kube-scheduler. It returns the holders and terms.
+	type term struct {
+		holder string
+		n      int32
+	}
+	steady := func(phase string, was map[string]term) map[string]term {
+		t.Helper()
+		read := func() (map[string]term, error) {
+			terms := map[string]term{}
+			for _, l := range leases {
+				lease, err := n.client.CoordinationV1().Leases(l.ns).Get(ctx, l.name, metav1.GetOptions{})
+				if err != nil {
+					return nil, err
+				}
+				terms[l.ns+"/"+l.name] = term{ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.LeaseTransitions, 0)}
+			}
+			return terms, nil
+		}
+		first, err := read()
+		if err != nil {
+			t.Fatalf("%s: %v", phase, err)
+		}
+		for l, before := range was {
+			if first[l] != before {
+				t.Fatalf("%s: Lease %s moved from %s (term %d) to %q (term %d)", phase, l, before.holder, before.n, first[l].holder, first[l].n)
+			}
+		}
+		const window = 20 * time.Second
+		end := time.Now().Add(window)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for ; time.Now().Before(end); <-tick.C {
+			now, err := read()
+			if err == nil {
+				for l, was := range first {
+					if now[l] != was {
+						t.Fatalf("%s: Lease %s moved from %s (term %d) to %q (term %d)", phase, l, was.holder, was.n, now[l].holder, now[l].n)
+					}
+				}
+			}
+			builtin, err := n.client.CoordinationV1().Leases(framework.BuiltinControllerLeaseNamespace).Get(ctx, framework.BuiltinControllerLeaseName, metav1.GetOptions{})
+			if err == nil && access.HeldByCle(builtin) {
+				t.Fatalf("%s: cle-controller took kube-apiserver's lock (%s)", phase, ptr.Deref(builtin.Spec.HolderIdentity, ""))
+			}
+			own, err := n.client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, access.PortableControllerLock, metav1.GetOptions{})
+			if err == nil && ptr.Deref(own.Spec.HolderIdentity, "") != staticPodIdentity {
+				t.Fatalf("%s: cle-controller's lock is held by %q", phase, ptr.Deref(own.Spec.HolderIdentity, ""))
+			}
+		}
+		if n := n.cleElectedEvents(t, metav1.NamespaceSystem, "kube-scheduler"); n > 0 {
+			t.Errorf("%s: cle-controller elected kube-scheduler's Lease (%d LeaderElected Events) while kube-apiserver's controller acted", phase, n)
+		}
+		t.Logf("%s: no holder or term changed for %s (%v)", phase, window, first)
+		return first
+	}
+	terms := steady("first elections", nil)
+
+	out := n.kubectl(t, "", "cle", "status", "-n", metav1.NamespaceSystem)
+	t.Logf("kubectl cle status -n kube-system:\n%s", out)
+	for _, want := range []string{
+		"Election controller: kube-apiserver (holder " + before + ")",
+		"Election controller of cle.dev strategies: cle (holder " + staticPodIdentity + ")",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl cle status does not say %q", want)
+		}
+	}
+
+	// kube-apiserver restarts: its new process takes its lock back, and
+	// every election keeps its holder and term throughout.
+	begin = time.Now()
+	if err := n.server.RestartAPIServer(ctx); err != nil {
+		t.Fatalf("restart kube-apiserver: %v", err)
+	}
+	after := n.waitBuiltinHoldsItsLock(t, before)
+	t.Logf("kube-apiserver restarted; its new process %s holds its lock %s after the restart began", after, time.Since(begin).Round(100*time.Millisecond))
+	steady("after kube-apiserver's restart", terms)
+
+	// Each leader goes: cle-controller elects the next of its Leases at
+	// once, kube-apiserver the next kube-scheduler.
+	for _, e := range cleElections {
+		leader, err := n.client.CoordinationV1().Leases(e.ns).Get(ctx, e.lease, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		was := ptr.Deref(leader.Spec.HolderIdentity, "")
+		begin = time.Now()
+		n.kubectl(t, "", "delete", "pod", "-n", e.ns, was, "--wait=false")
+		next := n.waitLease(t, e.ns, e.lease, inDeployment(e, "next"))
+		took := time.Since(begin)
+		n.waitElectedEvent(t, e.ns, e.lease, next)
+		t.Logf("%s election: leader Pod %s deleted, %s elected by cle-controller after %s", e.strategy, was, next, took.Round(100*time.Millisecond))
+		if d := time.Duration(ptr.Deref(leader.Spec.LeaseDurationSeconds, 0)) * time.Second; took > d {
+			t.Errorf("%s election: the next leader took %s, longer than the Lease's %s", e.strategy, took.Round(100*time.Millisecond), d)
+		}
+	}
+	begin = time.Now()
+	leaderProc := stopScheduler(t, schedulers, "1.35")
+	next := n.waitLease(t, metav1.NamespaceSystem, "kube-scheduler", func(holder string) bool { return byVersion("1.36")[holder] })
+	t.Logf("%s stopped: %s (1.36) elected by kube-apiserver after %s", leaderProc, next, time.Since(begin).Round(100*time.Millisecond))
+	if n := n.cleElectedEvents(t, metav1.NamespaceSystem, "kube-scheduler"); n > 0 {
+		t.Errorf("cle-controller elected kube-scheduler's Lease (%d LeaderElected Events) while kube-apiserver's controller acted", n)
+	}
+}
+
+// waitBuiltinHoldsItsLock waits until kube-apiserver's election controller
+// holds its lock, under another identity than not, and returns the holder.
+func (n *node) waitBuiltinHoldsItsLock(t *testing.T, not string) string {
+	t.Helper()
+	return n.waitLease(t, framework.BuiltinControllerLeaseNamespace, framework.BuiltinControllerLeaseName, func(holder string) bool {
+		l, err := n.client.CoordinationV1().Leases(framework.BuiltinControllerLeaseNamespace).Get(context.Background(), framework.BuiltinControllerLeaseName, metav1.GetOptions{})
+		return err == nil && holder != not && holder != framework.IdlerIdentity && ptr.Deref(l.Spec.HolderIdentity, "") == holder && !access.HeldByCle(l)
+	})
+}
+
+// cleElectedEvents counts cle-controller's LeaderElected Events on the Lease
+// as it is now (by its UID: a Lease deleted and created again by an earlier
+// test had Events of its own).
+func (n *node) cleElectedEvents(t *testing.T, ns, lease string) int {
+	t.Helper()
+	ctx := context.Background()
+	l, err := n.client.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := n.client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Lease" && e.Regarding.UID == l.UID && e.ReportingController == "cle-controller" && e.Reason == "LeaderElected" {
+			count++
+		}
+	}
+	return count
+}
+
+// staticPodIdentity is the leader-election identity the node tests give
+// cle-controller's static Pod, so that the built-in controller's Lease can
+// be handed to it (TestStaticPodNative) or checked not to be its.
+const staticPodIdentity = "cle-controller-" + nodeName
+
+// startStaticPod runs cle-controller as the release's static-Pod bundle
+// installs it (its RBAC, its kubeconfig and the Pod as shipped, with
+// staticPodIdentity), until the test ends; it returns the mirror Pod's
+// name in kube-system. The Pod may not be Ready yet.
+func (n *node) startStaticPod(t *testing.T) string {
+	t.Helper()
+	n.kubectl(t, "", "apply", "-f", n.release.bundle("cle-static-pod-rbac.yaml"))
+	t.Cleanup(func() {
+		n.kubectl(t, "", "delete", "-f", n.release.bundle("cle-static-pod-rbac.yaml"), "--ignore-not-found")
+	})
+	// The kubeconfig the bundle names, for the user its RBAC binds, readable
+	// by the Pod's user only.
+	conf := filepath.Join(etcKubernetes, "cle-controller.conf")
+	if err := n.writeStaticPodKubeconfig(conf); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(conf) })
+
+	data, err := os.ReadFile(n.release.bundle("cle-static-pod.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
+		t.Fatalf("cle-static-pod.yaml: %v", err)
+	}
+	if pod.Namespace != metav1.NamespaceSystem {
+		t.Fatalf("cle-static-pod.yaml runs in %q, want kube-system", pod.Namespace)
+	}
+	pod.Spec.Containers[0].Args = append(pod.Spec.Containers[0].Args, "--leader-elect-identity="+staticPodIdentity)
+	out, err := yaml.Marshal(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(n.staticPods, "cle-controller.yaml")
+	if err := writeFile(manifest, string(out)); err != nil {
+		t.Fatal(err)
+	}
+	mirror := pod.Name + "-" + nodeName
+	t.Cleanup(func() {
+		os.Remove(manifest)
+		n.waitPodGone(t, pod.Namespace, mirror)
+	})
+	return mirror
+}
+
+// startSchedulers starts three kube-schedulers of this release emulating
+// 1.35, 1.36 and 1.36, the gate on: each registers a LeaseCandidate for
+// kube-system/kube-scheduler and waits to be named. It returns them by
+// name, and a function giving the names of the LeaseCandidates whose
+// emulation version starts with a prefix.
+func (n *node) startSchedulers(t *testing.T) (map[string]*framework.Child, func(prefix string) map[string]bool) {
+	t.Helper()
+	sched, err := framework.Binary("kube-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedulers := map[string]*framework.Child{}
+	for i, v := range []string{"1.35", "1.36", "1.36"} {
+		name := fmt.Sprintf("kube-scheduler-%s-%d", v, i)
+		schedulers[name] = framework.StartChild(t, name, sched,
+			"--kubeconfig="+n.kubeconfig, "--authentication-kubeconfig="+n.kubeconfig, "--authorization-kubeconfig="+n.kubeconfig,
+			"--feature-gates=CoordinatedLeaderElection=true", "--emulated-version="+v,
+			"--leader-elect=true", "--secure-port=0", "--v=2")
+	}
+	t.Cleanup(func() {
+		_ = n.client.CoordinationV1().Leases(metav1.NamespaceSystem).Delete(context.Background(), "kube-scheduler", metav1.DeleteOptions{})
+		_ = n.client.CoordinationV1beta1().LeaseCandidates(metav1.NamespaceSystem).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	byVersion := func(prefix string) map[string]bool {
+		names := map[string]bool{}
+		list, err := n.client.CoordinationV1beta1().LeaseCandidates(metav1.NamespaceSystem).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return names
+		}
+		for _, c := range list.Items {
+			if c.Spec.LeaseName == "kube-scheduler" && strings.HasPrefix(c.Spec.EmulationVersion, prefix) {
+				names[c.Name] = true
+			}
+		}
+		return names
+	}
+	return schedulers, byVersion
+}
+
+// stopScheduler stops the kube-scheduler started by startSchedulers that
+// emulates version.
+func stopScheduler(t *testing.T, schedulers map[string]*framework.Child, version string) string {
+	t.Helper()
+	for name, c := range schedulers {
+		if strings.HasPrefix(name, "kube-scheduler-"+version+"-") {
+			if err := c.Stop(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			return name
+		}
+	}
+	t.Fatalf("no kube-scheduler emulating %s", version)
+	return ""
 }
 
 // kubectl runs kubectl, with the release's kubectl-cle on PATH, as the

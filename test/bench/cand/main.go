@@ -53,6 +53,7 @@ import (
 type options struct {
 	kind, kubeconfig, namespace, lease, identity string
 	binaryVersion, emulationVersion, apiMode     string
+	strategy                                     string
 	leaseDuration, renewDeadline, retryPeriod    time.Duration
 	signalFaults, processIdentity                bool
 }
@@ -68,6 +69,7 @@ func main() {
 	fs.StringVar(&o.identity, "identity", "", "this process's identity (required)")
 	fs.StringVar(&o.binaryVersion, "binary-version", "1.36.0", "binary version")
 	fs.StringVar(&o.emulationVersion, "emulation-version", "", "emulation version (default: the binary version)")
+	fs.StringVar(&o.strategy, "strategy", string(coordinationv1.OldestEmulationVersion), "election strategy the candidate asks for (kinds cle, lock and peer)")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "lease duration")
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "renew deadline")
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "retry period")
@@ -141,6 +143,7 @@ func run(ctx context.Context, o options) error {
 	ccfg := candidate.Config{
 		RestConfig: cfg, APIMode: o.apiMode, Namespace: o.namespace, LeaseName: o.lease, Identity: o.identity,
 		BinaryVersion: o.binaryVersion, EmulationVersion: o.emulationVersion,
+		Strategy:      coordinationv1.CoordinatedLeaseStrategy(o.strategy),
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 	}
 	switch o.kind {
@@ -173,7 +176,7 @@ func run(ctx context.Context, o options) error {
 		}
 		coordinated := o.kind == "peer"
 		if coordinated {
-			lc, _, err := leaderelection.NewCandidate(client, o.namespace, o.identity, o.lease, o.binaryVersion, o.emulationVersion, coordinationv1.OldestEmulationVersion)
+			lc, _, err := leaderelection.NewCandidate(client, o.namespace, o.identity, o.lease, o.binaryVersion, o.emulationVersion, coordinationv1.CoordinatedLeaseStrategy(o.strategy))
 			if err != nil {
 				return fmt.Errorf("LeaseCandidate: %w", err)
 			}
