@@ -181,6 +181,7 @@ func TestChaos(t *testing.T) {
 	}
 	// Printed on stderr too, so that a run cut short still tells its seed.
 	fmt.Fprintf(os.Stderr, "chaos: seed %d (replay with CHAOS_SEED=%d)\n", seed, seed)
+	outcome.add("seed %d (replay with CHAOS_SEED=%d), beside kube-apiserver's controller: %v", seed, seed, besideBuiltin)
 	t.Logf("seed %d (replay with CHAOS_SEED=%d), duration %v, recovery bound %v (and an elector's poll for the adopters)", seed, seed, duration, leaseDuration+slack)
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -226,6 +227,7 @@ func TestChaos(t *testing.T) {
 		t.Logf("+%s fault %d: %s", time.Since(begin).Round(time.Millisecond), i+1, f.name)
 		w := window{fault: f.name, start: time.Now()}
 		if err := f.inject(e); err != nil {
+			outcome.add("stopped: fault %s: %v", f.name, err)
 			t.Fatalf("fault %s: %v", f.name, err)
 		}
 		w.end = time.Now()
@@ -530,8 +532,10 @@ func (e *env) waitHealthy(fault, phase string, from time.Time, limit time.Durati
 		}
 		if time.Since(from) > limit {
 			l, _ := e.rec.current(leaseName)
-			e.t.Fatalf("%s: no healthy election %s after %s: the Lease names %q (preferred %q, term %d), best live candidate %v",
+			msg := fmt.Sprintf("%s: no healthy election %s after %s: the Lease names %q (preferred %q, term %d), best live candidate %v",
 				fault, limit, phase, l.holder, l.preferred, l.transitions, e.bestLive())
+			outcome.add("stopped: %s", msg)
+			e.t.Fatal(msg)
 		}
 		select {
 		case <-e.ctx.Done():
@@ -632,7 +636,9 @@ func (e *env) finish(ran, duration time.Duration) {
 	fmt.Fprintf(&b, "  violations: %d\n", len(bad))
 	t.Log(b.String())
 	fmt.Fprintln(os.Stderr, b.String())
+	outcome.add("%s", b.String())
 	for _, msg := range bad {
+		outcome.add("violation: %s", msg)
 		t.Errorf("violation: %s", msg)
 	}
 }

@@ -1,7 +1,10 @@
 package chaos
 
 import (
+	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cle-dev/cle/test/integration/framework"
@@ -18,6 +21,28 @@ var server *framework.Server
 var besideBuiltin = os.Getenv("CHAOS_BESIDE_BUILTIN") != ""
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{CoordinatedLeaderElection: true, IdleBuiltinController: !besideBuiltin},
+	framework.Main(m, framework.Options{CoordinatedLeaderElection: true, IdleBuiltinController: !besideBuiltin, Epilogue: outcome.String},
 		func(s *framework.Server) { server = s })
+}
+
+// outcome is what a failed run ends its output with, after every process's
+// log and the servers': its seed, its summary, and why it failed.
+var outcome = &notes{}
+
+// notes are lines kept for the end of the output; safe for concurrent use.
+type notes struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (n *notes) add(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lines = append(n.lines, fmt.Sprintf(format, args...))
+}
+
+func (n *notes) String() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return "==== chaos: the outcome (above: the log of every process and of the servers) ====\n" + strings.Join(n.lines, "\n")
 }

@@ -78,6 +78,11 @@ func run(m *testing.M, opts []Options, setup func([]*Server)) int {
 		for _, s := range servers {
 			s.DumpLogs(os.Stderr)
 		}
+		for _, o := range opts {
+			if o.Epilogue != nil {
+				fmt.Fprintln(os.Stderr, o.Epilogue())
+			}
+		}
 	}
 	return max(code, stop())
 }

@@ -71,6 +71,10 @@ type Options struct {
 	ReadyzExclude []string
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
+	// Epilogue, if set, is printed by Main after the servers' logs when a
+	// test failed: what a long failure log should end with (the last lines
+	// are what a CI summary shows).
+	Epilogue func() string
 }
 
 // Timers of the election controller built into kube-apiserver. They are short
