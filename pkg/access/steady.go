@@ -140,14 +140,19 @@ func (s *steadyListWatch) ListWithContext(ctx context.Context, o metav1.ListOpti
 // WatchWithContext starts a watch, retrying what can be retried, and keeps
 // it going until the reflector stops it.
 func (s *steadyListWatch) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	// Every watch of the server runs under the steady watch's own
+	// context: one that ends is then known to have ended (ctx.Err) by the
+	// time the watch of the server reports it, and is not taken for a
+	// failure to retry and log.
+	ctx, cancel := context.WithCancel(ctx)
 	up, err := s.startWatch(ctx, o)
 	if err != nil && !needsList(err) {
+		cancel()
 		return nil, err
 	}
 	s.mu.Lock()
 	generation := s.generation
 	s.mu.Unlock()
-	ctx, cancel := context.WithCancel(ctx)
 	w := &steadyWatch{s: s, ctx: ctx, cancel: cancel, out: make(chan watch.Event), generation: generation}
 	go w.run(up, o)
 	return w, nil
@@ -329,7 +334,7 @@ func (w *steadyWatch) run(up watch.Interface, o metav1.ListOptions) {
 			backoff, listed = s.backoff, false
 		}
 		switch {
-		case errors.Is(end, errStopped):
+		case errors.Is(end, errStopped) || w.ctx.Err() != nil:
 			return
 		case end == nil && (events > 0 || s.clock.Since(start) >= time.Second):
 			// The server ended the watch (its timeout); go on at once.

@@ -28,7 +28,9 @@ type scripted struct {
 	watches []any // *watch.FakeWatcher or error
 	listed  []metav1.ListOptions
 	watched []metav1.ListOptions
-	called  chan struct{}
+	// watchCtxs are the contexts the watches were started with.
+	watchCtxs []context.Context
+	called    chan struct{}
 }
 
 func newScripted() *scripted { return &scripted{called: make(chan struct{}, 100)} }
@@ -40,10 +42,11 @@ func (s *scripted) ListWithContext(_ context.Context, o metav1.ListOptions) (run
 	return pop[*coordinationv1.LeaseList](&s.lists, "list")
 }
 
-func (s *scripted) WatchWithContext(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+func (s *scripted) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watched = append(s.watched, o)
+	s.watchCtxs = append(s.watchCtxs, ctx)
 	select {
 	case s.called <- struct{}{}:
 	default:
@@ -116,6 +119,31 @@ func TestSteadyRetriesWhatCanBeRetried(t *testing.T) {
 	}
 	fw.Modify(lease("a", "8"))
 	expectEvent(t, w, watch.Modified, "a", "8")
+}
+
+// Every watch of the server, the first included, runs under the steady
+// watch's own context: stopping the steady watch ends it, and when the
+// reflector's context ends, the steady watch has seen it end by the time the
+// watch of the server reports its end, which is then no failure to log and
+// retry (a one-shot kubectl cle logged "Watch failed; watching again" on its
+// way out when the first watch ran under the reflector's context instead).
+func TestSteadyWatchOwnsItsServerWatches(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	lw := newScripted()
+	lw.watches = []any{watch.NewFake()}
+	w, err := fastSteady(lw).WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	lw.mu.Lock()
+	started := lw.watchCtxs[0]
+	lw.mu.Unlock()
+	w.Stop()
+	if started.Err() == nil {
+		t.Error("the first watch of the server goes on after the steady watch was stopped")
+	}
+	for range w.ResultChan() {
+	}
 }
 
 func TestSteadyPassesOtherErrors(t *testing.T) {
