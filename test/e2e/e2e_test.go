@@ -392,9 +392,9 @@ func TestStaticPodBesideBuiltin(t *testing.T) {
 // holds its lock, under another identity than not, and returns the holder.
 func (n *node) waitBuiltinHoldsItsLock(t *testing.T, not string) string {
 	t.Helper()
-	return n.waitLease(t, framework.BuiltinControllerLeaseNamespace, framework.BuiltinControllerLeaseName, func(holder string) bool {
-		l, err := n.client.CoordinationV1().Leases(framework.BuiltinControllerLeaseNamespace).Get(context.Background(), framework.BuiltinControllerLeaseName, metav1.GetOptions{})
-		return err == nil && holder != not && holder != framework.IdlerIdentity && ptr.Deref(l.Spec.HolderIdentity, "") == holder && !access.HeldByCle(l)
+	return n.waitLeaseWhere(t, framework.BuiltinControllerLeaseNamespace, framework.BuiltinControllerLeaseName, func(l *coordinationv1.Lease) bool {
+		holder := ptr.Deref(l.Spec.HolderIdentity, "")
+		return holder != not && holder != framework.IdlerIdentity && !access.HeldByCle(l)
 	})
 }
 
@@ -647,6 +647,13 @@ func (n *node) waitNamespaceGone(t *testing.T, ns string) {
 // waitLease waits until the Lease names a holder ok accepts, and returns it.
 func (n *node) waitLease(t *testing.T, ns, name string, ok func(holder string) bool) string {
 	t.Helper()
+	return n.waitLeaseWhere(t, ns, name, func(l *coordinationv1.Lease) bool { return ok(ptr.Deref(l.Spec.HolderIdentity, "")) })
+}
+
+// waitLeaseWhere waits until the Lease names a holder and ok accepts the
+// Lease as read, and returns the holder.
+func (n *node) waitLeaseWhere(t *testing.T, ns, name string, ok func(*coordinationv1.Lease) bool) string {
+	t.Helper()
 	var holder string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := n.client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
@@ -654,7 +661,7 @@ func (n *node) waitLease(t *testing.T, ns, name string, ok func(holder string) b
 			return false, nil
 		}
 		holder = ptr.Deref(l.Spec.HolderIdentity, "")
-		return holder != "" && ok(holder), nil
+		return holder != "" && ok(l), nil
 	})
 	if err != nil {
 		n.describe(t, ns)
