@@ -66,6 +66,11 @@ func checkStrictness(t *testing.T, s string) {
 	case err != nil && apiErr == nil && apiv.String() == s && !errors.Is(err, strconv.ErrRange):
 		t.Fatalf("parseSemver(%q) rejected a strict version: %v", s, err)
 	}
+	if fast, ok := parseRelease(s); ok {
+		if full, err := parseSemverGrammar(s); err != nil || !reflect.DeepEqual(fast, full) {
+			t.Fatalf("parseRelease(%q) = %+v, but the full grammar gives %+v, %v", s, fast, full, err)
+		}
+	}
 }
 
 // FuzzRank builds up to eight candidates from fuzz bytes, drawing versions from a pool that includes two

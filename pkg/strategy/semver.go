@@ -49,6 +49,45 @@ func (p versionParser) parse(s string) (semver, error) {
 // ParseSemantic for the grammar and adding the two checks it lacks, so that a candidate kube-apiserver would
 // reject is never ranked.
 func parseSemver(s string) (semver, error) {
+	if sv, ok := parseRelease(s); ok {
+		return sv, nil
+	}
+	return parseSemverGrammar(s)
+}
+
+// parseRelease parses s when it is a release and nothing more, MAJOR.MINOR.PATCH without leading zeros, as
+// nearly every candidate's version is. It reports false for anything else, which only the full grammar
+// (parseSemverGrammar) may accept or reject; for what it parses, both agree.
+func parseRelease(s string) (semver, bool) {
+	var sv semver
+	for i := range sv.core {
+		comp := s
+		if i < len(sv.core)-1 {
+			dot := strings.IndexByte(s, '.')
+			if dot < 0 {
+				return semver{}, false
+			}
+			comp, s = s[:dot], s[dot+1:]
+		}
+		if comp == "" || comp[0] == '0' && len(comp) > 1 {
+			return semver{}, false
+		}
+		for j := range len(comp) {
+			if !isDigit(comp[j]) {
+				return semver{}, false
+			}
+		}
+		n, err := strconv.ParseUint(comp, 10, 0)
+		if err != nil {
+			return semver{}, false
+		}
+		sv.core[i] = uint64(n)
+	}
+	return sv, true
+}
+
+// parseSemverGrammar is parseSemver for any string.
+func parseSemverGrammar(s string) (semver, error) {
 	v, err := version.ParseSemantic(s)
 	if err != nil {
 		return semver{}, err

@@ -19,6 +19,7 @@ func TestParseSemver(t *testing.T) {
 		{in: "1.31.0-a-b.0"},
 		{in: "1.31.0-0a"},
 		{in: "1.31.0-18446744073709551615"},
+		{in: "18446744073709551615.0.10"},
 		{in: "", wantErr: "could not parse"},
 		{in: "abc", wantErr: "could not parse"},
 		{in: "1.31", wantErr: "illegal version string"},
@@ -42,6 +43,7 @@ func TestParseSemver(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
+			checkStrictness(t, tt.in) // and that a release's fast path agrees with the grammar
 			_, err := parseSemver(tt.in)
 			switch {
 			case tt.wantErr == "" && err != nil:
