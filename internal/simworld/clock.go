@@ -31,6 +31,14 @@ type Clock struct {
 	suspendedAt time.Time     // zero while not suspended
 	suspended   time.Duration // the suspends that ended, in all
 	suspends    int
+
+	// The last reading of Now, at the world's step readStep (0: none):
+	// the code of every process, and every check, reads its clock many
+	// times a step; it changes only from one step to the next, or when
+	// the clock is stepped, suspended or resumed.
+	read     time.Time
+	readStep int
+	readMono bool
 }
 
 // NewClock is a clock of w.
@@ -57,10 +65,15 @@ func (c *Clock) Mono() time.Duration {
 
 // Now is what the process's code reads from its clock (see Monotonic).
 func (c *Clock) Now() time.Time {
-	if !c.Monotonic {
-		return c.Wall()
+	if step := c.w.steps + 1; c.readStep == step && c.readMono == c.Monotonic {
+		return c.read
 	}
-	return instant.At(c.Wall(), c.Mono())
+	now := c.Wall()
+	if c.Monotonic {
+		now = instant.At(now, c.Mono())
+	}
+	c.read, c.readStep, c.readMono = now, c.w.steps+1, c.Monotonic
+	return now
 }
 
 // Until is the true duration until local duration d has passed, rounded
@@ -94,12 +107,16 @@ func (c *Clock) After(d time.Duration, fn func()) {
 }
 
 // Step sets the wall clock forward (or back, d < 0) by d.
-func (c *Clock) Step(d time.Duration) { c.stepped += d }
+func (c *Clock) Step(d time.Duration) {
+	c.stepped += d
+	c.readStep = 0
+}
 
 // Suspend stops the monotonic clock until Resume.
 func (c *Clock) Suspend() {
 	c.suspendedAt = c.w.Now
 	c.suspends++
+	c.readStep = 0
 }
 
 // Suspended reports whether the process is suspended.
@@ -110,5 +127,6 @@ func (c *Clock) Resume() {
 	if c.Suspended() {
 		c.suspended += c.w.Now.Sub(c.suspendedAt)
 		c.suspendedAt = time.Time{}
+		c.readStep = 0
 	}
 }

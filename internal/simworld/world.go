@@ -12,7 +12,6 @@
 package simworld
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -40,6 +39,9 @@ type World struct {
 
 	events events
 	seq    int
+	// steps counts the events run: a reading taken at one step holds
+	// until the next (see Clock.Now).
+	steps int
 }
 
 // New is a world whose time starts at start, drawing from rng.
@@ -60,7 +62,7 @@ func (w *World) At(t time.Time, fn func()) {
 		t = w.Now
 	}
 	w.seq++
-	heap.Push(&w.events, &event{at: t, seq: w.seq, fn: fn})
+	w.events.push(event{at: t, ns: t.Sub(w.Start), seq: w.seq, fn: fn})
 }
 
 // After schedules fn d from now.
@@ -68,11 +70,12 @@ func (w *World) After(d time.Duration, fn func()) { w.At(w.Now.Add(d), fn) }
 
 // Step runs the next event, unless there is none or it comes after end.
 func (w *World) Step(end time.Time) bool {
-	if w.events.Len() == 0 || w.events[0].at.After(end) {
+	if len(w.events) == 0 || w.events[0].at.After(end) {
 		return false
 	}
-	ev := heap.Pop(&w.events).(*event)
+	ev := w.events.pop()
 	w.Now = ev.at
+	w.steps++
 	ev.fn()
 	return true
 }
@@ -116,26 +119,62 @@ func DurationBetween(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
 
+// event is one scheduled function. ns is its instant as the time since
+// the run's start, which orders the schedule with one comparison of
+// integers.
 type event struct {
 	at  time.Time
+	ns  time.Duration
 	seq int
 	fn  func()
 }
 
-type events []*event
+// events is the schedule: a binary heap of events by value, the earliest
+// (then the first scheduled) at the top. A run schedules and runs millions
+// of events: kept by value, none is allocated on its own.
+type events []event
 
-func (q events) Len() int { return len(q) }
-func (q events) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
+func (q events) less(i, j int) bool {
+	if q[i].ns != q[j].ns {
+		return q[i].ns < q[j].ns
 	}
 	return q[i].seq < q[j].seq
 }
-func (q events) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *events) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *events) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+
+func (q *events) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func (q *events) pop() event {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = event{} // drop the reference to its function
+	h = h[:last]
+	for i := 0; ; {
+		small, l, r := i, 2*i+1, 2*i+2
+		if l < len(h) && h.less(l, small) {
+			small = l
+		}
+		if r < len(h) && h.less(r, small) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		h[i], h[small] = h[small], h[i]
+		i = small
+	}
+	*q = h
+	return top
 }

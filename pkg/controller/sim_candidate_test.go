@@ -37,8 +37,10 @@ import (
 // request taking its time and failing as the world draws, and it registers
 // and answers pings after registration.go.
 type simCandidate struct {
-	w                 *simWorld
-	name              string
+	w    *simWorld
+	name string
+	// k is the server's key of its LeaseCandidate (see key).
+	k                 string
 	binary, emulation string
 	proc              *simProcess
 	incarnations      int
@@ -63,7 +65,7 @@ type simCandidate struct {
 }
 
 // key is the key of its LeaseCandidate: its Lease's namespace and its name.
-func (c *simCandidate) key() string { return simKey(c.e.ns, c.name) }
+func (c *simCandidate) key() string { return c.k }
 
 // shown is how the trace names the candidate (see simShown).
 func (c *simCandidate) shown() string { return simShown(c.e.ns, c.name) }
@@ -178,7 +180,7 @@ func (p *simProcess) isLeader() bool {
 }
 
 func (w *simWorld) addCandidate(e *simElection, name, binary, emulation string, adopter simAdopter) *simCandidate {
-	c := &simCandidate{w: w, e: e, name: name, binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1, adopter: adopter, strategy: w.strategy}
+	c := &simCandidate{w: w, e: e, name: name, k: simKey(e.ns, name), binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1, adopter: adopter, strategy: w.strategy}
 	w.cands = append(w.cands, c)
 	e.cands = append(e.cands, c)
 	return c
