@@ -11,6 +11,7 @@
 #              says the same
 #   FIRST=S    start at seed S (default 1)
 #   SEED=S     replay seed S alone, printing its whole trace
+#   ELECTOR_SEEDS=N  runs of the elector simulation that follows (default 200)
 set -o errexit -o nounset -o pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,3 +33,10 @@ bin=$(mktemp -d)
 trap 'rm -rf "${bin}"' EXIT
 go test -c -o "${bin}/controller.test" ./pkg/controller
 (cd pkg/controller && SIM_REPORT=1 "${bin}/controller.test" -test.run '^TestSimulation$' -test.timeout=0 "${args[@]}")
+# Then client-go's real LeaderElector over the real Lock, library and controller,
+# in a synctest bubble's virtual time (pkg/lock): ELECTOR_SEEDS runs (default 200).
+if [[ -z "${SEED:-}" ]]; then
+  go test -c -o "${bin}/lock.test" ./pkg/lock
+  (cd pkg/lock && "${bin}/lock.test" -test.run '^TestRealElectorsUnderFaults$' -test.v -test.timeout=0 \
+    -elector-sim.seeds="${ELECTOR_SEEDS:-200}" -elector-sim.first="${FIRST:-1}") | grep -vE '^(=== (RUN|NAME)|    --- PASS|--- PASS|PASS$)'
+fi

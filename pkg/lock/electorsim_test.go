@@ -1,0 +1,611 @@
+package lock_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-logr/logr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/klog/v2"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/pkg/controller"
+	"github.com/cle-dev/cle/pkg/lock"
+)
+
+// TestRealElectorsUnderFaults runs client-go's real LeaderElector over the
+// real Lock, the candidate library behind it and the real election
+// controller, all in a synctest bubble whose virtual time every one of
+// them reads, against a model API server (electorServer) reached through
+// fake clientsets. Nothing of client-go or cle is modelled: the processes
+// are their own goroutines, timers and informers.
+//
+// Each run draws three candidate processes (their versions and how they
+// run the elector: ReleaseOnCancel, ElectorContext, how long leader work
+// takes to stop) and four minutes of faults: crashes
+// and graceful stops (a process restarts 1 to 20 s later under a new
+// name, as a Deployment's Pod does), partitions of one process (its
+// requests fail and its watches stall), crashes of the election
+// controller, bursts of server errors (some after the write landed), slow
+// answers, and watches the server ends or expires (410, then a relist).
+// Then three quiet minutes.
+//
+// It checks what the adoption path promises:
+//   - the leader work of two processes never overlaps in time, and each
+//     term's leader work holds a higher token than the one before;
+//   - a fenced witness that leader work writes to never rejects the write
+//     of leader work that still runs;
+//   - once faults stop, some process leads within 90 s, and for the last
+//     minute the same one leads without a break.
+//
+// Unlike make sim, a run is not replayable bit for bit: the order of
+// goroutines woken at one instant and client-go's jitter come from the Go
+// runtime. A failure prints the run's seed and its log of what happened.
+func TestRealElectorsUnderFaults(t *testing.T) {
+	seeds := *electorSimSeeds
+	if testing.Short() {
+		seeds = min(seeds, 2)
+	}
+	// apimachinery's error handlers keep the instant of the last error
+	// they saw in a global and sleep for the rest of a millisecond after
+	// it: an instant of another bubble (or of the real clock) has a
+	// reflector that fails in this one sleep for years. Errors here are
+	// the faults' doing, and nothing needs them slowed down.
+	handlers := utilruntime.ErrorHandlers
+	utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(context.Context, error, string, ...any) {}}
+	t.Cleanup(func() { utilruntime.ErrorHandlers = handlers })
+	var total electorTotals
+	start := time.Now()
+	for i := range seeds {
+		seed := *electorSimFirst + uint64(i)
+		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { total.add(runElectorSim(t, seed)) })
+		})
+	}
+	kinds := slices.Sorted(maps.Keys(total.faults))
+	mix := make([]string, len(kinds))
+	for i, k := range kinds {
+		mix[i] = fmt.Sprintf("%s=%d", k, total.faults[k])
+	}
+	t.Logf("elector simulation: %d runs in %s, %s simulated: %d terms of leader work, %d witness writes; after faults stopped, a leader within %s at most; faults: %s",
+		seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, total.writes, total.toLeader.Round(time.Millisecond), strings.Join(mix, " "))
+}
+
+// electorTotals add up the runs' figures.
+type electorTotals struct {
+	terms, writes int
+	toLeader      time.Duration
+	faults        map[string]int
+}
+
+func (a *electorTotals) add(r electorTotals) {
+	a.terms += r.terms
+	a.writes += r.writes
+	a.toLeader = max(a.toLeader, r.toLeader)
+	if a.faults == nil {
+		a.faults = map[string]int{}
+	}
+	for k, n := range r.faults {
+		a.faults[k] += n
+	}
+}
+
+var (
+	electorSimSeeds = flag.Int("elector-sim.seeds", 20, "TestRealElectorsUnderFaults: runs")
+	electorSimFirst = flag.Uint64("elector-sim.first", 1, "TestRealElectorsUnderFaults: first seed")
+	electorSimTrace = flag.Bool("elector-sim.trace", false, "TestRealElectorsUnderFaults: log every run's events")
+)
+
+const (
+	simNS            = "sim"
+	simLease         = "lease"
+	simLeaseDuration = 15 * time.Second
+	simRenewDeadline = 10 * time.Second
+	simRetryPeriod   = 2 * time.Second
+	simFaultPhase    = 4 * time.Minute
+	simQuietPhase    = 3 * time.Minute
+	// simLeaderBound: after faults stop, some process leads within it (a
+	// restart, a lease duration, a ping timeout and the candidate
+	// freshness window, with room to spare).
+	simLeaderBound = 90 * time.Second
+	// simSteadyWindow: the last stretch of the run, led without a break.
+	simSteadyWindow = time.Minute
+)
+
+// electorSim is one run: the server, the processes, the controller, and the
+// record the invariants are checked on.
+type electorSim struct {
+	t   *testing.T
+	srv *electorServer
+	rng *rand.Rand
+	ctx context.Context
+
+	mu    sync.Mutex
+	start time.Time
+	log   []string
+	fail  []string
+	// working is the process whose leader work runs, if any; lastToken
+	// the token of the last leader work that started; witness the highest
+	// token the fenced witness accepted.
+	working   *electorProc
+	lastToken int32
+	witness   int32
+	// workStarts are the instants leader work started, for the checks
+	// after faults stop.
+	workStarts []time.Time
+	// quietAt is when faults stopped; ledAtQuiet, whether leader work ran
+	// then.
+	quietAt    time.Time
+	ledAtQuiet bool
+	res        electorTotals
+	// incarnations counts each slot's processes.
+	incarnations [3]int
+	// works counts the leader work goroutines that have not returned.
+	works int
+
+	procs []*electorProc
+	wg    sync.WaitGroup
+}
+
+// electorProc is one incarnation of a candidate process.
+type electorProc struct {
+	sim     *electorSim
+	name    string
+	slot    int
+	emu     string
+	cut     *cutoff
+	cancel  context.CancelFunc
+	done    chan struct{}
+	lk      *lock.Lock
+	stopIn  time.Duration // how long leader work takes to return
+	opts    string
+	crashed bool // under sim.mu
+	working bool // under sim.mu
+	token   int32
+}
+
+// cutoff is how the server treats one client: dead (every request fails,
+// nothing more reaches the server) or partitioned until an instant.
+type cutoff struct {
+	mu          sync.Mutex
+	dead        bool
+	partitioned time.Time
+}
+
+func (c *cutoff) state() (dead bool, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead, c.partitioned
+}
+
+func runElectorSim(t *testing.T, seed uint64) electorTotals {
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
+	defer cancel()
+	s := &electorSim{t: t, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), ctx: ctx, start: time.Now()}
+	s.srv = newElectorServer(s, rand.New(rand.NewPCG(seed, 0x243f6a8885a308d3)))
+
+	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
+	for slot := range 3 {
+		emu := versions[s.rng.IntN(len(versions))]
+		s.startProc(slot, 0, emu)
+	}
+	stopCtrl := s.startController(0)
+
+	// The fault phase: one fault every 5 to 30 s.
+	ctrls := 0
+	for now := time.Duration(0); ; {
+		d := time.Duration(5+s.intN(25)) * time.Second
+		if now+d >= simFaultPhase {
+			time.Sleep(simFaultPhase - now)
+			break
+		}
+		time.Sleep(d)
+		now += d
+		switch kind := s.intN(8); kind {
+		case 0, 1: // a process crashes, or stops, and comes back
+			p := s.current(s.intN(3))
+			if p == nil {
+				continue
+			}
+			graceful := kind == 1
+			s.fault(map[bool]string{true: "stop", false: "crash"}[graceful], "%s", p.name)
+			s.endProc(p, graceful)
+			s.restart(p, time.Duration(1+s.intN(20))*time.Second)
+		case 2: // a process is cut off from the API server
+			p := s.current(s.intN(3))
+			if p == nil {
+				continue
+			}
+			d := time.Duration(1+s.intN(25)) * time.Second
+			s.fault("partition", "%s for %s", p.name, d)
+			s.srv.partition(p.cut, d)
+		case 3: // the election controller crashes; another replica takes over
+			s.fault("controller-crash", "")
+			stopCtrl(false)
+			ctrls++
+			back, n := time.Duration(1+s.intN(5))*time.Second, ctrls
+			ready := make(chan func(bool), 1)
+			s.after(back, func() { ready <- s.startController(n) })
+			stopCtrl = func(graceful bool) { (<-ready)(graceful) }
+		case 4: // server errors, some after the write
+			d := time.Duration(5+s.intN(15)) * time.Second
+			s.fault("server-errors", "for %s", d)
+			s.srv.setErrors(0.3, d)
+		case 5: // slow answers
+			d := time.Duration(5+s.intN(15)) * time.Second
+			s.fault("slow-server", "for %s", d)
+			s.srv.setSlow(d)
+		case 6: // the server ends every watch
+			s.fault("watches-closed", "")
+			s.srv.closeWatches(false)
+		case 7: // the server's watch window moves past every watch: 410 Gone
+			s.fault("watches-expired", "")
+			s.srv.closeWatches(true)
+		}
+	}
+	s.mu.Lock()
+	s.quietAt, s.ledAtQuiet = time.Now(), s.working != nil
+	s.logLocked("faults stop")
+	s.mu.Unlock()
+	time.Sleep(simLeaderBound)
+	s.checkLeads()
+	time.Sleep(simQuietPhase - simLeaderBound)
+	s.checkSteady()
+
+	// The end: every process stops, then the controller.
+	for slot := range 3 {
+		if p := s.current(slot); p != nil {
+			s.endProc(p, true)
+		}
+	}
+	stopCtrl(true)
+	cancel()
+	s.wg.Wait()
+	// client-go's Run returns without waiting for leader work.
+	for s.workRuns() > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.fail) > 0 {
+		t.Errorf("seed %d: %s\nrerun: go test ./pkg/lock -run 'TestRealElectorsUnderFaults/^%d$' -elector-sim.first=%d -elector-sim.seeds=1\nlog:\n%s", seed, strings.Join(s.fail, "\n"), seed, seed, strings.Join(s.log, "\n"))
+	} else if *electorSimTrace {
+		t.Logf("seed %d: %d terms of leader work, highest token %d\n%s", seed, s.res.terms, s.lastToken, strings.Join(s.log, "\n"))
+	}
+	return s.res
+}
+
+// workRuns is how many leader work goroutines have not returned.
+func (s *electorSim) workRuns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.works
+}
+
+// fault counts and logs a fault.
+func (s *electorSim) fault(kind, format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.res.faults == nil {
+		s.res.faults = map[string]int{}
+	}
+	s.res.faults[kind]++
+	s.logLocked("FAULT %s %s", kind, fmt.Sprintf(format, args...))
+}
+
+// intN draws from the run's schedule.
+func (s *electorSim) intN(n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rng.IntN(n)
+}
+
+// restart starts p's slot again d from now, under a new name, as p's
+// Deployment would.
+func (s *electorSim) restart(p *electorProc, d time.Duration) {
+	s.mu.Lock()
+	s.incarnations[p.slot]++
+	n := s.incarnations[p.slot]
+	s.mu.Unlock()
+	s.after(d, func() { s.startProc(p.slot, n, p.emu) })
+}
+
+// after runs fn d from now on a goroutine of the run.
+func (s *electorSim) after(d time.Duration, fn func()) {
+	s.wg.Go(func() {
+		select {
+		case <-time.After(d):
+			fn()
+		case <-s.ctx.Done():
+		}
+	})
+}
+
+func (s *electorSim) logf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logLocked(format, args...)
+}
+
+func (s *electorSim) logLocked(format string, args ...any) {
+	s.log = append(s.log, fmt.Sprintf("%8.3fs ", time.Since(s.start).Seconds())+fmt.Sprintf(format, args...))
+}
+
+func (s *electorSim) failLocked(format string, args ...any) {
+	msg := fmt.Sprintf("at %s: ", time.Since(s.start).Round(time.Millisecond)) + fmt.Sprintf(format, args...)
+	s.fail = append(s.fail, msg)
+	s.logLocked("VIOLATION %s", msg)
+}
+
+// current is the process that runs in slot, nil while it is down.
+func (s *electorSim) current(slot int) *electorProc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range slices.Backward(s.procs) {
+		if p.slot == slot {
+			if p.cancel == nil {
+				return nil
+			}
+			return p
+		}
+	}
+	return nil
+}
+
+// startProc starts a candidate process: a client-go LeaderElector over a
+// Lock, with leader work that writes to the witness.
+func (s *electorSim) startProc(slot, incarnation int, emu string) {
+	if s.ctx.Err() != nil {
+		return
+	}
+	p := &electorProc{sim: s, slot: slot, emu: emu, name: fmt.Sprintf("%c-%d", 'a'+slot, incarnation), cut: &cutoff{}, done: make(chan struct{})}
+	s.mu.Lock()
+	releaseOnCancel, electorCtx := s.rng.IntN(2) == 0, s.rng.IntN(2) == 0
+	p.stopIn = time.Duration(s.rng.IntN(900)) * time.Millisecond
+	p.opts = fmt.Sprintf("emulation %s, ReleaseOnCancel %t, ElectorContext %t, work stops in %s", emu, releaseOnCancel, electorCtx, p.stopIn)
+	s.logLocked("start %s: %s", p.name, p.opts)
+	s.mu.Unlock()
+
+	// client-go's elector releases as its renew loop ends, not once leader
+	// work has returned: the Lock learns that from Callbacks, and
+	// ReleaseAfterLeaderWork stays off (it is a controller-runtime
+	// manager's promise).
+	lk, err := lock.New(lock.Config{Candidate: candidate.Config{
+		Access:           access.NewNative(s.srv.client(p.cut)),
+		Namespace:        simNS,
+		LeaseName:        simLease,
+		Identity:         p.name,
+		BinaryVersion:    "1.36.0",
+		EmulationVersion: emu,
+		LeaseDuration:    simLeaseDuration,
+		RenewDeadline:    simRenewDeadline,
+		RetryPeriod:      simRetryPeriod,
+	}})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	p.lk = lk
+	ld, rd, rp := lk.Timings()
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lk,
+		LeaseDuration:   ld,
+		RenewDeadline:   rd,
+		RetryPeriod:     rp,
+		ReleaseOnCancel: releaseOnCancel,
+		Name:            simLease,
+		Callbacks: lk.Callbacks(leaderelection.LeaderCallbacks{
+			OnStartedLeading: p.work,
+			OnStoppedLeading: func() {},
+		}),
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	if electorCtx {
+		ctx = lk.ElectorContext(ctx)
+	}
+	s.mu.Lock()
+	p.cancel = cancel
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	s.wg.Go(func() {
+		defer close(p.done)
+		le.Run(ctx)
+		// Close waits for the candidate to stop, however long (no
+		// goroutine may outlive the run).
+		_ = lk.Close(context.Background())
+		// A process whose elector returned on its own (a lost term)
+		// exits, and its Deployment starts another.
+		s.mu.Lock()
+		exited := p.cancel != nil
+		p.cancel = nil
+		s.mu.Unlock()
+		if exited {
+			cancel()
+			s.logf("%s exits: its elector returned", p.name)
+			s.restart(p, time.Duration(1+s.intN(10))*time.Second)
+		}
+	})
+}
+
+// endProc crashes p (it stops at once, and nothing more it sends reaches
+// the server) or stops it as its Deployment would (its context ends: the
+// elector releases, as configured, and the Lock closes).
+func (s *electorSim) endProc(p *electorProc, graceful bool) {
+	s.mu.Lock()
+	cancel := p.cancel
+	p.cancel = nil
+	if !graceful {
+		p.crashed = true
+		if p.working {
+			p.working = false
+			s.working = nil
+			s.logLocked("%s's leader work ends with the process", p.name)
+		}
+	}
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	if !graceful {
+		p.cut.mu.Lock()
+		p.cut.dead = true
+		p.cut.mu.Unlock()
+	}
+	cancel()
+	if graceful {
+		<-p.done
+		s.logf("%s stopped", p.name)
+	}
+}
+
+// work is the leader work: from the token of its term, a write to the
+// witness every 0.3 to 2 s until its context ends, then p.stopIn to wind
+// down.
+func (p *electorProc) work(ctx context.Context) {
+	s := p.sim
+	token, ok := p.lk.Candidate().Token()
+	s.mu.Lock()
+	s.works++
+	defer func() {
+		s.mu.Lock()
+		s.works--
+		s.mu.Unlock()
+	}()
+	if p.crashed {
+		s.mu.Unlock()
+		return
+	}
+	switch {
+	case !ok:
+		s.failLocked("%s's leader work started while the library does not count it leader", p.name)
+	case s.working != nil:
+		s.failLocked("%s's leader work started (token %d) while %s's still runs (token %d)", p.name, token, s.working.name, s.working.token)
+	case token <= s.lastToken:
+		s.failLocked("%s's leader work started with token %d, not above the last term's %d", p.name, token, s.lastToken)
+	}
+	s.logLocked("%s leads: leader work starts with token %d", p.name, token)
+	p.working, p.token, s.working = true, token, p
+	s.lastToken = max(s.lastToken, token)
+	s.workStarts = append(s.workStarts, time.Now())
+	s.res.terms++
+	s.mu.Unlock()
+
+	for {
+		d := time.Duration(300+rand.IntN(1700)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+			if p.writeWitness(token) {
+				continue
+			}
+		}
+		break
+	}
+	time.Sleep(p.stopIn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.working {
+		p.working = false
+		if s.working == p {
+			s.working = nil
+		}
+		s.logLocked("%s's leader work returned", p.name)
+	}
+}
+
+// writeWitness is one write of leader work to the fenced witness; false
+// once the process has crashed.
+func (p *electorProc) writeWitness(token int32) bool {
+	s := p.sim
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.crashed {
+		return false
+	}
+	if token < s.witness {
+		if p.working {
+			s.failLocked("the witness rejected token %d of %s, whose leader work still runs: it accepted %d", token, p.name, s.witness)
+		}
+		return true
+	}
+	s.witness = token
+	s.res.writes++
+	return true
+}
+
+// startController runs a replica of the election controller until the
+// function returned is called: it crashes it (its requests fail from then
+// on) or stops it.
+func (s *electorSim) startController(n int) (stop func(graceful bool)) {
+	cut := &cutoff{}
+	acc := access.NewNative(s.srv.client(cut))
+	inf := controller.NewInformers(acc, []string{simNS}, 0)
+	c, err := controller.New(acc, inf, controller.Options{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	s.logf("controller %d starts", n)
+	s.wg.Go(func() {
+		defer close(done)
+		waitInformers := inf.Start(ctx)
+		c.Run(ctx, 2)
+		waitInformers()
+	})
+	return func(graceful bool) {
+		if !graceful {
+			cut.mu.Lock()
+			cut.dead = true
+			cut.mu.Unlock()
+		}
+		cancel()
+		<-done
+	}
+}
+
+// checkLeads checks, simLeaderBound after faults stopped, that some
+// process leads.
+func (s *electorSim) checkLeads() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.working == nil {
+		s.failLocked("nobody leads %s after faults stopped", simLeaderBound)
+		return
+	}
+	if !s.ledAtQuiet {
+		for _, at := range s.workStarts {
+			if !at.Before(s.quietAt) {
+				s.res.toLeader = at.Sub(s.quietAt)
+				break
+			}
+		}
+	}
+}
+
+// checkSteady checks, at the end, that one process has led for the last
+// simSteadyWindow without a break.
+func (s *electorSim) checkSteady() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.working == nil:
+		s.failLocked("nobody leads at the end")
+	case time.Since(s.workStarts[len(s.workStarts)-1]) < simSteadyWindow:
+		s.failLocked("leader work started %s before the end: the election had not settled", time.Since(s.workStarts[len(s.workStarts)-1]))
+	}
+}
