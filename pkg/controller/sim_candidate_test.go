@@ -40,7 +40,11 @@ type simCandidate struct {
 	w    *simWorld
 	name string
 	// k is the server's key of its LeaseCandidate (see key).
-	k                 string
+	k string
+	// reg is registered's answer while the server's CandidateWrites is
+	// regWrites-1.
+	reg               *coordinationv1beta1.LeaseCandidate
+	regWrites         int
 	binary, emulation string
 	proc              *simProcess
 	incarnations      int
@@ -1120,10 +1124,15 @@ func (w *simWorld) asGoodAs(leader, best *simCandidate) bool {
 // registered is c's LeaseCandidate, nil when there is none for its Lease
 // (another Lease's candidate may have its name: see addElections).
 func (c *simCandidate) registered() *coordinationv1beta1.LeaseCandidate {
-	if lc := c.w.Candidate(c.key()); lc != nil && lc.Spec.LeaseName == c.e.name {
-		return lc
+	// The checks ask at every step; the answer changes only with a write
+	// of a LeaseCandidate.
+	if c.regWrites != c.w.CandidateWrites+1 {
+		c.reg, c.regWrites = nil, c.w.CandidateWrites+1
+		if lc := c.w.Candidate(c.key()); lc != nil && lc.Spec.LeaseName == c.e.name {
+			c.reg = lc
+		}
 	}
-	return nil
+	return c.reg
 }
 
 // bestLeads is the best candidate, and whether the one leader is as good
