@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -59,7 +60,9 @@ type electorChange struct {
 }
 
 func newElectorServer(s *electorSim, rng *rand.Rand) *electorServer {
-	return &electorServer{sim: s, rng: rng, objs: map[string]map[string]runtime.Object{"leases": {}, "leasecandidates": {}}, watchers: map[*electorWatch]struct{}{}}
+	// Resource versions start where an etcd's might: a list never says "0",
+	// which a watch would take for "from any point".
+	return &electorServer{sim: s, rng: rng, rv: 1000, oldest: 1000, objs: map[string]map[string]runtime.Object{"leases": {}, "leasecandidates": {}}, watchers: map[*electorWatch]struct{}{}}
 }
 
 // client is a clientset whose requests reach the server as cut allows,
@@ -386,21 +389,24 @@ func (v *electorServer) watch(cut *cutoff, a clienttesting.Action) (watch.Interf
 	if _, ok := v.objs[res]; !ok {
 		return watch.NewEmptyWatch(), nil
 	}
-	from := v.rv
-	if r.ResourceVersion != "" && r.ResourceVersion != "0" {
-		n, err := strconv.ParseInt(r.ResourceVersion, 10, 64)
+	w := &electorWatch{srv: v, cut: cut, resource: res, labels: r.Labels, fields: r.Fields, out: make(chan watch.Event), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	if r.ResourceVersion == "" || r.ResourceVersion == "0" {
+		// From any point: the objects as they are now, then every change.
+		for _, name := range slices.Sorted(maps.Keys(v.objs[res])) {
+			w.offer(electorChange{resource: res, rv: v.rv, event: watch.Event{Type: watch.Added, Object: v.objs[res][name]}})
+		}
+	} else {
+		from, err := strconv.ParseInt(r.ResourceVersion, 10, 64)
 		if err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
-		if n < v.oldest {
-			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", n, v.oldest))
+		if from < v.oldest {
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, v.oldest))
 		}
-		from = n
-	}
-	w := &electorWatch{srv: v, cut: cut, resource: res, labels: r.Labels, fields: r.Fields, out: make(chan watch.Event), wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	for _, c := range v.history {
-		if c.rv > from {
-			w.offer(c)
+		for _, c := range v.history {
+			if c.rv > from {
+				w.offer(c)
+			}
 		}
 	}
 	v.watchers[w] = struct{}{}
@@ -414,6 +420,36 @@ func (v *electorServer) partition(cut *cutoff, d time.Duration) {
 	cut.mu.Lock()
 	cut.partitioned = time.Now().Add(d)
 	cut.mu.Unlock()
+}
+
+// candidates are the stored LeaseCandidates of these names.
+func (v *electorServer) candidates(names []string) []*coordinationv1beta1.LeaseCandidate {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []*coordinationv1beta1.LeaseCandidate
+	for _, name := range names {
+		if obj, ok := v.objs["leasecandidates"][name]; ok {
+			out = append(out, obj.DeepCopyObject().(*coordinationv1beta1.LeaseCandidate))
+		}
+	}
+	return out
+}
+
+// annotate sets an annotation of the LeaseCandidate name, if there is one,
+// as an operator's kubectl would.
+func (v *electorServer) annotate(name, key, value string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	cur, ok := v.objs["leasecandidates"][name]
+	if !ok {
+		return
+	}
+	lc := cur.DeepCopyObject().(*coordinationv1beta1.LeaseCandidate)
+	if lc.Annotations == nil {
+		lc.Annotations = map[string]string{}
+	}
+	lc.Annotations[key] = value
+	v.store("leasecandidates", name, lc, watch.Modified)
 }
 
 func (v *electorServer) setErrors(rate float64, d time.Duration) {

@@ -15,14 +15,18 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/pkg/lock"
+	"github.com/cle-dev/cle/pkg/strategy"
 )
 
 // TestRealElectorsUnderFaults runs client-go's real LeaderElector over the
@@ -32,7 +36,9 @@ import (
 // fake clientsets. Nothing of client-go or cle is modelled: the processes
 // are their own goroutines, timers and informers.
 //
-// Each run draws three candidate processes (their versions and how they
+// Each run draws a strategy (OldestEmulationVersion, or in one run in three
+// cle.dev/Priority, whose priorities an operator changes during the
+// faults), three candidate processes (their versions and how they
 // run the elector: ReleaseOnCancel, ElectorContext, how long leader work
 // takes to stop) and four minutes of faults: crashes
 // and graceful stops (a process restarts 1 to 20 s later under a new
@@ -48,11 +54,14 @@ import (
 //   - a fenced witness that leader work writes to never rejects the write
 //     of leader work that still runs;
 //   - once faults stop, some process leads within 90 s, and for the last
-//     minute the same one leads without a break.
+//     minute the same one leads without a break; under
+//     OldestEmulationVersion, one as good as the best running process.
 //
 // Unlike make sim, a run is not replayable bit for bit: the order of
 // goroutines woken at one instant and client-go's jitter come from the Go
-// runtime. A failure prints the run's seed and its log of what happened.
+// runtime; the seed fixes the faults' schedule and each process's options.
+// A failure prints the run's seed and its log of what happened;
+// -elector-sim.trace adds the processes' and the controllers' own logs.
 func TestRealElectorsUnderFaults(t *testing.T) {
 	seeds := *electorSimSeeds
 	if testing.Short() {
@@ -79,21 +88,26 @@ func TestRealElectorsUnderFaults(t *testing.T) {
 	for i, k := range kinds {
 		mix[i] = fmt.Sprintf("%s=%d", k, total.faults[k])
 	}
-	t.Logf("elector simulation: %d runs in %s, %s simulated: %d terms of leader work, %d witness writes; after faults stopped, a leader within %s at most; faults: %s",
-		seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, total.writes, total.toLeader.Round(time.Millisecond), strings.Join(mix, " "))
+	t.Logf("elector simulation: %d runs in %s, %s simulated: %d terms of leader work, %d witness writes; after faults stopped, a leader within %s at most (seed %d); faults: %s",
+		seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, total.writes, total.toLeader.Round(time.Millisecond), total.toLeaderSeed, strings.Join(mix, " "))
 }
 
 // electorTotals add up the runs' figures.
 type electorTotals struct {
 	terms, writes int
-	toLeader      time.Duration
-	faults        map[string]int
+	// toLeader is the longest wait for a leader after faults stopped, in
+	// the run of seed toLeaderSeed.
+	toLeader     time.Duration
+	toLeaderSeed uint64
+	faults       map[string]int
 }
 
 func (a *electorTotals) add(r electorTotals) {
 	a.terms += r.terms
 	a.writes += r.writes
-	a.toLeader = max(a.toLeader, r.toLeader)
+	if r.toLeader > a.toLeader {
+		a.toLeader, a.toLeaderSeed = r.toLeader, r.toLeaderSeed
+	}
 	if a.faults == nil {
 		a.faults = map[string]int{}
 	}
@@ -127,8 +141,11 @@ const (
 // electorSim is one run: the server, the processes, the controller, and the
 // record the invariants are checked on.
 type electorSim struct {
-	t   *testing.T
-	srv *electorServer
+	t    *testing.T
+	seed uint64
+	srv  *electorServer
+	// rng draws the run's strategy, versions and faults, on the run's
+	// goroutine only.
 	rng *rand.Rand
 	ctx context.Context
 
@@ -150,6 +167,8 @@ type electorSim struct {
 	quietAt    time.Time
 	ledAtQuiet bool
 	res        electorTotals
+	// strategy is the one every candidate asks for.
+	strategy coordinationv1.CoordinatedLeaseStrategy
 	// incarnations counts each slot's processes.
 	incarnations [3]int
 	// works counts the leader work goroutines that have not returned.
@@ -161,15 +180,19 @@ type electorSim struct {
 
 // electorProc is one incarnation of a candidate process.
 type electorProc struct {
-	sim     *electorSim
-	name    string
-	slot    int
-	emu     string
-	cut     *cutoff
-	cancel  context.CancelFunc
-	done    chan struct{}
-	lk      *lock.Lock
-	stopIn  time.Duration // how long leader work takes to return
+	sim    *electorSim
+	name   string
+	slot   int
+	emu    string
+	cut    *cutoff
+	cancel context.CancelFunc
+	done   chan struct{}
+	lk     *lock.Lock
+	stopIn time.Duration // how long leader work takes to return
+	// rng draws the process's options and its restart after an exit: a
+	// stream of its own, so that every incarnation of a slot is the same
+	// in every run of a seed.
+	rng     *rand.Rand
 	opts    string
 	crashed bool // under sim.mu
 	working bool // under sim.mu
@@ -191,11 +214,24 @@ func (c *cutoff) state() (dead bool, until time.Time) {
 }
 
 func runElectorSim(t *testing.T, seed uint64) electorTotals {
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
+	logger := logr.Discard()
+	var s *electorSim
+	if *electorSimTrace {
+		// The processes' and the controllers' own logs join the run's.
+		logger = textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(4), textlogger.Output(logWriter(func(line string) { s.logf("%s", line) }))))
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	defer cancel()
-	s := &electorSim{t: t, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), ctx: ctx, start: time.Now()}
+	s = &electorSim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), ctx: ctx, start: time.Now()}
 	s.srv = newElectorServer(s, rand.New(rand.NewPCG(seed, 0x243f6a8885a308d3)))
 
+	s.strategy = coordinationv1.OldestEmulationVersion
+	if s.rng.IntN(3) == 0 {
+		// An operator ranks the candidates with priorities, and changes
+		// them during the faults.
+		s.strategy = strategy.PriorityName
+	}
+	s.logf("strategy %s", s.strategy)
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
 	for slot := range 3 {
 		emu := versions[s.rng.IntN(len(versions))]
@@ -206,53 +242,65 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 	// The fault phase: one fault every 5 to 30 s.
 	ctrls := 0
 	for now := time.Duration(0); ; {
-		d := time.Duration(5+s.intN(25)) * time.Second
+		d := time.Duration(5+s.rng.IntN(25)) * time.Second
 		if now+d >= simFaultPhase {
 			time.Sleep(simFaultPhase - now)
 			break
 		}
 		time.Sleep(d)
 		now += d
-		switch kind := s.intN(8); kind {
+		kinds := 8
+		if s.strategy == strategy.PriorityName {
+			kinds++
+		}
+		// Every fault draws all it may need, whether or not it happens:
+		// the seed fixes the schedule, whatever the processes do.
+		kind, slot, span, back, prio := s.rng.IntN(kinds), s.rng.IntN(3), time.Duration(1+s.rng.IntN(25))*time.Second,
+			time.Duration(1+s.rng.IntN(20))*time.Second, strconv.Itoa(s.rng.IntN(10))
+		switch kind {
 		case 0, 1: // a process crashes, or stops, and comes back
-			p := s.current(s.intN(3))
+			p := s.current(slot)
 			if p == nil {
 				continue
 			}
 			graceful := kind == 1
 			s.fault(map[bool]string{true: "stop", false: "crash"}[graceful], "%s", p.name)
 			s.endProc(p, graceful)
-			s.restart(p, time.Duration(1+s.intN(20))*time.Second)
+			s.restart(p, back)
 		case 2: // a process is cut off from the API server
-			p := s.current(s.intN(3))
+			p := s.current(slot)
 			if p == nil {
 				continue
 			}
-			d := time.Duration(1+s.intN(25)) * time.Second
-			s.fault("partition", "%s for %s", p.name, d)
-			s.srv.partition(p.cut, d)
+			s.fault("partition", "%s for %s", p.name, span)
+			s.srv.partition(p.cut, span)
 		case 3: // the election controller crashes; another replica takes over
 			s.fault("controller-crash", "")
 			stopCtrl(false)
 			ctrls++
-			back, n := time.Duration(1+s.intN(5))*time.Second, ctrls
+			n := ctrls
 			ready := make(chan func(bool), 1)
-			s.after(back, func() { ready <- s.startController(n) })
+			s.after(back/4, func() { ready <- s.startController(n) })
 			stopCtrl = func(graceful bool) { (<-ready)(graceful) }
 		case 4: // server errors, some after the write
-			d := time.Duration(5+s.intN(15)) * time.Second
-			s.fault("server-errors", "for %s", d)
-			s.srv.setErrors(0.3, d)
+			s.fault("server-errors", "for %s", span)
+			s.srv.setErrors(0.3, span)
 		case 5: // slow answers
-			d := time.Duration(5+s.intN(15)) * time.Second
-			s.fault("slow-server", "for %s", d)
-			s.srv.setSlow(d)
+			s.fault("slow-server", "for %s", span)
+			s.srv.setSlow(span)
 		case 6: // the server ends every watch
 			s.fault("watches-closed", "")
 			s.srv.closeWatches(false)
 		case 7: // the server's watch window moves past every watch: 410 Gone
 			s.fault("watches-expired", "")
 			s.srv.closeWatches(true)
+		case 8: // an operator gives a candidate another priority
+			p := s.current(slot)
+			if p == nil {
+				continue
+			}
+			s.fault("annotate-priority", "%s=%s", p.name, prio)
+			s.srv.annotate(p.name, strategy.PriorityAnnotation, prio)
 		}
 	}
 	s.mu.Lock()
@@ -287,6 +335,16 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 	return s.res
 }
 
+// logWriter sends each line written to it to a function.
+type logWriter func(string)
+
+func (f logWriter) Write(b []byte) (int, error) {
+	for line := range strings.Lines(string(b)) {
+		f(strings.TrimRight(line, "\n"))
+	}
+	return len(b), nil
+}
+
 // workRuns is how many leader work goroutines have not returned.
 func (s *electorSim) workRuns() int {
 	s.mu.Lock()
@@ -303,13 +361,6 @@ func (s *electorSim) fault(kind, format string, args ...any) {
 	}
 	s.res.faults[kind]++
 	s.logLocked("FAULT %s %s", kind, fmt.Sprintf(format, args...))
-}
-
-// intN draws from the run's schedule.
-func (s *electorSim) intN(n int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rng.IntN(n)
 }
 
 // restart starts p's slot again d from now, under a new name, as p's
@@ -370,10 +421,11 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 	if s.ctx.Err() != nil {
 		return
 	}
-	p := &electorProc{sim: s, slot: slot, emu: emu, name: fmt.Sprintf("%c-%d", 'a'+slot, incarnation), cut: &cutoff{}, done: make(chan struct{})}
+	p := &electorProc{sim: s, slot: slot, emu: emu, name: fmt.Sprintf("%c-%d", 'a'+slot, incarnation), cut: &cutoff{}, done: make(chan struct{}),
+		rng: rand.New(rand.NewPCG(s.seed, uint64(slot)<<32|uint64(incarnation)))}
 	s.mu.Lock()
-	releaseOnCancel, electorCtx := s.rng.IntN(2) == 0, s.rng.IntN(2) == 0
-	p.stopIn = time.Duration(s.rng.IntN(900)) * time.Millisecond
+	releaseOnCancel, electorCtx := p.rng.IntN(2) == 0, p.rng.IntN(2) == 0
+	p.stopIn = time.Duration(p.rng.IntN(900)) * time.Millisecond
 	p.opts = fmt.Sprintf("emulation %s, ReleaseOnCancel %t, ElectorContext %t, work stops in %s", emu, releaseOnCancel, electorCtx, p.stopIn)
 	s.logLocked("start %s: %s", p.name, p.opts)
 	s.mu.Unlock()
@@ -389,6 +441,7 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 		Identity:         p.name,
 		BinaryVersion:    "1.36.0",
 		EmulationVersion: emu,
+		Strategy:         s.strategy,
 		LeaseDuration:    simLeaseDuration,
 		RenewDeadline:    simRenewDeadline,
 		RetryPeriod:      simRetryPeriod,
@@ -413,7 +466,7 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, klog.LoggerWithName(klog.FromContext(s.ctx), p.name)))
 	if electorCtx {
 		ctx = lk.ElectorContext(ctx)
 	}
@@ -436,7 +489,7 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 		if exited {
 			cancel()
 			s.logf("%s exits: its elector returned", p.name)
-			s.restart(p, time.Duration(1+s.intN(10))*time.Second)
+			s.restart(p, time.Duration(1+p.rng.IntN(10))*time.Second)
 		}
 	})
 }
@@ -558,7 +611,7 @@ func (s *electorSim) startController(n int) (stop func(graceful bool)) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
+	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, klog.LoggerWithName(klog.FromContext(s.ctx), fmt.Sprintf("controller-%d", n))))
 	done := make(chan struct{})
 	s.logf("controller %d starts", n)
 	s.wg.Go(func() {
@@ -590,7 +643,7 @@ func (s *electorSim) checkLeads() {
 	if !s.ledAtQuiet {
 		for _, at := range s.workStarts {
 			if !at.Before(s.quietAt) {
-				s.res.toLeader = at.Sub(s.quietAt)
+				s.res.toLeader, s.res.toLeaderSeed = at.Sub(s.quietAt), s.seed
 				break
 			}
 		}
@@ -599,13 +652,44 @@ func (s *electorSim) checkLeads() {
 
 // checkSteady checks, at the end, that one process has led for the last
 // simSteadyWindow without a break.
+//
+// Under OldestEmulationVersion it checks too that the leader is as good as
+// the best running process: the controller never holds such a candidate
+// back (under cle.dev/Priority, --unsteady-window may, for minutes, after
+// the best one's terms ended unreleased during the faults).
 func (s *electorSim) checkSteady() {
+	var names []string
+	for slot := range 3 {
+		if p := s.current(slot); p != nil {
+			names = append(names, p.name)
+		}
+	}
+	registered := s.srv.candidates(names)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.working == nil:
 		s.failLocked("nobody leads at the end")
+		return
 	case time.Since(s.workStarts[len(s.workStarts)-1]) < simSteadyWindow:
 		s.failLocked("leader work started %s before the end: the election had not settled", time.Since(s.workStarts[len(s.workStarts)-1]))
+	}
+	if s.strategy != coordinationv1.OldestEmulationVersion {
+		return
+	}
+	var leader *coordinationv1beta1.LeaseCandidate
+	for _, lc := range registered {
+		if lc.Name == s.working.name {
+			leader = lc
+		}
+	}
+	best, _ := strategy.Best(strategy.OldestEmulationVersion{}, registered)
+	switch {
+	case len(registered) < len(names):
+		s.failLocked("%d of the %d running processes are registered at the end", len(registered), len(names))
+	case leader == nil:
+		s.failLocked("the leader %s is not registered at the end", s.working.name)
+	case strategy.OldestEmulationVersion{}.CompareMerit(leader, best) > 0:
+		s.failLocked("%s (emulation %s) leads at the end, while %s (emulation %s) runs", leader.Name, leader.Spec.EmulationVersion, best.Name, best.Spec.EmulationVersion)
 	}
 }
