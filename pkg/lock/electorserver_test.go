@@ -27,6 +27,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	coordinationv1beta1client "k8s.io/client-go/kubernetes/typed/coordination/v1beta1"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 )
 
 // electorServer is the model API server: Leases and LeaseCandidates of
@@ -51,6 +52,10 @@ type electorServer struct {
 	errorsUntil time.Time
 	slowUntil   time.Time
 	uids        int
+	// namer is the last client to name a new holder, having seen tokens
+	// up to namerSeen.
+	namer     string
+	namerSeen int32
 }
 
 type electorChange struct {
@@ -72,9 +77,10 @@ func newElectorServer(s *electorSim, rng *rand.Rand) *electorServer {
 func (v *electorServer) client(cut *cutoff) kubernetes.Interface {
 	c := fake.NewClientset()
 	c.PrependReactor("*", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		obj, err := v.apply(a, a.GetResource().Resource)
+		obj, err := v.apply(cut, a, a.GetResource().Resource)
 		return true, obj, err
 	})
+
 	c.PrependWatchReactor("*", func(a clienttesting.Action) (bool, watch.Interface, error) {
 		w, err := v.watch(cut, a)
 		return true, w, err
@@ -252,7 +258,7 @@ func (l electorCandidates) Delete(ctx context.Context, name string, o metav1.Del
 	return err
 }
 
-func (v *electorServer) apply(a clienttesting.Action, res string) (runtime.Object, error) {
+func (v *electorServer) apply(cut *cutoff, a clienttesting.Action, res string) (runtime.Object, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	store, ok := v.objs[res]
@@ -270,10 +276,17 @@ func (v *electorServer) apply(a clienttesting.Action, res string) (runtime.Objec
 		if !ok {
 			return nil, apierrors.NewNotFound(gr, name)
 		}
+		cut.saw(obj)
 		return obj.DeepCopyObject(), nil
 	case "list":
 		r := a.(clienttesting.ListAction).GetListRestrictions()
-		return v.list(res, r.Labels, r.Fields), nil
+		list := v.list(res, r.Labels, r.Fields)
+		if l, ok := list.(*coordinationv1.LeaseList); ok {
+			for i := range l.Items {
+				cut.saw(&l.Items[i])
+			}
+		}
+		return list, nil
 	case "create":
 		obj := a.(clienttesting.CreateAction).GetObject().DeepCopyObject()
 		m, _ := meta.Accessor(obj)
@@ -284,6 +297,7 @@ func (v *electorServer) apply(a clienttesting.Action, res string) (runtime.Objec
 		m.SetUID(types.UID(fmt.Sprintf("uid-%d", v.uids)))
 		m.SetCreationTimestamp(metav1.Now())
 		m.SetNamespace(simNS)
+		v.named(cut, nil, obj)
 		return v.store(res, m.GetName(), obj, watch.Added), nil
 	case "update":
 		obj := a.(clienttesting.UpdateAction).GetObject().DeepCopyObject()
@@ -301,6 +315,7 @@ func (v *electorServer) apply(a clienttesting.Action, res string) (runtime.Objec
 		}
 		m.SetUID(cm.GetUID())
 		m.SetCreationTimestamp(cm.GetCreationTimestamp())
+		v.named(cut, cur, obj)
 		return v.store(res, m.GetName(), obj, watch.Modified), nil
 	case "delete":
 		d := a.(clienttesting.DeleteAction)
@@ -422,6 +437,36 @@ func (v *electorServer) partition(cut *cutoff, d time.Duration) {
 	cut.mu.Unlock()
 }
 
+// saw records the token of a Lease the client was given; srv.mu is held.
+func (c *cutoff) saw(obj runtime.Object) {
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		c.seen = max(c.seen, ptr.Deref(l.Spec.LeaseTransitions, 0))
+	}
+}
+
+// named records the client that wrote a Lease naming a new holder, and the
+// highest token it had seen then; srv.mu is held.
+func (v *electorServer) named(cut *cutoff, cur, obj runtime.Object) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+		return
+	}
+	if c, ok := cur.(*coordinationv1.Lease); ok && ptr.Deref(c.Spec.HolderIdentity, "") == ptr.Deref(l.Spec.HolderIdentity, "") {
+		return
+	}
+	v.namer, v.namerSeen = cut.who, cut.seen
+}
+
+// historyLost reports whether a term numbered at most token may start
+// over, as docs/library.md says it may: the controller replica that named
+// its holder, or the holder's process, had not seen token. It returns who
+// named it.
+func (v *electorServer) historyLost(leader *cutoff, token int32) (namer string, lost bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.namer, v.namerSeen < token || leader.seen < token
+}
+
 // candidates are the stored LeaseCandidates of these names.
 func (v *electorServer) candidates(names []string) []*coordinationv1beta1.LeaseCandidate {
 	v.mu.Lock()
@@ -433,6 +478,28 @@ func (v *electorServer) candidates(names []string) []*coordinationv1beta1.LeaseC
 		}
 	}
 	return out
+}
+
+// deleteLease deletes the Lease, if there is one, and with recreate
+// creates it again at once without a holder.
+func (v *electorServer) deleteLease(recreate bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	cur, ok := v.objs["leases"][simLease]
+	if !ok {
+		return
+	}
+	delete(v.objs["leases"], simLease)
+	v.rv++
+	gone := cur.DeepCopyObject()
+	gm, _ := meta.Accessor(gone)
+	gm.SetResourceVersion(strconv.FormatInt(v.rv, 10))
+	v.publish("leases", watch.Deleted, gone)
+	if recreate {
+		v.uids++
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLease, UID: types.UID(fmt.Sprintf("uid-%d", v.uids)), CreationTimestamp: metav1.Now()}}
+		v.store("leases", simLease, l, watch.Added)
+	}
 }
 
 // annotate sets an annotation of the LeaseCandidate name, if there is one,
@@ -537,6 +604,9 @@ func (w *electorWatch) pump() {
 		}
 		select {
 		case w.out <- *ev:
+			w.srv.mu.Lock()
+			w.cut.saw(ev.Object)
+			w.srv.mu.Unlock()
 		case <-w.stop:
 			return
 		}
