@@ -10,8 +10,9 @@ cd "${root}"
 mapfile -t pkgs < <(go list ./... | grep -v -e '/test/integration/' -e '/test/chaos' -e '/test/e2e')
 go test -race -count=1 "${pkgs[@]}"
 # The simulation of elections, without the race detector, for a budget of
-# wall-clock time (the race run above covers it briefly); make sim runs more.
-BUDGET="${SIM_BUDGET:-60s}" hack/sim.sh
+# wall-clock time, then 50 runs of the elector simulation (the race run above
+# covers both briefly); make sim runs more.
+BUDGET="${SIM_BUDGET:-60s}" ELECTOR_SEEDS="${ELECTOR_SEEDS:-50}" hack/sim.sh
 # The image builder: builds the static binaries and reads the image back.
 (cd hack/tools/image && go test -count=1 ./...)
 # The module proxy layout writer of make release.
