@@ -449,7 +449,8 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 	if s.ctx.Err() != nil {
 		return
 	}
-	p := &electorProc{sim: s, slot: slot, emu: emu, name: fmt.Sprintf("%c-%d", 'a'+slot, incarnation), cut: &cutoff{who: fmt.Sprintf("%c-%d", 'a'+slot, incarnation)}, done: make(chan struct{}),
+	name := fmt.Sprintf("%c-%d", 'a'+slot, incarnation)
+	p := &electorProc{sim: s, slot: slot, emu: emu, name: name, cut: &cutoff{who: name}, done: make(chan struct{}),
 		rng: rand.New(rand.NewPCG(s.seed, uint64(slot)<<32|uint64(incarnation)))}
 	s.mu.Lock()
 	releaseOnCancel, electorCtx := p.rng.IntN(2) == 0, p.rng.IntN(2) == 0
@@ -475,7 +476,8 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 		RetryPeriod:      simRetryPeriod,
 	}})
 	if err != nil {
-		s.t.Fatal(err)
+		s.t.Error(err) // not the test's goroutine: no Fatal
+		return
 	}
 	p.lk = lk
 	ld, rd, rp := lk.Timings()
@@ -492,7 +494,8 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 		}),
 	})
 	if err != nil {
-		s.t.Fatal(err)
+		s.t.Error(err)
+		return
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, klog.LoggerWithName(klog.FromContext(s.ctx), p.name)))
 	if electorCtx {
@@ -533,7 +536,9 @@ func (s *electorSim) endProc(p *electorProc, graceful bool) {
 		p.crashed = true
 		if p.working {
 			p.working = false
-			s.working = nil
+			if s.working == p {
+				s.working = nil
+			}
 			s.logLocked("%s's leader work ends with the process", p.name)
 		}
 	}
@@ -653,7 +658,8 @@ func (s *electorSim) startController(n int) (stop func(graceful bool)) {
 	inf := controller.NewInformers(acc, []string{simNS}, 0)
 	c, err := controller.New(acc, inf, controller.Options{})
 	if err != nil {
-		s.t.Fatal(err)
+		s.t.Error(err) // maybe not the test's goroutine: no Fatal
+		return func(bool) {}
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, klog.LoggerWithName(klog.FromContext(s.ctx), fmt.Sprintf("controller-%d", n))))
 	done := make(chan struct{})
