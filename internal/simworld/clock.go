@@ -65,14 +65,15 @@ func (c *Clock) Mono() time.Duration {
 
 // Now is what the process's code reads from its clock (see Monotonic).
 func (c *Clock) Now() time.Time {
-	if step := c.w.steps + 1; c.readStep == step && c.readMono == c.Monotonic {
+	step := c.w.steps + 1
+	if c.readStep == step && c.readMono == c.Monotonic {
 		return c.read
 	}
 	now := c.Wall()
 	if c.Monotonic {
 		now = instant.At(now, c.Mono())
 	}
-	c.read, c.readStep, c.readMono = now, c.w.steps+1, c.Monotonic
+	c.read, c.readStep, c.readMono = now, step, c.Monotonic
 	return now
 }
 

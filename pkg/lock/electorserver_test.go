@@ -293,12 +293,8 @@ func (v *electorServer) apply(cut *cutoff, a clienttesting.Action, res string) (
 		if _, ok := store[m.GetName()]; ok {
 			return nil, apierrors.NewAlreadyExists(gr, m.GetName())
 		}
-		v.uids++
-		m.SetUID(types.UID(fmt.Sprintf("uid-%d", v.uids)))
-		m.SetCreationTimestamp(metav1.Now())
-		m.SetNamespace(simNS)
 		v.named(cut, nil, obj)
-		return v.store(res, m.GetName(), obj, watch.Added), nil
+		return v.create(res, obj), nil
 	case "update":
 		obj := a.(clienttesting.UpdateAction).GetObject().DeepCopyObject()
 		m, _ := meta.Accessor(obj)
@@ -329,15 +325,36 @@ func (v *electorServer) apply(cut *cutoff, a clienttesting.Action, res string) (
 				return nil, apierrors.NewConflict(gr, d.GetName(), errors.New("precondition failed"))
 			}
 		}
-		delete(store, d.GetName())
-		v.rv++
-		gone := cur.DeepCopyObject()
-		gm, _ := meta.Accessor(gone)
-		gm.SetResourceVersion(strconv.FormatInt(v.rv, 10))
-		v.publish(res, watch.Deleted, gone)
+		v.remove(res, d.GetName())
 		return nil, nil
 	}
 	return nil, apierrors.NewMethodNotSupported(gr, a.GetVerb())
+}
+
+// create stores obj as a new object: a new UID, its creation time; srv.mu
+// is held.
+func (v *electorServer) create(res string, obj runtime.Object) runtime.Object {
+	m, _ := meta.Accessor(obj)
+	v.uids++
+	m.SetUID(types.UID(fmt.Sprintf("uid-%d", v.uids)))
+	m.SetCreationTimestamp(metav1.Now())
+	m.SetNamespace(simNS)
+	return v.store(res, m.GetName(), obj, watch.Added)
+}
+
+// remove deletes the stored object name, if there is one, and tells the
+// watches; srv.mu is held.
+func (v *electorServer) remove(res, name string) {
+	cur, ok := v.objs[res][name]
+	if !ok {
+		return
+	}
+	delete(v.objs[res], name)
+	v.rv++
+	gone := cur.DeepCopyObject()
+	gm, _ := meta.Accessor(gone)
+	gm.SetResourceVersion(strconv.FormatInt(v.rv, 10))
+	v.publish(res, watch.Deleted, gone)
 }
 
 // store keeps obj under a new resourceVersion and tells the watches.
@@ -485,20 +502,12 @@ func (v *electorServer) candidates(names []string) []*coordinationv1beta1.LeaseC
 func (v *electorServer) deleteLease(recreate bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	cur, ok := v.objs["leases"][simLease]
-	if !ok {
+	if _, ok := v.objs["leases"][simLease]; !ok {
 		return
 	}
-	delete(v.objs["leases"], simLease)
-	v.rv++
-	gone := cur.DeepCopyObject()
-	gm, _ := meta.Accessor(gone)
-	gm.SetResourceVersion(strconv.FormatInt(v.rv, 10))
-	v.publish("leases", watch.Deleted, gone)
+	v.remove("leases", simLease)
 	if recreate {
-		v.uids++
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: simNS, Name: simLease, UID: types.UID(fmt.Sprintf("uid-%d", v.uids)), CreationTimestamp: metav1.Now()}}
-		v.store("leases", simLease, l, watch.Added)
+		v.create("leases", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: simLease}})
 	}
 }
 

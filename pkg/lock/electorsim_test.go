@@ -399,6 +399,12 @@ func (s *electorSim) restart(p *electorProc, d time.Duration) {
 	s.after(d, func() { s.startProc(p.slot, n, p.emu) })
 }
 
+// processContext is the context a process named name runs with: the
+// run's, its logger named after it.
+func (s *electorSim) processContext(name string) (context.Context, context.CancelFunc) {
+	return context.WithCancel(klog.NewContext(s.ctx, klog.LoggerWithName(klog.FromContext(s.ctx), name)))
+}
+
 // after runs fn d from now on a goroutine of the run.
 func (s *electorSim) after(d time.Duration, fn func()) {
 	s.wg.Go(func() {
@@ -497,7 +503,7 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 		s.t.Error(err)
 		return
 	}
-	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, klog.LoggerWithName(klog.FromContext(s.ctx), p.name)))
+	ctx, cancel := s.processContext(p.name)
 	if electorCtx {
 		ctx = lk.ElectorContext(ctx)
 	}
@@ -653,7 +659,7 @@ func (p *electorProc) writeWitness(token int32) bool {
 // function returned is called: it crashes it (its requests fail from then
 // on) or stops it.
 func (s *electorSim) startController(n int) (stop func(graceful bool)) {
-	cut := &cutoff{who: fmt.Sprintf("controller %d", n)}
+	cut := &cutoff{who: fmt.Sprintf("controller-%d", n)}
 	acc := access.NewNative(s.srv.client(cut))
 	inf := controller.NewInformers(acc, []string{simNS}, 0)
 	c, err := controller.New(acc, inf, controller.Options{})
@@ -661,7 +667,7 @@ func (s *electorSim) startController(n int) (stop func(graceful bool)) {
 		s.t.Error(err) // maybe not the test's goroutine: no Fatal
 		return func(bool) {}
 	}
-	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, klog.LoggerWithName(klog.FromContext(s.ctx), fmt.Sprintf("controller-%d", n))))
+	ctx, cancel := s.processContext(cut.who)
 	done := make(chan struct{})
 	s.logf("controller %d starts", n)
 	s.wg.Go(func() {
