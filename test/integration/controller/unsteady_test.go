@@ -72,7 +72,10 @@ func testUnsteadyCandidate(t *testing.T, m apiMode) {
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 			l.Spec.AcquireTime, l.Spec.RenewTime = now, now
 			_, err = leases.Update(ctx, l)
-			return err == nil || !apierrors.IsConflict(err), err
+			if apierrors.IsConflict(err) {
+				return false, nil // lo renewed in between: read it again
+			}
+			return err == nil, err
 		})
 		if err != nil {
 			t.Fatalf("hand over to hi (time %d): %v", i+1, err)
