@@ -77,8 +77,6 @@ func (s *Server) storePod(key string, stored *corev1.Pod, by string, watchers fu
 	s.Wrote()
 	s.pods[key] = stored
 	s.w.Tracef("pod %s by %s: rv=%s", Shown(s.Home, stored.Namespace, stored.Name), by, stored.ResourceVersion)
-	for _, sw := range watchers() {
-		sw.Send(stored.DeepCopy(), false)
-	}
+	sendAll(watchers, stored.DeepCopy())
 	return stored.DeepCopy()
 }

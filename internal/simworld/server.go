@@ -227,6 +227,15 @@ func (sw *Watcher) Send(obj runtime.Object, deleted bool) {
 	})
 }
 
+// sendAll sends the written object to every watcher then listed, one copy
+// for all of them: the watchers' code, as an informer's handlers, only
+// reads what it is given (a deletion sends the stored object itself).
+func sendAll(watchers func() []*Watcher, obj runtime.Object) {
+	for _, sw := range watchers() {
+		sw.Send(obj, false)
+	}
+}
+
 // Expire ends the watch (410 Gone): what it has not delivered yet is lost
 // with it, and nothing written from now on reaches the watcher until it is
 // set going again (Expired false) and its watcher relists.

@@ -82,9 +82,7 @@ func (s *Server) WriteLease(ns, name string, lease *coordinationv1.Lease, rv, by
 	s.leases[key] = stored
 	s.w.Tracef("%s by %s: holder=%q preferred=%q transitions=%d renew=%s rv=%s", Shown(s.Home, ns, name), by, ptr.Deref(stored.Spec.HolderIdentity, ""),
 		ptr.Deref(stored.Spec.PreferredHolder, ""), ptr.Deref(stored.Spec.LeaseTransitions, 0), TimeOf(stored.Spec.RenewTime), stored.ResourceVersion)
-	for _, sw := range watchers() {
-		sw.Send(stored.DeepCopy(), false)
-	}
+	sendAll(watchers, stored.DeepCopy())
 	return stored.DeepCopy(), nil
 }
 
@@ -126,9 +124,7 @@ func (s *Server) WriteCandidate(ns, name string, lc *coordinationv1beta1.LeaseCa
 	}
 	s.candidates[key] = stored
 	s.w.Tracef("candidate %s by %s: renew=%s ping=%s rv=%s", shown, by, TimeOf(stored.Spec.RenewTime), TimeOf(stored.Spec.PingTime), stored.ResourceVersion)
-	for _, sw := range watchers() {
-		sw.Send(stored.DeepCopy(), false)
-	}
+	sendAll(watchers, stored.DeepCopy())
 	return stored.DeepCopy(), nil
 }
 

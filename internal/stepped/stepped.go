@@ -37,6 +37,10 @@ type Loops interface {
 	// IsLeader and Token are the Candidate's.
 	IsLeader() bool
 	Token() (int32, bool)
+	// Termed reports whether the elector has published a term whose
+	// context has not ended. It reads no clock and has no effect: when it
+	// is false, Token reports no leader and does nothing else either.
+	Termed() bool
 }
 
 // New builds the loops of a candidate from its candidate.Config (passed as

@@ -67,3 +67,8 @@ func (s *steppedLoops) Shutdown(ctx context.Context) {
 
 func (s *steppedLoops) IsLeader() bool       { return s.c.IsLeader() }
 func (s *steppedLoops) Token() (int32, bool) { return s.c.Token() }
+
+func (s *steppedLoops) Termed() bool {
+	t := s.c.leading()
+	return t != nil && t.ctx.Err() == nil
+}

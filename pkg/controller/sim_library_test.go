@@ -264,8 +264,12 @@ func (l *simLib) noteTerm() {
 
 // leaderToken is Token on the process's clock now, what leader work asks
 // before it writes; ok is IsLeader. A reader that finds the term lapsed
-// wakes the elector, as in the library.
+// wakes the elector, as in the library. Without a live term Token reads
+// nothing and wakes nobody: most processes, at most steps.
 func (l *simLib) leaderToken() (int32, bool) {
+	if !l.loops.Termed() {
+		return 0, false
+	}
 	l.sync()
 	token, ok := l.loops.Token()
 	l.woken()
