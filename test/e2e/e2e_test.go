@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -305,13 +306,18 @@ func TestStaticPodBesideBuiltin(t *testing.T) {
 		// kube-apiserver restarted ends its term, and takes the Lease it
 		// still holds in a new one once the server answers (its leader
 		// work stops in between: the fencing token must change). The same
-		// holder in a later term is that, and no one else's doing.
+		// holder in a later term is that only if the holder's own log
+		// says it started leading with that token.
 		renewed := func(l string, was, now term) bool {
-			if restarted && now.holder == was.holder && now.n > was.n {
-				t.Logf("%s: %s's holder %s took a new term itself (%d, was %d): its renewals failed for its renew deadline during the restart", phase, l, now.holder, now.n, was.n)
-				return true
+			if !restarted || now.holder != was.holder || now.n <= was.n {
+				return false
 			}
-			return false
+			ns, _, _ := strings.Cut(l, "/")
+			if !n.libraryStartedTerm(t, ns, now.holder, now.n) {
+				return false
+			}
+			t.Logf("%s: %s's holder %s took a new term itself (%d, was %d): its renewals failed for its renew deadline during the restart", phase, l, now.holder, now.n, was.n)
+			return true
 		}
 		for l, before := range was {
 			if first[l] != before && !renewed(l, before, first[l]) {
@@ -423,6 +429,29 @@ func (n *node) moved(t *testing.T, phase, l string, was, now term) {
 		}
 	}
 	t.Fatalf("%s: Lease %s moved from %s (term %d) to %q (term %d)", phase, l, was.holder, was.n, now.holder, now.n)
+}
+
+// libraryStartedTerm reports whether the log of candidate Pod ns/pod (the
+// library's own lines, on stderr) says it started leading with token, and
+// logs the lines of its log on leading.
+func (n *node) libraryStartedTerm(t *testing.T, ns, pod string, token int32) bool {
+	t.Helper()
+	raw, err := n.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(context.Background())
+	if err != nil {
+		t.Logf("the log of %s/%s: %v", ns, pod, err)
+		return false
+	}
+	started := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.Contains(line, "leading") {
+			continue
+		}
+		t.Logf("%s: %s", pod, line)
+		if strings.Contains(line, `"Started leading"`) && slices.Contains(strings.Fields(line), fmt.Sprintf("token=%d", token)) {
+			started = true
+		}
+	}
+	return started
 }
 
 // waitBuiltinHoldsItsLock waits until kube-apiserver's election controller
