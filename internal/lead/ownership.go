@@ -31,7 +31,7 @@ type Ownership struct {
 	// sent holds the renewTimes of this process's recent renewals, but for
 	// those the server certainly refused: one that timed out may have been
 	// written, and the informer may deliver a renewal late.
-	sent []time.Time
+	sent []instantKey
 	// named is set when the Lease was seen named to this identity and not
 	// renewed since; namedRenew is the renewTime of that naming.
 	named      bool
@@ -40,6 +40,15 @@ type Ownership struct {
 	// identity, for the elector to report.
 	foreignRenewals int
 }
+
+// instantKey is an instant as a comparable value: equal for equal
+// instants, whatever their location or monotonic reading (as time.Equal).
+type instantKey struct {
+	sec  int64
+	nsec int
+}
+
+func keyOf(t time.Time) instantKey { return instantKey{t.Unix(), t.Nanosecond()} }
 
 // maxSent bounds the renewals remembered: several renew deadlines' worth at
 // the usual timings.
@@ -52,7 +61,7 @@ func (o *Ownership) Wrote(renew time.Time) {
 	if len(o.sent) == maxSent {
 		o.sent = o.sent[1:]
 	}
-	o.sent = append(o.sent, renew)
+	o.sent = append(o.sent, keyOf(renew))
 }
 
 // Refused forgets a renewal the server certainly did not make: one attempt,
@@ -63,8 +72,9 @@ func (o *Ownership) Wrote(renew time.Time) {
 func (o *Ownership) Refused(renew time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	n := keyOf(renew)
 	for i := len(o.sent) - 1; i >= 0; i-- {
-		if o.sent[i].Equal(renew) {
+		if o.sent[i] == n {
 			o.sent = slices.Delete(o.sent, i, i+1)
 			return
 		}
@@ -79,7 +89,7 @@ func (o *Ownership) Mine(lease *coordinationv1.Lease) bool {
 }
 
 func (o *Ownership) mineLocked(renew time.Time) bool {
-	return !renew.IsZero() && slices.ContainsFunc(o.sent, renew.Equal)
+	return !renew.IsZero() && slices.Contains(o.sent, keyOf(renew))
 }
 
 // MayTake reports whether a Lease naming this identity may be taken now
