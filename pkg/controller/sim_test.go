@@ -633,17 +633,11 @@ func (sc *simController) list(cands, leases, pods []runtime.Object) {
 // noteToken raises sawToken to the cached Lease's leaseTransitions while
 // candidates reference the Lease.
 func (sc *simController) noteToken() {
-	referenced := map[string]bool{}
-	for _, obj := range sc.cinf.store.List() {
-		lc := obj.(*coordinationv1beta1.LeaseCandidate)
-		referenced[simKey(lc.Namespace, lc.Spec.LeaseName)] = true
-	}
-	for _, e := range sc.w.elections {
-		if !referenced[e.key()] {
-			continue
-		}
-		if obj, ok, _ := sc.linf.store.GetByKey(e.key()); ok {
-			sc.sawToken[e.key()] = max(sc.sawToken[e.key()], ptr.Deref(obj.(*coordinationv1.Lease).Spec.LeaseTransitions, 0))
+	// The controller's own index of its candidates by Lease lists the
+	// Leases they reference.
+	for _, k := range sc.cinf.store.ListIndexFuncValues(byLeaseIndex) {
+		if obj, ok, _ := sc.linf.store.GetByKey(k); ok {
+			sc.sawToken[k] = max(sc.sawToken[k], ptr.Deref(obj.(*coordinationv1.Lease).Spec.LeaseTransitions, 0))
 		}
 	}
 }
