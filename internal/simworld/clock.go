@@ -17,6 +17,8 @@ type Clock struct {
 	Offset time.Duration
 	Drift  float64
 	Born   time.Time
+	// born is Born - the world's Start.
+	born time.Duration
 	// Monotonic: Now gives instants with a monotonic reading, as time.Now
 	// does, so that the code reading it is shown steps and suspends; else
 	// the wall reading alone (the two run at one rate then).
@@ -43,20 +45,20 @@ type Clock struct {
 
 // NewClock is a clock of w.
 func (w *World) NewClock(offset time.Duration, drift float64, born time.Time) *Clock {
-	return &Clock{w: w, Offset: offset, Drift: drift, Born: born}
+	return &Clock{w: w, Offset: offset, Drift: drift, Born: born, born: born.Sub(w.Start)}
 }
 
 // Wall is the wall clock's reading now.
 func (c *Clock) Wall() time.Time {
 	w := c.w
-	return w.Now.Add(c.Offset + c.stepped + time.Duration(c.Drift*float64(w.Now.Sub(c.Born))))
+	return w.Now.Add(c.Offset + c.stepped + time.Duration(c.Drift*float64(w.sinceStart-c.born)))
 }
 
 // Mono is the monotonic clock's reading now: local time since Born,
 // suspends not counted.
 func (c *Clock) Mono() time.Duration {
 	w := c.w
-	up := w.Now.Sub(c.Born) - c.suspended
+	up := w.sinceStart - c.born - c.suspended
 	if !c.suspendedAt.IsZero() {
 		up -= w.Now.Sub(c.suspendedAt)
 	}

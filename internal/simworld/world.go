@@ -42,6 +42,8 @@ type World struct {
 	// steps counts the events run: a reading taken at one step holds
 	// until the next (see Clock.Now).
 	steps int
+	// sinceStart is Now - Start, which clocks read at every step.
+	sinceStart time.Duration
 }
 
 // New is a world whose time starts at start, drawing from rng.
@@ -74,7 +76,7 @@ func (w *World) Step(end time.Time) bool {
 		return false
 	}
 	ev := w.events.pop()
-	w.Now = ev.at
+	w.Now, w.sinceStart = ev.at, ev.ns
 	w.steps++
 	ev.fn()
 	return true
