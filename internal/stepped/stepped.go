@@ -37,9 +37,9 @@ type Loops interface {
 	// IsLeader and Token are the Candidate's.
 	IsLeader() bool
 	Token() (int32, bool)
-	// Termed reports whether the elector has published a term whose
-	// context has not ended. It reads no clock and has no effect: when it
-	// is false, Token reports no leader and does nothing else either.
+	// Termed reports whether the elector has published a term (lapsed or
+	// ended, perhaps). It reads no clock and has no effect: when it is
+	// false, Token reports no leader and does nothing else either.
 	Termed() bool
 }
 
