@@ -433,25 +433,32 @@ func (n *node) moved(t *testing.T, phase, l string, was, now term) {
 
 // libraryStartedTerm reports whether the log of candidate Pod ns/pod (the
 // library's own lines, on stderr) says it started leading with token, and
-// logs the lines of its log on leading.
+// logs the lines of its log on leading. The renewal that started the term
+// is on the server before its answer reaches the process, which logs the
+// start then: the log is read again for a few seconds.
 func (n *node) libraryStartedTerm(t *testing.T, ns, pod string, token int32) bool {
 	t.Helper()
-	raw, err := n.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(context.Background())
-	if err != nil {
-		t.Logf("the log of %s/%s: %v", ns, pod, err)
-		return false
-	}
-	started := false
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.Contains(line, "leading") {
-			continue
+	var lines []string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		raw, err := n.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+		if err != nil {
+			t.Logf("the log of %s/%s: %v", ns, pod, err)
+			return false, nil
 		}
+		lines = lines[:0]
+		started := false
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, "leading") {
+				lines = append(lines, line)
+				started = started || strings.Contains(line, `"Started leading"`) && slices.Contains(strings.Fields(line), fmt.Sprintf("token=%d", token))
+			}
+		}
+		return started, nil
+	})
+	for _, line := range lines {
 		t.Logf("%s: %s", pod, line)
-		if strings.Contains(line, `"Started leading"`) && slices.Contains(strings.Fields(line), fmt.Sprintf("token=%d", token)) {
-			started = true
-		}
 	}
-	return started
+	return err == nil
 }
 
 // waitBuiltinHoldsItsLock waits until kube-apiserver's election controller
