@@ -8,7 +8,7 @@ import (
 )
 
 // Clock is one process's clock: off true time by Offset when the process
-// started (Born), running faster or slower by Drift (0.001: a millisecond a
+// started (born), running faster or slower by Drift (0.001: a millisecond a
 // second fast). Its wall clock may be stepped, forward or back, and the
 // process suspended with its machine: then its monotonic clock stands
 // still, while the wall clock, and the world, run on.
@@ -16,8 +16,7 @@ type Clock struct {
 	w      *World
 	Offset time.Duration
 	Drift  float64
-	Born   time.Time
-	// born is Born - the world's Start.
+	// born is when the process started, as time since the world's Start.
 	born time.Duration
 	// Monotonic: Now gives instants with a monotonic reading, as time.Now
 	// does, so that the code reading it is shown steps and suspends; else
@@ -45,7 +44,7 @@ type Clock struct {
 
 // NewClock is a clock of w.
 func (w *World) NewClock(offset time.Duration, drift float64, born time.Time) *Clock {
-	return &Clock{w: w, Offset: offset, Drift: drift, Born: born, born: born.Sub(w.Start)}
+	return &Clock{w: w, Offset: offset, Drift: drift, born: born.Sub(w.Start)}
 }
 
 // Wall is the wall clock's reading now.
@@ -54,7 +53,7 @@ func (c *Clock) Wall() time.Time {
 	return w.Now.Add(c.Offset + c.stepped + time.Duration(c.Drift*float64(w.sinceStart-c.born)))
 }
 
-// Mono is the monotonic clock's reading now: local time since Born,
+// Mono is the monotonic clock's reading now: local time since its birth,
 // suspends not counted.
 func (c *Clock) Mono() time.Duration {
 	w := c.w

@@ -343,11 +343,11 @@ func (v *electorServer) create(res string, obj runtime.Object) runtime.Object {
 }
 
 // remove deletes the stored object name, if there is one, and tells the
-// watches; srv.mu is held.
-func (v *electorServer) remove(res, name string) {
+// watches; it reports whether there was one. srv.mu is held.
+func (v *electorServer) remove(res, name string) bool {
 	cur, ok := v.objs[res][name]
 	if !ok {
-		return
+		return false
 	}
 	delete(v.objs[res], name)
 	v.rv++
@@ -355,6 +355,7 @@ func (v *electorServer) remove(res, name string) {
 	gm, _ := meta.Accessor(gone)
 	gm.SetResourceVersion(strconv.FormatInt(v.rv, 10))
 	v.publish(res, watch.Deleted, gone)
+	return true
 }
 
 // store keeps obj under a new resourceVersion and tells the watches.
@@ -502,11 +503,7 @@ func (v *electorServer) candidates(names []string) []*coordinationv1beta1.LeaseC
 func (v *electorServer) deleteLease(recreate bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.objs["leases"][simLease]; !ok {
-		return
-	}
-	v.remove("leases", simLease)
-	if recreate {
+	if v.remove("leases", simLease) && recreate {
 		v.create("leases", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: simLease}})
 	}
 }
