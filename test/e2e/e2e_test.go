@@ -419,11 +419,11 @@ func (n *node) moved(t *testing.T, phase, l string, was, now term) {
 	t.Helper()
 	ns, _, _ := strings.Cut(l, "/")
 	n.describe(t, ns)
-	raw, err := n.client.CoreV1().Pods(metav1.NamespaceSystem).GetLogs(staticPodIdentity, &corev1.PodLogOptions{}).DoRaw(context.Background())
+	lines, err := n.podLog(context.Background(), metav1.NamespaceSystem, staticPodIdentity, false)
 	if err != nil {
 		t.Logf("cle-controller's log: %v", err)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
+	for _, line := range lines {
 		if strings.Contains(line, l) {
 			t.Logf("cle-controller: %s", line)
 		}
@@ -440,14 +440,14 @@ func (n *node) libraryStartedTerm(t *testing.T, ns, pod string, token int32) boo
 	t.Helper()
 	var lines []string
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		raw, err := n.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+		all, err := n.podLog(ctx, ns, pod, false)
 		if err != nil {
 			t.Logf("the log of %s/%s: %v", ns, pod, err)
 			return false, nil
 		}
 		lines = lines[:0]
 		started := false
-		for _, line := range strings.Split(string(raw), "\n") {
+		for _, line := range all {
 			if strings.Contains(line, "leading") {
 				lines = append(lines, line)
 				started = started || strings.Contains(line, `"Started leading"`) && slices.Contains(strings.Fields(line), fmt.Sprintf("token=%d", token))

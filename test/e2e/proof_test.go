@@ -327,14 +327,24 @@ type logLine struct {
 	identity string // of a started-leading line
 }
 
+// podLog is the lines of the Pod's container log, each led by the
+// runtime's timestamp if timestamps is set.
+func (n *node) podLog(ctx context.Context, ns, pod string, timestamps bool) ([]string, error) {
+	raw, err := n.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Timestamps: timestamps}).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(string(raw), "\n"), nil
+}
+
 // logLines reads the Pod's container log with the runtime's timestamps.
 func (n *node) logLines(ctx context.Context, ns, pod string) ([]logLine, error) {
-	raw, err := n.client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Timestamps: true}).DoRaw(ctx)
+	raw, err := n.podLog(ctx, ns, pod, true)
 	if err != nil {
 		return nil, err
 	}
 	var lines []logLine
-	for _, line := range strings.Split(string(raw), "\n") {
+	for _, line := range raw {
 		stamp, text, ok := strings.Cut(line, " ")
 		if !ok {
 			continue
