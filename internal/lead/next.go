@@ -62,7 +62,7 @@ type View struct {
 	GoneVersion string
 	// Foreign identifies a Lease naming this identity that another process
 	// renewed (see Fingerprint), seen unchanged for ForeignFor.
-	Foreign    string
+	Foreign    Version
 	ForeignFor time.Duration
 }
 
@@ -100,8 +100,8 @@ type Action struct {
 	// Reason and KV say why (StepDown), for the log.
 	Reason string
 	KV     []any
-	// Foreign is the fingerprint to note (NoteForeign).
-	Foreign string
+	// Foreign is the version to note (NoteForeign).
+	Foreign Version
 }
 
 // waitFor waits d, at least a millisecond so that a loop never spins.

@@ -70,7 +70,7 @@ func (a Action) describe() string {
 	case StepDown:
 		return "stepDown: " + a.Reason
 	case NoteForeign:
-		return "noteForeign " + a.Foreign
+		return "noteForeign " + a.Foreign.String()
 	default:
 		return a.Kind.String()
 	}
@@ -80,6 +80,9 @@ func (a Action) describe() string {
 // next, each a View and the one action it leads to.
 func TestNext(t *testing.T) {
 	foreignFP := Fingerprint(stepLease(me, ""))
+	older := stepLease(me, "")
+	older.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(-time.Minute)))
+	olderFP := Fingerprint(older)
 	for _, tc := range []struct {
 		name string
 		View View
@@ -137,15 +140,15 @@ func TestNext(t *testing.T) {
 
 		// A Lease renewed under this identity by another process.
 		{"first sight of a foreign renewal starts the count",
-			stepView(func(v *View) { v.MayTake = false }), "noteForeign " + foreignFP},
+			stepView(func(v *View) { v.MayTake = false }), "noteForeign " + foreignFP.String()},
 		{"a foreign renewal is waited on for a lease duration",
 			stepView(func(v *View) { v.MayTake, v.Foreign, v.ForeignFor = false, foreignFP, 4*time.Second }), "wait 11s"},
 		{"a foreign renewal unchanged for a lease duration is taken",
 			stepView(func(v *View) { v.MayTake, v.Foreign, v.ForeignFor = false, foreignFP, leaseDuration }), "renew"},
 		{"a new foreign renewal restarts the count",
-			stepView(func(v *View) { v.MayTake, v.Foreign, v.ForeignFor = false, "older", time.Minute }), "noteForeign " + foreignFP},
+			stepView(func(v *View) { v.MayTake, v.Foreign, v.ForeignFor = false, olderFP, time.Minute }), "noteForeign " + foreignFP.String()},
 		{"an External candidate counts foreign renewals too (Renew refuses until then)",
-			stepView(func(v *View) { v.MayTake, v.RenewsItself = false, false }), "noteForeign " + foreignFP},
+			stepView(func(v *View) { v.MayTake, v.RenewsItself = false, false }), "noteForeign " + foreignFP.String()},
 
 		// Hand-over by a holder that does not lead.
 		{"a named holder that does not lead hands over at once",

@@ -18,7 +18,7 @@ type SeenTerms struct {
 	// highest was first seen on the version fingerprinted highestBy; below
 	// is the highest on any other version.
 	highest   int32
-	highestBy string
+	highestBy Version
 	below     int32
 }
 

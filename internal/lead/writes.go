@@ -118,10 +118,29 @@ func CountedNaming(lease *coordinationv1.Lease) bool {
 	return s.AcquireTime != nil && s.RenewTime != nil && AtMicro(s.AcquireTime.Time).Equal(AtMicro(s.RenewTime.Time))
 }
 
-// Fingerprint identifies one version of the Lease as written (renewTime and
-// leaseTransitions), whatever its resourceVersion.
-func Fingerprint(lease *coordinationv1.Lease) string {
-	return fmt.Sprintf("%s/%d", RenewTimeOf(lease).Format(time.RFC3339Nano), ptr.Deref(lease.Spec.LeaseTransitions, 0))
+// Version identifies one version of a Lease as written: its renewTime and
+// leaseTransitions, whatever its resourceVersion. Versions compare with ==;
+// the zero Version is no version, equal to no Lease's.
+type Version struct {
+	renew       instantKey
+	transitions int32
+	set         bool
+}
+
+// Fingerprint is the version of the Lease as written.
+func Fingerprint(lease *coordinationv1.Lease) Version {
+	return Version{keyOf(RenewTimeOf(lease)), ptr.Deref(lease.Spec.LeaseTransitions, 0), true}
+}
+
+// IsZero reports whether v is no version.
+func (v Version) IsZero() bool { return !v.set }
+
+// String shows v as its renewTime and leaseTransitions ("" for no version).
+func (v Version) String() string {
+	if !v.set {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d", time.Unix(v.renew.sec, int64(v.renew.nsec)).UTC().Format(time.RFC3339Nano), v.transitions)
 }
 
 // HolderOf is the Lease's holder, "" for none or no Lease.

@@ -62,7 +62,7 @@ type elector struct {
 	// foreign identifies (renewTime and leaseTransitions) a Lease that names
 	// this identity but that this process may not take yet, and
 	// foreignSince is when it was first seen so, on the local clock.
-	foreign      string
+	foreign      lead.Version
 	foreignSince time.Time
 
 	// stopWork cancels the running OnStartedLeading; workDone is closed when
@@ -232,7 +232,7 @@ func (e *elector) snapshot() lead.View {
 		GoneVersion:  e.goneVersion,
 		Foreign:      e.foreign,
 	}
-	if e.foreign != "" {
+	if !e.foreign.IsZero() {
 		v.ForeignFor = cfg.Clock.Since(e.foreignSince)
 	}
 	if t != nil {

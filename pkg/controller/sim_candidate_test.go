@@ -114,7 +114,7 @@ type simProcess struct {
 	// Local instants and versions as the elector's fields.
 	lastAttempt, retryAt, handOverAt time.Time
 	goneVersion                      string
-	foreign                          string
+	foreign                          lead.Version
 	foreignSince                     time.Time
 	// busy: the loop is blocked in an action (a request, or waiting for
 	// leader work to return); a wake-up meanwhile makes it step when done.
@@ -501,7 +501,7 @@ func (p *simProcess) view() lead.View {
 		GoneVersion: p.goneVersion,
 		Foreign:     p.foreign,
 	}
-	if p.foreign != "" {
+	if !p.foreign.IsZero() {
 		v.ForeignFor = v.Now.Sub(p.foreignSince)
 	}
 	if lease != nil {
