@@ -118,7 +118,20 @@ func TestSimulation(t *testing.T) {
 	}
 	var total simResult
 	start := time.Now()
-	seeds, failed := runSeeds(*simFirst, *simSeeds, *simBudget, *simWorkers, &total)
+	report := os.Getenv("SIM_REPORT") != ""
+	var progress func(ran int, r *simResult)
+	if report {
+		// A long run says how far it has come once a minute.
+		last := start
+		progress = func(ran int, r *simResult) {
+			if now := time.Since(start); now-last.Sub(start) >= simProgressEvery {
+				last = start.Add(now)
+				fmt.Printf("simulation: %s so far: %d seeds started, %d elections in those run (%.0f/s)\n", now.Round(time.Second), ran, r.elections,
+					float64(r.elections)/now.Seconds())
+			}
+		}
+	}
+	seeds, failed := runSeeds(*simFirst, *simSeeds, *simBudget, *simWorkers, &total, progress)
 	if failed != 0 {
 		r := runSim(failed, true)
 		t.Fatalf("seed %d: %s\nreplay: go test ./pkg/controller -run TestSimulation -sim.seed=%d -v\n%s", failed, r.violation, failed, strings.Join(tail(r.trace, 200), "\n"))
@@ -127,17 +140,25 @@ func TestSimulation(t *testing.T) {
 	msg := fmt.Sprintf("simulation: %d seeds in %s (%.0f schedules/s, %.0f elections/s), %s", seeds, elapsed.Round(time.Millisecond),
 		float64(seeds)/elapsed.Seconds(), float64(total.elections)/elapsed.Seconds(), total.summary())
 	t.Log(msg)
-	if os.Getenv("SIM_REPORT") != "" {
+	if report {
 		fmt.Println(msg)
+		// Runs of one seed range can be continued where this one ended.
+		fmt.Printf("simulation: seeds %d to %d; the next run goes on from -sim.first=%d (make sim FIRST=%d)\n", *simFirst, *simFirst+uint64(seeds)-1,
+			*simFirst+uint64(seeds), *simFirst+uint64(seeds))
 	}
 }
 
+// simProgressEvery is how often a reported run prints its progress.
+const simProgressEvery = time.Minute
+
 // runSeeds runs seeds from first on, n of them or (n 0) as many as start
 // within budget, on workers goroutines; each seed's run is the same on any
-// of them. It adds the runs' figures to total and returns how many seeds
-// ran and the lowest one that found a violation (0: none). Seeds are
-// started in order, so every seed below the failing one has run.
-func runSeeds(first uint64, n int, budget time.Duration, workers int, total *simResult) (ran int, failed uint64) {
+// of them. It adds the runs' figures to total, calls progress (if not nil)
+// with the seeds started and the figures so far after each run, and
+// returns how many seeds ran and the lowest one that found a violation (0:
+// none). Seeds are started in order, so every seed below the failing one
+// has run.
+func runSeeds(first uint64, n int, budget time.Duration, workers int, total *simResult, progress func(ran int, r *simResult)) (ran int, failed uint64) {
 	start := time.Now()
 	var mu sync.Mutex
 	next := first
@@ -165,6 +186,9 @@ func runSeeds(first uint64, n int, budget time.Duration, workers int, total *sim
 				total.add(r)
 				if r.violation != "" && (failed == 0 || seed < failed) {
 					failed = seed
+				}
+				if progress != nil {
+					progress(ran, total)
 				}
 				mu.Unlock()
 			}
