@@ -38,7 +38,7 @@ chaos: kube-bin ## Run the fault-injection suite and print its summary. DURATION
 	DURATION="$(DURATION)" SEED="$(SEED)" hack/chaos.sh
 
 .PHONY: sim
-sim: ## Run the deterministic simulation of elections and print its figures, then the elector simulation (client-go's real LeaderElector in virtual time; ELECTOR_SEEDS=N runs). SEEDS=N (default 10000) or BUDGET=60s (DURATION=2h alike); SEED=S replays one seed with its trace.
+sim: ## Run the deterministic simulation of elections and print its figures, then the elector simulation (client-go's real LeaderElector in virtual time; ELECTOR_SEEDS=N runs). SEEDS=N (default 10000) or BUDGET=60s (DURATION=2h alike), from seed FIRST=S (each run prints the FIRST that continues it); SEED=S replays one seed with its trace.
 	SEEDS="$(SEEDS)" BUDGET="$(BUDGET)" DURATION="$(DURATION)" SEED="$(SEED)" FIRST="$(FIRST)" hack/sim.sh
 
 .PHONY: sim-knockouts
