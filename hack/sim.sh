@@ -4,9 +4,10 @@
 # and the library's rules for adopters, against a model API server, with
 # faults, from one seed per schedule. It
 # prints the seeds run, schedules and elections per second, elections, terms and the fault
-# mix, its progress once a minute, and the FIRST that goes on where it ended (runs of
-# consecutive seed ranges add up to one run of them all); a failing seed prints its
-# trace and the command that replays it.
+# mix, its progress once a minute, and the FIRST that goes on where it ended (its runs
+# of consecutive seed ranges add up to one run of them all; the elector simulation
+# after it is not replayed exactly, and runs ELECTOR_SEEDS from FIRST each time); a
+# failing seed prints its trace and the command that replays it.
 #
 #   SEEDS=N    run N seeds (default 10000)
 #   BUDGET=D   run for D of wall-clock time instead (e.g. 60s, 2h); DURATION=D

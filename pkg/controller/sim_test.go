@@ -116,6 +116,9 @@ func TestSimulation(t *testing.T) {
 		}
 		return
 	}
+	if *simFirst == 0 {
+		t.Fatal("-sim.first: seeds start at 1 (0 stands for no failing seed)")
+	}
 	var total simResult
 	start := time.Now()
 	report := os.Getenv("SIM_REPORT") != ""
@@ -126,7 +129,7 @@ func TestSimulation(t *testing.T) {
 		progress = func(ran int, r *simResult) {
 			if now := time.Since(start); now-last.Sub(start) >= simProgressEvery {
 				last = start.Add(now)
-				fmt.Printf("simulation: %s so far: %d seeds started, %d elections in those run (%.0f/s)\n", now.Round(time.Second), ran, r.elections,
+				fmt.Printf("simulation: %s so far: %d seeds started, %d elections in the runs finished (%.0f/s)\n", now.Round(time.Second), ran, r.elections,
 					float64(r.elections)/now.Seconds())
 			}
 		}
@@ -142,6 +145,8 @@ func TestSimulation(t *testing.T) {
 	t.Log(msg)
 	if report {
 		fmt.Println(msg)
+	}
+	if report && seeds > 0 {
 		// Runs of one seed range can be continued where this one ended.
 		fmt.Printf("simulation: seeds %d to %d; the next run goes on from -sim.first=%d (make sim FIRST=%d)\n", *simFirst, *simFirst+uint64(seeds)-1,
 			*simFirst+uint64(seeds), *simFirst+uint64(seeds))
