@@ -162,6 +162,52 @@ func TestLeaseRecreatedBehindARelistIsADeletion(t *testing.T) {
 	}
 }
 
+// The Lease this controller created, naming a, may be deleted and created
+// again by someone else before its cache ever shows it (the watch expired
+// meanwhile): the relist then shows a Lease with another UID, vacant, as
+// new, with nothing of the Lease the controller wrote. a may have taken and
+// renewed its term until just before, so nobody else is named within a
+// lease duration of the relist; then the best is.
+func TestOwnCreateReplacedBehindARelistIsADeletion(t *testing.T) {
+	h := newHarness(t)
+	h.join(candidate("a", "1.31.0", "1.31.0"))
+	if _, err := h.reconcileOnly(); err != nil { // the watch shows none of what follows
+		t.Fatal(err)
+	}
+	if l := h.serverLease(); holderOf(l) != "a" {
+		t.Fatalf("created %v, want a Lease naming a", l)
+	}
+	// b, better, joins: the candidates' watch works.
+	if err := h.client.Tracker().Add(candidate("b", "1.29.0", "1.29.0", renewedAt(h.clock.Now()))); err != nil {
+		t.Fatal(err)
+	}
+	h.syncCandidates()
+	h.clearWrites()
+	h.renewUnseen(6*time.Second, ptr.Deref(h.serverLease().Spec.LeaseTransitions, 0))
+	if err := h.client.Tracker().Delete(leasesGVR, testNS, testLease); err != nil {
+		t.Fatal(err)
+	}
+	recreated := lease() // kubectl apply: vacant
+	recreated.UID, recreated.ResourceVersion = "uid-recreated", h.nextRV()
+	if err := h.client.Tracker().Add(recreated); err != nil {
+		t.Fatal(err)
+	}
+	h.renewCandidates()
+	h.sync() // the relist: the cache shows the re-created Lease, and never showed a's
+	relisted := h.clock.Now()
+	h.runSteps(14 * time.Second)
+	if w := h.leaseWrites(); len(w) != 0 {
+		t.Fatalf("wrote %v (holder %q, preferred %q) within a lease duration of the relist that showed the Lease a held re-created",
+			w, holderOf(w[0].lease), preferredOf(w[0].lease))
+	}
+	h.step(time.Second)
+	h.renewCandidates()
+	h.runSteps(2 * time.Second)
+	if l := h.serverLease(); holderOf(l) != "b" {
+		t.Fatalf("%v after the relist: holder %q, want b, the best, once a's term has run out", h.clock.Now().Sub(relisted), holderOf(l))
+	}
+}
+
 // A replica that starts while a Lease exists with no holder and no history
 // cannot tell it from a Lease deleted while held just before and created
 // again empty (kubectl, GitOps): its candidates were there before it

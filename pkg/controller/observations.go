@@ -269,6 +269,9 @@ type pendingWrite struct {
 	// named is the holder the write named; for a create that lost to one
 	// the cache does not show yet, unknownHolder.
 	named string
+	// writtenUID is the UID of the Lease object the write left ("" when
+	// unknown): a Lease of another UID shown before it is its successor.
+	writtenUID types.UID
 }
 
 // unknownHolder stands for the holder of a Lease the controller knows
@@ -402,7 +405,16 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 
 // leaseSeen is the record once the informer showed lease at now, and
 // whether that needs a step (see observeLease).
+//
+// A Lease of another UID than the one the controller's write in flight left
+// means that Lease was deleted, and another created, before the cache showed
+// either (a relist after the watch expired shows only the last): the holder
+// the write named may have taken its term and renewed it, unseen, until just
+// before now, as for a deletion seen through a relist (see leaseDeleted).
 func (r leaseRecord) leaseSeen(lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration) (leaseRecord, bool) {
+	if r.writing && r.writtenUID != "" && lease.UID != "" && lease.UID != r.writtenUID {
+		r.leaseHistory = r.departUnseen(r.named, now, defaultDuration)
+	}
 	ownWrite := r.writing && lease.ResourceVersion != r.replaced
 	if ownWrite {
 		r.pendingWrite = pendingWrite{}
@@ -503,12 +515,17 @@ func (r leaseRecord) leaseGone(relisted bool, now time.Time, defaultDuration tim
 // now, at the longest duration known (longestDuration includes the recorded
 // Lease's own), and a record without a holder stands for an unknown one.
 func (r leaseRecord) departRelisted(now time.Time, defaultDuration time.Duration) leaseHistory {
-	duration := max(defaultDuration, r.longestDuration)
-	holder := r.holder
+	return r.departUnseen(r.holder, now, defaultDuration)
+}
+
+// departUnseen is the history once holder ("" for an unknown one) of a Lease
+// deleted unseen until now departed: its term runs from now, at the longest
+// duration known.
+func (r leaseRecord) departUnseen(holder string, now time.Time, defaultDuration time.Duration) leaseHistory {
 	if holder == "" {
 		holder = unknownHolder
 	}
-	return r.depart(holder, now.Add(duration), proof.Process{})
+	return r.depart(holder, now.Add(max(defaultDuration, r.longestDuration)), proof.Process{})
 }
 
 // bury removes the record of key, keeping its history as a tombstone, and
@@ -740,11 +757,12 @@ func (o *observations) noteWritten(key types.NamespacedName, replaced, written *
 // written is the record once the controller's write of written, replacing
 // replaced (nil for a create), succeeded at now.
 func (r leaseRecord) written(replaced, written *coordinationv1.Lease, now time.Time) leaseRecord {
-	r.pendingWrite = pendingWrite{writing: true, writtenAt: now, named: holderIdentity(written)}
+	r.pendingWrite = pendingWrite{writing: true, writtenAt: now, named: holderIdentity(written), writtenUID: written.UID}
 	if replaced != nil {
 		r.replaced = replaced.ResourceVersion
 	}
 	r.settled = false
+	r.longestDuration = max(r.longestDuration, termsOf(written).duration(0))
 	r.maxTransitions = max(r.maxTransitions, ptr.Deref(written.Spec.LeaseTransitions, 0))
 	r.held = r.held || holderIdentity(written) != ""
 	return r
