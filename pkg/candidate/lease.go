@@ -114,15 +114,24 @@ func newElector(c *Candidate, acc access.Interface) *elector {
 	return e
 }
 
-// remember records a Lease this process wrote or read, newer than the
-// informer's store.
-func (e *elector) remember(lease *coordinationv1.Lease) {
+// remember records a Lease this process wrote or read by a request sent
+// while the informer's store showed the version before (see storedRV): the
+// answer is newer than that. It is not taken to be newer than what the store
+// shows by the time the answer arrives: a watch event can overtake an
+// answer, and a store taken for older than the answer would hide the newer
+// Lease until the next write of it.
+func (e *elector) remember(lease *coordinationv1.Lease, before string) {
 	e.seen.See(lease)
-	storeRV := ""
+	e.written.Remember(before, lease)
+}
+
+// storedRV is the resourceVersion of the Lease the informer's store shows
+// ("" for none): what a request sent now is answered with is newer.
+func (e *elector) storedRV() string {
 	if stored, ok := e.stored(); ok {
-		storeRV = stored.ResourceVersion
+		return stored.ResourceVersion
 	}
-	e.written.Remember(storeRV, lease)
+	return ""
 }
 
 // run steps the election on every change of the Lease and on time, until ctx
@@ -306,12 +315,14 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 		logger.Error(err, "Not taking the Lease it is named for")
 		return err
 	}
+	before := e.storedRV()
 	updated, err := e.update(reqCtx, renewal)
 	if apierrors.IsConflict(err) {
 		var fresh *coordinationv1.Lease
+		getBefore := e.storedRV()
 		fresh, err = e.leases.Get(reqCtx, cfg.LeaseName)
 		if err == nil {
-			e.remember(fresh)
+			e.remember(fresh, getBefore)
 			if lead.HolderOf(fresh) != cfg.Identity || (lead.PreferredOf(fresh) != "" && lead.PreferredOf(fresh) != cfg.Identity) {
 				e.wakeSoon()
 				return fmt.Errorf("%w: the Lease changed under the renewal", ErrNotLeader) // the next step acts on it
@@ -355,7 +366,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 		}
 		return fmt.Errorf("renewing the Lease: %w", err)
 	}
-	e.remember(updated)
+	e.remember(updated, before)
 	e.retryAt = time.Time{}
 	if sent.After(e.lastRenewal) {
 		e.lastRenewal = sent
@@ -484,11 +495,12 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 		}
 		clone := lead.LetGo(lease, to, cfg.Clock.Now(), e.seen.Max())
 		proof.Unstamp(clone)
+		before := e.storedRV()
 		updated, err := e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
 			return e.leases.Update(ctx, clone)
 		})
 		if err == nil {
-			e.remember(updated)
+			e.remember(updated, before)
 			e.handOverAt = time.Time{}
 			if to == "" {
 				logger.Info("Released the Lease")
@@ -501,6 +513,7 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 			logger.Error(err, "Letting the Lease go failed; "+otherwise, "to", to)
 			return
 		}
+		before = e.storedRV()
 		if lease, err = e.withTimeout(ctx, func(ctx context.Context) (*coordinationv1.Lease, error) {
 			return e.leases.Get(ctx, cfg.LeaseName)
 		}); err != nil {
@@ -509,7 +522,7 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 			}
 			return
 		}
-		e.remember(lease)
+		e.remember(lease, before)
 	}
 }
 

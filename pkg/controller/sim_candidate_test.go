@@ -474,15 +474,19 @@ func (p *simProcess) current() *coordinationv1.Lease {
 	return l
 }
 
-// remember records a Lease this process wrote or read, as the elector's
-// remember.
-func (p *simProcess) remember(l *coordinationv1.Lease) {
+// remember records a Lease this process wrote or read by a request sent
+// while its store showed before (see storedRV), as the elector's remember.
+func (p *simProcess) remember(l *coordinationv1.Lease, before string) {
 	p.seen.See(l)
-	storeRV := ""
+	p.written.Remember(before, l)
+}
+
+// storedRV is the resourceVersion the process's store shows ("" for none).
+func (p *simProcess) storedRV() string {
 	if p.stored != nil {
-		storeRV = p.stored.ResourceVersion
+		return p.stored.ResourceVersion
 	}
-	p.written.Remember(storeRV, l)
+	return ""
 }
 
 // view is the library's snapshot.
@@ -648,7 +652,7 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 		}
 		renewTime := lead.RenewTimeOf(renewal)
 		p.own.Wrote(renewTime)
-		rv := base.ResourceVersion
+		rv, before := base.ResourceVersion, p.storedRV()
 		p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
 			return w.writeLease(p.c.e, renewal, rv, fmt.Sprintf("%s/%d", p.c.shown(), p.id))
 		}, func(obj runtime.Object, err error) {
@@ -679,7 +683,7 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 				fail(err)
 				return
 			}
-			p.succeeded(obj.(*coordinationv1.Lease), sent, seenBefore)
+			p.succeeded(obj.(*coordinationv1.Lease), before, sent, seenBefore)
 			then()
 		})
 	}
@@ -688,6 +692,7 @@ func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
 
 // reread is the Get after a conflict, within the same deadline.
 func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease, error)) {
+	before := p.storedRV()
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
 		if l := p.c.e.lease(); l != nil {
 			return l.DeepCopy(), nil
@@ -700,7 +705,7 @@ func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease,
 			return
 		}
 		fresh := obj.(*coordinationv1.Lease)
-		p.remember(fresh)
+		p.remember(fresh, before)
 		done(fresh, nil)
 	})
 }
@@ -708,8 +713,8 @@ func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease,
 // succeeded records a successful renewal sent at sent, as the elector's
 // renew and the Candidate's recordRenewal do: a term starts unless the
 // renewal was sent a renew deadline ago or more.
-func (p *simProcess) succeeded(written *coordinationv1.Lease, sent time.Time, seenBefore int32) {
-	p.remember(written)
+func (p *simProcess) succeeded(written *coordinationv1.Lease, before string, sent time.Time, seenBefore int32) {
+	p.remember(written, before)
 	p.retryAt = time.Time{}
 	p.renewOK = true
 	if sent.After(p.lastRenewal) {
@@ -759,7 +764,7 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 	if to == "" && p.c.releasesAsClientGo {
 		next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
 	}
-	rv := lease.ResourceVersion
+	rv, before := lease.ResourceVersion, p.storedRV()
 	deadline := p.clk.Wall().Add(simRenewDeadline)
 	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
 		return w.writeLease(p.c.e, next, rv, fmt.Sprintf("%s/%d (let go to %q)", p.c.shown(), p.id, to))
@@ -767,7 +772,7 @@ func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt in
 		p.cancelRequest = nil
 		switch {
 		case err == nil:
-			p.remember(obj.(*coordinationv1.Lease))
+			p.remember(obj.(*coordinationv1.Lease), before)
 			p.handOverAt = time.Time{}
 			if to != "" {
 				w.res.handovers++
