@@ -17,6 +17,7 @@ import (
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -621,6 +622,64 @@ func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
 		}
 		if got, want := e.current().ResourceVersion, h.lease().ResourceVersion; got != want {
 			t.Errorf("current() is at resourceVersion %s, the server (written by this elector) at %s", got, want)
+		}
+		e.stepDown(ctx, "test over")
+	})
+}
+
+// TestAnswerOvertakenByTheWatch: the read after a conflicting renewal can be
+// answered with the Lease as it was a moment before, after the watch has
+// already delivered a newer version. The elector then acts on that newer
+// version, not on the answer: taking the store for older than the answer
+// would hide it until the Lease is written again (here the Lease names this
+// identity again, and nobody else writes it).
+func TestAnswerOvertakenByTheWatch(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		c, err := New(h.config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.elect(me)
+		e := newElector(c, access.NewNative(h.client)) // its informer never runs: the test delivers
+		store := e.informer.GetStore()
+		if err := store.Add(h.lease()); err != nil {
+			t.Fatal(err)
+		}
+		// Unseen yet: another holder is named (the renewal conflicts with it).
+		named := h.lease().DeepCopy()
+		named.Spec.HolderIdentity = ptr.To("other")
+		named.Spec.LeaseTransitions = ptr.To(*named.Spec.LeaseTransitions + 1)
+		h.put(named)
+		answer := h.lease().DeepCopy()
+		var back *coordinationv1.Lease
+		h.client.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if back != nil {
+				return false, nil, nil
+			}
+			// The Lease is handed back to this identity, and the watch
+			// delivers that before the read's answer arrives.
+			back = answer.DeepCopy()
+			back.Spec.HolderIdentity = ptr.To(me)
+			back.Spec.LeaseTransitions = ptr.To(*back.Spec.LeaseTransitions + 1)
+			back.ResourceVersion = h.nextRV()
+			if err := h.client.Tracker().Update(leasesGVR, back, testNS); err != nil {
+				t.Error(err)
+			}
+			if err := store.Update(back.DeepCopy()); err != nil {
+				t.Error(err)
+			}
+			return true, answer.DeepCopy(), nil
+		})
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		_ = e.renew(ctx, nil, e.current()) // conflicts, then reads
+		if back == nil {
+			t.Fatal("the renewal did not read the Lease after its conflict")
+		}
+		if got := e.current(); got.ResourceVersion != back.ResourceVersion {
+			t.Errorf("current() is the read's answer (resourceVersion %s, holder %s), not the newer Lease the watch delivered before it (%s, holder %s)",
+				got.ResourceVersion, holder(got), back.ResourceVersion, holder(back))
 		}
 		e.stepDown(ctx, "test over")
 	})
