@@ -597,19 +597,28 @@ func TestShutdownStepsHaveTheirOwnTimeouts(t *testing.T) {
 	})
 }
 
+// electedWithoutInformer elects this identity and returns an elector whose
+// informer never runs: its store shows the Lease as elected, and then only
+// what the test puts there (a watch that lags, or delivers when told).
+func (h *harness) electedWithoutInformer() *elector {
+	h.t.Helper()
+	c, err := New(h.config())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.elect(me)
+	e := newElector(c, access.NewNative(h.client))
+	if err := e.informer.GetStore().Add(h.lease()); err != nil {
+		h.t.Fatal(err)
+	}
+	return e
+}
+
 // TestCurrentIsNeverOlderThanOwnWrites: with an informer lagging several writes
 // behind, the elector never acts on a Lease older than its own last write.
 func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		c, err := New(h.config())
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.elect(me)
-		e := newElector(c, access.NewNative(h.client)) // its informer never runs: it lags
-		if err := e.informer.GetStore().Add(h.lease()); err != nil {
-			t.Fatal(err)
-		}
+		e := h.electedWithoutInformer()
 		_, ctx := ktesting.NewTestContext(t)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -635,16 +644,8 @@ func TestCurrentIsNeverOlderThanOwnWrites(t *testing.T) {
 // identity again, and nobody else writes it).
 func TestAnswerOvertakenByTheWatch(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		c, err := New(h.config())
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.elect(me)
-		e := newElector(c, access.NewNative(h.client)) // its informer never runs: the test delivers
+		e := h.electedWithoutInformer()
 		store := e.informer.GetStore()
-		if err := store.Add(h.lease()); err != nil {
-			t.Fatal(err)
-		}
 		// Unseen yet: another holder is named (the renewal conflicts with it).
 		named := h.lease().DeepCopy()
 		named.Spec.HolderIdentity = ptr.To("other")
