@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the deterministic simulation of elections (pkg/controller, TestSimulation):
-# the controller's real code, pkg/candidate's own loops for library candidates
-# and the library's rules for adopters, against a model API server, with
+# the controller's real code and pkg/candidate's own loops (a Candidate, or the
+# External an adopter's modelled client-go elector drives through pkg/lock's
+# rules), against a model API server, with
 # faults, from one seed per schedule. It
 # prints the seeds run, schedules and elections per second, elections, terms and the fault
 # mix, its progress once a minute, and the FIRST that goes on where it ended (its runs

@@ -14,6 +14,8 @@ package stepped
 import (
 	"context"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // Loops are the loops of one candidate process, built but not running.
@@ -43,10 +45,35 @@ type Loops interface {
 	Termed() bool
 }
 
+// ExternalLoops are the loops of an External (candidate.NewExternal) and the
+// parts of its calls that Run's elector loop serves between two steps. The
+// simulation calls those only while neither loop is stepping, and steps the
+// elector after each, as that loop does; what the calls do outside the loop
+// (waiting for it, LeaseWhen's waiting for a change) is the simulation's.
+type ExternalLoops interface {
+	Loops
+	// Renew is External.Renew (token nil) or RenewTerm: the loop's part,
+	// then the count of the renewal on the process's clock. The caller's
+	// deadline is the simulation's to apply to the requests.
+	Renew(ctx context.Context, token *int32) error
+	// Lease is External.Lease's part in the loop.
+	Lease() *coordinationv1.Lease
+	// Resign records the resignation, as External.Resign does at once, and
+	// ResignInLoop is its part in the loop.
+	Resign()
+	ResignInLoop(ctx context.Context)
+	// Changed is what LeaseWhen waits on: closed, and replaced, when the
+	// loop sees another version of the Lease.
+	Changed() <-chan struct{}
+}
+
 // New builds the loops of a candidate from its candidate.Config (passed as
 // any: this package cannot name the type), whose Access and Clock are set.
 // pkg/candidate sets it when it is linked in.
 var New func(cfg any) (Loops, error)
+
+// NewExternal builds the loops of an External as New does a Candidate's.
+var NewExternal func(cfg any) (ExternalLoops, error)
 
 // timeoutKey is the context key of a request's timeout.
 type timeoutKey struct{}

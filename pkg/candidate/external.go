@@ -233,28 +233,43 @@ func (e *External) RenewTerm(ctx context.Context, token int32) error { return e.
 func (e *External) renew(ctx context.Context, token *int32) error {
 	var sent time.Time
 	err := e.inLoop(ctx, func(ctx, caller context.Context, el *elector) error {
-		el.step(ctx) // steps down for every reason to
-		if err := lead.RenewCall(el.snapshot()); err != nil {
-			return err
-		}
-		if token != nil {
-			if err := lead.TermCall(el.current(), *token); err != nil {
-				return err
-			}
-		}
-		if err := el.renew(ctx, caller, el.current()); err != nil {
-			return err
-		}
-		sent = el.lastAttempt
-		if !e.c.IsLeader() {
-			// Sent more than the renew deadline ago: not a term any more.
-			return fmt.Errorf("%w: the renewal took longer than the renew deadline", ErrNotLeader)
-		}
-		return nil
+		var err error
+		sent, err = e.renewInLoop(ctx, caller, el, token)
+		return err
 	})
 	if err != nil {
 		return err
 	}
+	return e.counted(sent)
+}
+
+// renewInLoop is Renew's part in the elector's loop: it steps (stepping down
+// for every reason to), checks that the call may renew, and renews. sent is
+// when the renewal was sent.
+func (e *External) renewInLoop(ctx, caller context.Context, el *elector, token *int32) (sent time.Time, err error) {
+	el.step(ctx) // steps down for every reason to
+	if err := lead.RenewCall(el.snapshot()); err != nil {
+		return sent, err
+	}
+	if token != nil {
+		if err := lead.TermCall(el.current(), *token); err != nil {
+			return sent, err
+		}
+	}
+	if err := el.renew(ctx, caller, el.current()); err != nil {
+		return sent, err
+	}
+	sent = el.lastAttempt
+	if !e.c.IsLeader() {
+		// Sent more than the renew deadline ago: not a term any more.
+		return sent, fmt.Errorf("%w: the renewal took longer than the renew deadline", ErrNotLeader)
+	}
+	return sent, nil
+}
+
+// counted is Renew's answer once the loop renewed, the renewal sent at
+// sent: it counts only if the answer came fast enough (lead.CountRenewal).
+func (e *External) counted(sent time.Time) error {
 	now := e.c.cfg.Clock.Now()
 	if err := lead.CountRenewal(e.timing(), sent, now); err != nil {
 		return err
@@ -295,12 +310,18 @@ func (e *External) Timings() (leaseDuration, renewDeadline, retryPeriod time.Dur
 func (e *External) Lease(ctx context.Context) (*coordinationv1.Lease, error) {
 	var lease *coordinationv1.Lease
 	err := e.inLoop(ctx, func(_, _ context.Context, el *elector) error {
-		if cur := el.current(); cur != nil {
-			lease = cur.DeepCopy()
-		}
+		lease = leaseOf(el)
 		return nil
 	})
 	return lease, err
+}
+
+// leaseOf is Lease's part in the elector's loop.
+func leaseOf(el *elector) *coordinationv1.Lease {
+	if cur := el.current(); cur != nil {
+		return cur.DeepCopy()
+	}
+	return nil
 }
 
 // LeaseWhen waits until the Lease as this process sees it satisfies cond,
@@ -343,8 +364,14 @@ func (e *External) LeaseWhen(ctx context.Context, cond func(*coordinationv1.Leas
 func (e *External) Resign(ctx context.Context) error {
 	e.x.resigned.Store(true)
 	return e.inLoop(ctx, func(ctx, _ context.Context, el *elector) error {
-		el.stepDown(ctx, "the elector resigned")
-		el.wakeSoon()
+		resignInLoop(ctx, el)
 		return nil
 	})
+}
+
+// resignInLoop is Resign's part in the elector's loop, once the resignation
+// is recorded.
+func resignInLoop(ctx context.Context, el *elector) {
+	el.stepDown(ctx, "the elector resigned")
+	el.wakeSoon()
 }

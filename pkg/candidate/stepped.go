@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+
 	"github.com/cle-dev/cle/internal/stepped"
 )
 
-func init() { stepped.New = newStepped }
+func init() {
+	stepped.New = func(cfg any) (stepped.Loops, error) { return newStepped(cfg) }
+	stepped.NewExternal = newSteppedExternal
+}
 
 // steppedLoops are a Candidate's loops driven by a simulation (see package
 // internal/stepped): the same elector, registrar and shutdown as Run's,
@@ -19,18 +24,67 @@ type steppedLoops struct {
 	reg *registrar
 }
 
-func newStepped(cfg any) (stepped.Loops, error) {
-	config, ok := cfg.(Config)
-	if !ok || config.Access == nil || config.Clock == nil {
-		return nil, fmt.Errorf("%w: stepped loops need a Config with Access and Clock", ErrInvalidConfig)
+func newStepped(cfg any) (*steppedLoops, error) {
+	config, err := steppedConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	c, err := New(config)
 	if err != nil {
 		return nil, err
 	}
-	el, reg := c.loops(config.Access, config.Writer)
-	return &steppedLoops{c: c, el: el, reg: reg}, nil
+	return steppedOf(c), nil
 }
+
+func steppedConfig(cfg any) (Config, error) {
+	config, ok := cfg.(Config)
+	if !ok || config.Access == nil || config.Clock == nil {
+		return Config{}, fmt.Errorf("%w: stepped loops need a Config with Access and Clock", ErrInvalidConfig)
+	}
+	return config, nil
+}
+
+func steppedOf(c *Candidate) *steppedLoops {
+	el, reg := c.loops(c.cfg.Access, c.cfg.Writer)
+	return &steppedLoops{c: c, el: el, reg: reg}
+}
+
+// steppedExternal are an External's loops driven by a simulation, with the
+// loop's part of each of its calls.
+type steppedExternal struct {
+	*steppedLoops
+	x *External
+}
+
+func newSteppedExternal(cfg any) (stepped.ExternalLoops, error) {
+	config, err := steppedConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	x, err := NewExternal(config)
+	if err != nil {
+		return nil, err
+	}
+	return &steppedExternal{steppedLoops: steppedOf(x.c), x: x}, nil
+}
+
+func (s *steppedExternal) Renew(ctx context.Context, token *int32) error {
+	// The caller's context only ends requests, which the simulation does.
+	sent, err := s.x.renewInLoop(s.c.withLogger(ctx), context.Background(), s.el, token)
+	if err != nil {
+		return err
+	}
+	return s.x.counted(sent)
+}
+
+func (s *steppedExternal) Lease() *coordinationv1.Lease { return leaseOf(s.el) }
+func (s *steppedExternal) Resign()                      { s.x.x.resigned.Store(true) }
+
+func (s *steppedExternal) ResignInLoop(ctx context.Context) {
+	resignInLoop(s.c.withLogger(ctx), s.el)
+}
+
+func (s *steppedExternal) Changed() <-chan struct{} { return *s.x.x.changed.Load() }
 
 func (s *steppedLoops) Start(ctx context.Context) error {
 	return s.c.start(s.c.withLogger(ctx), s.c.cfg.Access, s.reg)

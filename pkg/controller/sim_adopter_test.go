@@ -30,13 +30,16 @@ import (
 //     poll's start), ReleaseOnCancel's tryRelease when the renew loop ends,
 //     and OnStartedLeading in a goroutine whose context Run cancels once
 //     renew has returned;
-//   - pkg/lock's Lock: Get reports the Lease by lockrule.RecordOf; Update
-//     naming itself checks the elector's timings (lockrule.TimingCheck) and
-//     is External.Renew, run by the library's elector loop (the simProcess
-//     the library candidates run, as an External) and counted only by
-//     lead.CountRenewal; Update naming nobody is Lock.release, which moves
-//     the Lease as lockrule.ReleaseFor says; Close waits for the hand-over
-//     and stops the candidate;
+//   - pkg/lock's Lock, modelled: Get reports the Lease (External.Lease,
+//     or LeaseWhen standing by) by lockrule.RecordOf; Update naming itself
+//     checks the elector's timings (lockrule.TimingCheck) and is
+//     External.RenewTerm, or Renew before the first term; Update naming
+//     nobody is Lock.release, which moves the Lease as lockrule.ReleaseFor
+//     says (External.Resign); Close waits for the hand-over and stops the
+//     candidate; the library's step-down (OnStoppedLeading) ends the
+//     context of Lock.ElectorContext. The External under it is
+//     pkg/candidate's own, its calls served by its elector loop between
+//     steps (sim_library_test.go);
 //   - the application: a plain client-go program (leader work wrapped by
 //     Lock.Callbacks, le.Run then lk.Close, then it exits once its leader
 //     work has returned), or a
@@ -124,6 +127,8 @@ type simElector struct {
 	// stopped (SIGSTOP) during it.
 	work, workCancelled, stalled bool
 	onWorkReturned               []func()
+	// workToken is the fencing token of the term leader work started in.
+	workToken int32
 	// onExit is the graceful stop's continuation (nil: the process exits
 	// on its own after a lost term).
 	onExit     func()
@@ -391,7 +396,7 @@ func (e *simElector) exit() {
 		return
 	}
 	e.tracef("exits")
-	p.dead = true
+	p.lib.kill()
 	e.work = false
 	c.proc = nil
 	c.e.exitedAt = w.Now
@@ -459,7 +464,7 @@ func (e *simElector) cancel() {
 	e.ctxDone = true
 	e.gen++
 	e.endStandBy(context.Canceled)
-	e.p.cancelCalls()
+	e.p.lib.cancelCalls()
 	if e.trying {
 		return // the try fails, and the loop then ends
 	}
@@ -475,8 +480,9 @@ func (e *simElector) cancel() {
 
 func (e *simElector) startWork() {
 	e.work, e.workCancelled, e.stalled = true, false, e.p.paused
+	e.workToken = e.p.lib.termToken
 	e.tracef("LEADER WORK STARTS")
-	e.p.leaderWrites(e.p.token)
+	e.p.leaderWrites(e.workToken)
 }
 
 // cancelWork cancels leader work; it returns within simWorkStop.
@@ -560,23 +566,27 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 	sb := &simStandBy{answer: answer, fail: fail}
 	var read func()
 	read = func() {
-		p.call(deadline, func(finish func()) {
-			lease := p.current()
-			finish()
-			if !standBy || sb.over || lockrule.WakesStandBy(lockrule.RecordOf(lease, p.c.name, term, leading).HolderIdentity, reported) {
-				sb.over = true
-				answer(lease)
-				return
+		p.queueCall(&simCall{deadline: deadline, inline: true, run: func(context.Context) func() {
+			// Taken before the read, so that no change after it is
+			// missed (LeaseWhen).
+			changed := p.lib.ext.Changed()
+			lease := p.lib.ext.Lease()
+			return func() {
+				if !standBy || sb.over || lockrule.WakesStandBy(lockrule.RecordOf(lease, p.c.name, term, leading).HolderIdentity, reported) {
+					sb.over = true
+					answer(lease)
+					return
+				}
+				sb.last, sb.read, sb.changed = lease, read, changed
+				e.standBy = sb
 			}
-			sb.last, sb.read = lease, read
-			e.standBy = sb
-		}, func(err error) {
+		}, fail: func(err error) {
 			if standBy {
 				sb.end(err)
 				return
 			}
 			fail(err)
-		})
+		}})
 	}
 	if standBy {
 		e.count("stand-by-waits")
@@ -592,23 +602,27 @@ func (e *simElector) get(deadline time.Time, reply func(*resourcelock.LeaderElec
 
 // simStandBy is a Get that waits for the holder to change.
 type simStandBy struct {
-	// last is the Lease as last read, read reads it again.
-	last   *coordinationv1.Lease
-	read   func()
-	answer func(*coordinationv1.Lease)
-	fail   func(error)
-	over   bool
+	// last is the Lease as last read, read reads it again; changed is
+	// closed when the loop has seen another version since.
+	last    *coordinationv1.Lease
+	read    func()
+	changed <-chan struct{}
+	answer  func(*coordinationv1.Lease)
+	fail    func(error)
+	over    bool
 }
 
-// leaseSeen is the loop seeing the Lease as it steps: a Get standing by
-// reads it again when its version changed.
+// leaseSeen is told after each turn of the library's code: a Get standing
+// by reads the Lease again once the loop has seen another version of it.
 func (e *simElector) leaseSeen() {
 	sb := e.standBy
 	if sb == nil || sb.over {
 		e.standBy = nil
 		return
 	}
-	if cur := e.p.current(); cur == sb.last || cur != nil && sb.last != nil && cur.ResourceVersion == sb.last.ResourceVersion {
+	select {
+	case <-sb.changed:
+	default:
 		return
 	}
 	e.standBy = nil
@@ -656,28 +670,24 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 	if token, leading := e.timing.Term(); leading {
 		term = &token
 	}
-	p.renewCall(deadline, term, func(sent time.Time, err error) {
-		if err == nil {
-			answered := p.clk.Wall()
-			if err = lead.CountRenewal(simTiming, sent, answered); err == nil {
-				p.counted = answered
-			} else {
-				e.count("slow-renewals")
-				e.tracef("renewal not counted: %v", err)
-			}
+	reply2 := func(err error) {
+		if errors.Is(err, lead.ErrSlowRenewal) {
+			e.count("slow-renewals")
+			e.tracef("renewal not counted: %v", err)
 		}
 		if !e.ctxDone {
 			e.renewedOK = err == nil
 		}
 		if first := e.timing.Renewed(err == nil, p.clk.Wall()); first {
-			var token int32
-			if p.isLeader() {
-				token = p.token
-			}
+			token, _ := p.lib.leaderToken() // Lock.renewed: Token
 			e.timing.SetTerm(token)
 		}
 		reply(err)
-	})
+	}
+	p.call(deadline, func(ctx context.Context) func() {
+		err := p.lib.ext.Renew(ctx, term)
+		return func() { reply2(err) }
+	}, reply2)
 }
 
 // release is Lock.release: it answers at once and moves the Lease as
@@ -751,14 +761,10 @@ func (e *simElector) endRelease() {
 // resign is External.Resign: recorded at once, then the loop steps down.
 func (e *simElector) resign(then func()) {
 	p := e.p
-	p.resigned = true
-	p.call(time.Time{}, func(finish func()) {
-		if p.leading {
-			p.leading = false
-			e.tracef("stops leading: the elector resigned")
-		}
-		finish()
-		then()
+	p.lib.ext.Resign()
+	p.call(time.Time{}, func(ctx context.Context) func() {
+		p.lib.ext.ResignInLoop(ctx)
+		return then
 	}, func(error) { then() })
 }
 
@@ -766,7 +772,7 @@ func (e *simElector) resign(then func()) {
 // LeaseCandidate, and releases the Lease if its elector can no longer act
 // on its renewals).
 func (e *simElector) stopCandidate() {
-	e.p.stopCandidate(func() {
+	e.p.lib.stop(func() {
 		e.candidateEnded = true
 		fns := e.onCandidateEnd
 		e.onCandidateEnd = nil
@@ -809,19 +815,27 @@ func (e *simElector) close(then func()) {
 
 // simCall is one call of the External (Renew, Lease, Resign) from the
 // elector: it waits for the loop while the loop is busy, and gives up with
-// its caller's context (deadline, local; zero for none).
+// its caller's context (deadline, local; zero for none) until it runs. run
+// is the loop's part, run on the elector's thread, or (inline: it makes no
+// request) on the simulation's own goroutine; it returns what the caller
+// then does with the result.
 type simCall struct {
 	deadline time.Time
-	run      func(finish func())
+	run      func(ctx context.Context) func()
 	fail     func(error)
-	started  bool
+	inline   bool
 	over     bool
 }
 
-// call queues a call for the loop (External.inLoop).
-func (p *simProcess) call(deadline time.Time, run func(finish func()), fail func(error)) {
-	cl := &simCall{deadline: deadline, run: run, fail: fail}
-	if p.stopping {
+// call queues a call for the loop (External.inLoop), which serves it once
+// Run has started.
+func (p *simProcess) call(deadline time.Time, run func(ctx context.Context) func(), fail func(error)) {
+	p.queueCall(&simCall{deadline: deadline, run: run, fail: fail})
+}
+
+func (p *simProcess) queueCall(cl *simCall) {
+	l, deadline, fail := p.lib, cl.deadline, cl.fail
+	if p.stopping() {
 		cl.over = true
 		fail(candidatepkg.ErrNotRunning)
 		return
@@ -835,130 +849,69 @@ func (p *simProcess) call(deadline time.Time, run func(finish func()), fail func
 		}
 		p.c.w.After(p.clk.Until(left), func() {
 			p.act(func() {
-				if !cl.started && !cl.over {
+				if !cl.over {
 					cl.over = true
 					fail(context.DeadlineExceeded)
 				}
 			})
 		})
 	}
-	p.calls = append(p.calls, cl)
-	p.nextCall()
+	l.calls = append(l.calls, cl)
+	l.nextCall()
 }
 
-// nextCall serves the next waiting call when the loop is idle (in its
-// select); once the candidate stops, waiting calls fail and the shutdown
-// goes on.
-func (p *simProcess) nextCall() {
-	if p.busy || p.inCall {
+// nextCall serves the next waiting call when the elector's loop is idle
+// (in its select): it has started, no step or call runs, and it stepped
+// since the last call.
+func (l *simLib) nextCall() {
+	if !l.started || l.stopped != nil || l.p.dead || l.stepFirst || l.elector.th.busy() {
 		return
 	}
-	if p.stopping {
-		if p.ext != nil {
-			p.ext.endStandBy(candidatepkg.ErrNotRunning)
-		}
-		for _, cl := range p.calls {
-			if !cl.over {
-				cl.over = true
-				cl.fail(candidatepkg.ErrNotRunning)
-			}
-		}
-		p.calls = nil
-		p.shutdown()
-		return
-	}
-	if !p.synced {
-		return // External's calls wait for Run to have synced
-	}
-	for len(p.calls) > 0 {
-		cl := p.calls[0]
-		p.calls = p.calls[1:]
+	for len(l.calls) > 0 {
+		cl := l.calls[0]
+		l.calls = l.calls[1:]
 		if cl.over {
 			continue
 		}
-		cl.started, p.inCall = true, true
-		cl.run(func() {
-			cl.over = true
-			p.inCall = false
-			p.callDeadline = time.Time{}
-			p.c.w.After(0, func() { p.act(p.afterCall) })
-		})
+		cl.over = true // it runs to its end now
+		if cl.inline {
+			l.stepEnded(l.elector, simTurn{callEnded: cl.run(l.ctx)})
+			return
+		}
+		l.inCall, l.callDeadline = true, cl.deadline
+		th := &l.elector.th
+		l.turn(th, func() { th.run(func() simTurn { return simTurn{callEnded: cl.run(l.ctx)} }) })
 		return
 	}
 }
 
-// afterCall goes back to the loop's select: a wake-up that came during the
-// call steps, then the next call is served.
-func (p *simProcess) afterCall() {
-	if p.busy || p.inCall {
-		return
+// failCalls ends the calls waiting with err.
+func (l *simLib) failCalls(err error) {
+	calls := l.calls
+	l.calls = nil
+	for _, cl := range calls {
+		if !cl.over {
+			cl.over = true
+			cl.fail(err)
+		}
 	}
-	if p.woken && !p.stopping {
-		p.woken = false
-		p.step()
-		return
+	if err == candidatepkg.ErrNotRunning && l.p.ext != nil {
+		l.p.ext.endStandBy(err)
 	}
-	p.nextCall()
 }
 
 // cancelCalls ends the elector's calls with its context: those waiting fail
-// and the request of the one running ends (its caller's context).
-func (p *simProcess) cancelCalls() {
-	for _, cl := range p.calls {
-		if !cl.over {
-			cl.over = true
-			cl.fail(context.Canceled)
-		}
+// and the requests of the one running end (its caller's context).
+func (l *simLib) cancelCalls() {
+	l.failCalls(context.Canceled)
+	if !l.inCall {
+		return
 	}
-	p.calls = nil
-	if p.inCall && p.cancelRequest != nil {
-		p.cancelRequest()
+	l.callDeadline = l.p.clk.Wall() // its next requests fail at once
+	if cancel := l.elector.th.cancel; cancel != nil {
+		cancel()
 	}
 }
-
-// renewCall is External.Renew's (term nil) or RenewTerm's part in the
-// loop: the elector steps (it steps down for every reason to),
-// lead.RenewCall and lead.TermCall decide, and the library's renewal is
-// sent, its requests ending with the caller's deadline too. reply gets when
-// the renewal was sent.
-func (p *simProcess) renewCall(deadline time.Time, term *int32, reply func(sent time.Time, err error)) {
-	p.call(deadline, func(finish func()) {
-		p.callDeadline = deadline
-		p.stepFrom(0, false, func() {
-			if p.stopping {
-				finish()
-				reply(time.Time{}, candidatepkg.ErrNotRunning)
-				return
-			}
-			v := p.view()
-			err := lead.RenewCall(v)
-			if err == nil && term != nil {
-				err = lead.TermCall(v.Lease, *term)
-			}
-			if err != nil {
-				finish()
-				reply(time.Time{}, err)
-				return
-			}
-			p.callDeadline = deadline
-			p.renew(v.Lease, func() {
-				p.done()
-				sent := p.lastAttempt
-				var err error
-				switch {
-				case !p.renewOK:
-					err = errSimRenewalFailed
-				case !p.isLeader():
-					err = fmt.Errorf("%w: the renewal took longer than the renew deadline", lead.ErrNotLeader)
-				}
-				finish()
-				reply(sent, err)
-			})
-		})
-	}, func(err error) { reply(time.Time{}, err) })
-}
-
-var errSimRenewalFailed = errors.New("renewing the Lease failed")
 
 // acts reports whether the process may act as leader now: for the library,
 // IsLeader; for an adopter, whether its leader work may act.

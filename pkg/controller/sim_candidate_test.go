@@ -8,34 +8,26 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/cle-dev/cle/internal/lead"
 	"github.com/cle-dev/cle/internal/promtest"
 	"github.com/cle-dev/cle/internal/simworld"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
 // simCandidate is one candidate identity; proc is its running process (nil
-// while it is down). A library candidate's process runs pkg/candidate
-// itself, its elector, registrar and shutdown, on the model server
-// (sim_library_test.go). An adopter's process (sim_adopter_test.go) runs an
-// External renewed through pkg/lock by client-go's LeaderElector; its
-// elector there is still a copy: it decides with the library's own rules
-// (internal/lead: Next, Renewal, LetGo, Ownership, SeenTerms, Newest) and
-// performs each decision as the library's executor (lease.go) does, each
-// request taking its time and failing as the world draws, and it registers
-// and answers pings after registration.go.
+// while it is down). Every process runs pkg/candidate itself, its elector,
+// registrar and shutdown, on the model server (sim_library_test.go): a
+// library candidate's Candidate, or an adopter's External, renewed through
+// pkg/lock by client-go's LeaderElector (both modelled, sim_adopter_test.go).
 type simCandidate struct {
 	w    *simWorld
 	name string
@@ -59,10 +51,6 @@ type simCandidate struct {
 	strategy coordinationv1.CoordinatedLeaseStrategy
 	// pod is its Pod, in a run with the proof of death.
 	pod *simPod
-	// releasesAsClientGo: its release writes leaseDurationSeconds 1, as
-	// client-go's elector with ReleaseOnCancel does (every other candidate,
-	// so that no random draw, and no seed's schedule, changes).
-	releasesAsClientGo bool
 	// registeredAt is when its first registration reached the server
 	// (before it queued there), in a run with a fleet.
 	registeredAt time.Time
@@ -76,9 +64,8 @@ func (c *simCandidate) shown() string { return simShown(c.e.ns, c.name) }
 
 type simProcess struct {
 	c *simCandidate
-	// lib runs a library candidate: pkg/candidate itself (see
-	// sim_library_test.go). The fields below it are the copy of its
-	// elector that adopters' processes run.
+	// lib runs pkg/candidate itself: a library candidate's Candidate, or
+	// an adopter's External (see sim_library_test.go).
 	lib *simLib
 	id  int
 	// clk is the process's clock (see simworld.Clock).
@@ -96,95 +83,27 @@ type simProcess struct {
 	partitionedUntil time.Time
 
 	leaseWatch, candWatch *simworld.Watcher
-	self                  *coordinationv1beta1.LeaseCandidate
-	answering             bool // a ping answer is in flight
 
-	// The elector's state, as pkg/candidate's elector keeps it.
-	stored  *coordinationv1.Lease // the watch's copy, nil when there is none
-	synced  bool                  // the watch has delivered its initial list
-	written lead.Newest[*coordinationv1.Lease]
-	own     *lead.Ownership
-	seen    lead.SeenTerms
-	// leading: a term is published; renewedAt (local) is when its last
-	// successful renewal was sent.
-	leading   bool
-	renewedAt time.Time
-	// token is the fencing token of the term (Candidate.Token).
-	token int32
-	// Local instants and versions as the elector's fields.
-	lastAttempt, retryAt, handOverAt time.Time
-	goneVersion                      string
-	foreign                          lead.Version
-	foreignSince                     time.Time
-	// busy: the loop is blocked in an action (a request, or waiting for
-	// leader work to return); a wake-up meanwhile makes it step when done.
-	busy, woken bool
-	// wakeGen identifies the pending timer: a newer one replaces it.
-	wakeGen int
-	// cancelRequest ends the elector's request in flight, as cancelling
-	// its context does.
-	cancelRequest func()
-	// stopping: a graceful stop has begun (the elector's context is
-	// done); stopped is called when it is over.
-	stopping, shuttingDown bool
-	stopped                func()
-
-	// An External's (nil ext: the library renews itself). ext is the
-	// client-go elector renewing through pkg/lock. resigned, counted and
-	// lastRenewal are externalRenewal's: the elector resigned; when Renew
-	// last returned success to it (local); when the last successful
-	// renewal was sent, in this term or an earlier one.
-	ext         *simElector
-	resigned    bool
-	counted     time.Time
-	lastRenewal time.Time
-	// calls are the External's calls (Renew, Lease, Resign) waiting for the
-	// loop; inCall: one runs. callDeadline (local) ends the requests of the
-	// running call, as its caller's context does; renewOK says whether the
-	// last renewal succeeded.
-	calls        []*simCall
-	inCall       bool
-	callDeadline time.Time
-	renewOK      bool
+	// ext is an adopter's client-go elector, renewing through pkg/lock
+	// (nil: the library renews itself).
+	ext *simElector
 }
 
 // simWorkReturn bounds how long leader work takes to return once its
 // context is cancelled; stepping down waits for it.
 const simWorkReturn = time.Second
 
-// quietIn is the elector's quietIn: how long until nothing of this process
-// can act any more on its past renewals. The library's own renewals stop
-// with its term (zero); an External's elector may act until LeaseDuration
-// after the last successful renewal was sent and after it was told so
-// (externalRenewal.quietIn), unless it resigned.
-func (p *simProcess) quietIn() time.Duration {
-	if p.ext == nil || p.resigned {
-		return 0
-	}
-	now := p.clk.Wall()
-	var in time.Duration
-	if !p.lastRenewal.IsZero() {
-		in = simLeaseDuration - now.Sub(p.lastRenewal)
-	}
-	if !p.counted.IsZero() {
-		in = max(in, simLeaseDuration-now.Sub(p.counted))
-	}
-	return max(0, in)
+// isLeader is the library's IsLeader.
+func (p *simProcess) isLeader() bool {
+	_, ok := p.lib.leaderToken()
+	return ok
 }
 
-// isLeader is the library's IsLeader: a term is published and its last
-// successful renewal was sent less than the renew deadline ago on this
-// clock.
-func (p *simProcess) isLeader() bool {
-	if p.lib != nil {
-		_, ok := p.lib.leaderToken()
-		return ok
-	}
-	return p.leading && p.clk.Wall().Sub(p.renewedAt) < simRenewDeadline
-}
+// stopping reports whether the candidate's Run is stopping or stopped.
+func (p *simProcess) stopping() bool { return p.lib.stopped != nil }
 
 func (w *simWorld) addCandidate(e *simElection, name, binary, emulation string, adopter simAdopter) *simCandidate {
-	c := &simCandidate{w: w, e: e, name: name, k: simKey(e.ns, name), binary: binary, emulation: emulation, releasesAsClientGo: len(w.cands)%2 == 1, adopter: adopter, strategy: w.strategy}
+	c := &simCandidate{w: w, e: e, name: name, k: simKey(e.ns, name), binary: binary, emulation: emulation, adopter: adopter, strategy: w.strategy}
 	w.cands = append(w.cands, c)
 	e.cands = append(e.cands, c)
 	return c
@@ -200,52 +119,18 @@ func (c *simCandidate) start() {
 		// with its own: within a second here (see simBuiltin).
 		offset, drift = offset/600, drift/5
 	}
-	p := &simProcess{c: c, id: c.incarnations, own: &lead.Ownership{Identity: c.name}, clk: w.NewClock(offset, drift, w.Now)}
+	p := &simProcess{c: c, id: c.incarnations, clk: w.NewClock(offset, drift, w.Now)}
 	p.clk.Monotonic = w.clockFaults
 	p.clk.Alive = func() bool { return !p.dead }
 	p.clk.Hold = func(fn func()) { p.held = append(p.held, fn) }
-	if c.adopter == simLibrary {
-		c.proc = p
-		w.Tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
-		p.startLibrary()
-		return
-	}
-	p.leaseWatch = w.Watch(func(obj runtime.Object, deleted bool) {
-		if deleted {
-			p.onLease(nil)
-			return
-		}
-		p.onLease(obj.(*coordinationv1.Lease))
-	})
-	p.candWatch = w.Watch(func(obj runtime.Object, deleted bool) {
-		if deleted {
-			p.onSelf(nil)
-			return
-		}
-		p.onSelf(obj.(*coordinationv1beta1.LeaseCandidate))
-	})
 	c.proc = p
 	w.Tracef("%s/%d starts (binary %s, emulation %s, %s)", c.shown(), p.id, c.binary, c.emulation, c.adopter)
-	// Its watches list what there is, after a lag; the elector starts
-	// once the Lease's list is in.
-	var lease *coordinationv1.Lease
-	if l := c.e.lease(); l != nil {
-		lease = l.DeepCopy()
-	}
-	at := w.Now.Add(w.Lag())
-	p.leaseWatch.Last, p.candWatch.Last = at, at
-	w.Late(at)
-	w.At(at, func() {
-		p.act(func() {
-			p.synced = true
-			p.observe(lease, true)
-			p.step()
-		})
-	})
-	p.register()
 	if c.adopter != simLibrary {
 		p.ext = newSimElector(p, c.adopter)
-		p.ext.start()
+	}
+	p.startLibrary()
+	if p.ext != nil {
+		p.ext.start() // its calls wait for the candidate to have started
 	}
 }
 
@@ -343,518 +228,15 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 // from the API server.
 var errSimUnreachable = errors.New("dial tcp: i/o timeout")
 
-func (p *simProcess) register() {
-	c, w := p.c, p.c.w
-	if p.stopping {
-		return
-	}
-	now := metav1.NewMicroTime(p.clk.Wall())
-	p.request(time.Time{}, func() (runtime.Object, error) {
-		cur := w.Candidate(c.key())
-		lc := &coordinationv1beta1.LeaseCandidate{Spec: coordinationv1beta1.LeaseCandidateSpec{
-			LeaseName: c.e.name, BinaryVersion: c.binary, EmulationVersion: c.emulation,
-			Strategy: c.strategy, RenewTime: &now,
-		}}
-		if cur == nil {
-			return w.writeCandidate(c.e.ns, c.name, lc, "", c.name)
-		}
-		if cur.Spec.RenewTime != nil && !now.After(cur.Spec.RenewTime.Time) {
-			lc.Spec.RenewTime = ptr.To(metav1.NewMicroTime(cur.Spec.RenewTime.Add(time.Microsecond)))
-		}
-		// As the registrar: what it does not own (annotations, a pending
-		// ping) is kept.
-		lc.Annotations, lc.Spec.PingTime = cur.Annotations, cur.Spec.PingTime
-		return w.writeCandidate(c.e.ns, c.name, lc, cur.ResourceVersion, c.name)
-	}, func(obj runtime.Object, err error) {
-		if err != nil {
-			w.After(time.Second, func() { p.act(p.register) })
-			return
-		}
-		seen := p.self
-		p.self = obj.(*coordinationv1beta1.LeaseCandidate)
-		if seen != nil && simNewer(seen, p.self) {
-			p.onSelf(seen) // a ping that came meanwhile
-		}
-	})
-	// Renew the candidate periodically.
-	w.After(p.clk.Until(simCandRenew), func() { p.act(p.register) })
-}
-
-// onSelf answers a ping from the watch on its own candidate, and registers
-// again when the candidate is deleted.
-func (p *simProcess) onSelf(lc *coordinationv1beta1.LeaseCandidate) {
-	p.act(func() {
-		w := p.c.w
-		if lc == nil {
-			p.self = nil
-			w.Tracef("%s/%d sees its candidate deleted; registering again", p.c.shown(), p.id)
-			p.register()
-			return
-		}
-		p.self = lc
-		ping, renew := lc.Spec.PingTime, lc.Spec.RenewTime
-		if p.stopping || ping == nil || (renew != nil && !ping.After(renew.Time)) || p.answering {
-			return
-		}
-		p.answering = true
-		at := p.clk.Wall()
-		if ping.After(at) {
-			at = ping.Time
-		}
-		rv := lc.ResourceVersion
-		p.request(time.Time{}, func() (runtime.Object, error) {
-			cur := w.Candidate(p.c.key())
-			if cur == nil || cur.ResourceVersion != rv {
-				return nil, apierrors.NewConflict(simworld.CandidatesGR, p.c.name, errors.New("changed"))
-			}
-			next := cur.DeepCopy()
-			next.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at))
-			return w.writeCandidate(p.c.e.ns, p.c.name, next, rv, p.c.name)
-		}, func(obj runtime.Object, err error) {
-			p.answering = false
-			if err != nil {
-				if p.self != nil {
-					p.onSelf(p.self) // try again on what it sees now
-				}
-				return
-			}
-			// The registrar looks at its informer's copy again after each
-			// write: a ping that came while the answer was in flight is
-			// answered next.
-			seen := p.self
-			p.self = obj.(*coordinationv1beta1.LeaseCandidate)
-			if seen != nil && simNewer(seen, p.self) {
-				p.onSelf(seen)
-			}
-		})
-	})
-}
-
-// simNewer reports whether a was written after b (the model server's
-// resourceVersions count up).
-func simNewer(a, b *coordinationv1beta1.LeaseCandidate) bool {
-	av, _ := strconv.ParseInt(a.ResourceVersion, 10, 64)
-	bv, _ := strconv.ParseInt(b.ResourceVersion, 10, 64)
-	return av > bv
-}
-
-// onLease is the Lease informer's event handler: it feeds Ownership and
-// SeenTerms every change in order and wakes the elector.
-func (p *simProcess) onLease(l *coordinationv1.Lease) {
-	p.act(func() {
-		if !p.synced {
-			return // the initial list, due first, carries it
-		}
-		p.observe(l, false)
-		p.step()
-	})
-}
-
-func (p *simProcess) observe(l *coordinationv1.Lease, initial bool) {
-	old := p.stored
-	p.stored = l
-	if l == nil {
-		p.own.Observe(nil, nil, false)
-		return
-	}
-	if initial {
-		old = nil
-	}
-	p.own.Observe(old, l, initial)
-	p.seen.See(l)
-}
-
-// current is the newest Lease the process knows: the watch's copy or its
-// own last write, as the library's watched.current.
-func (p *simProcess) current() *coordinationv1.Lease {
-	l, ok := p.written.Pick(p.stored, p.stored != nil)
-	if !ok {
-		return nil
-	}
-	return l
-}
-
-// remember records a Lease this process wrote or read by a request sent
-// while its store showed before (see storedRV), as the elector's remember.
-func (p *simProcess) remember(l *coordinationv1.Lease, before string) {
-	p.seen.See(l)
-	p.written.Remember(before, l)
-}
-
-// storedRV is the resourceVersion the process's store shows ("" for none).
-func (p *simProcess) storedRV() string {
-	if p.stored != nil {
-		return p.stored.ResourceVersion
-	}
-	return ""
-}
-
-// view is the library's snapshot.
-func (p *simProcess) view() lead.View {
-	lease := p.current()
-	v := lead.View{
-		Now: p.clk.Wall(), Identity: p.c.name,
-		Timing:       lead.Timing{LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod},
-		RenewsItself: p.ext == nil,
-		Lease:        lease,
-		Leading:      p.leading,
-		Lapsed:       p.leading && !p.isLeader(),
-		QuietIn:      p.quietIn(),
-		RenewedAt:    p.renewedAt,
-		LastAttempt:  p.lastAttempt, RetryAt: p.retryAt, HandOverAt: p.handOverAt,
-		GoneVersion: p.goneVersion,
-		Foreign:     p.foreign,
-	}
-	if !p.foreign.IsZero() {
-		v.ForeignFor = v.Now.Sub(p.foreignSince)
-	}
-	if lease != nil {
-		v.Mine, v.MayTake = p.own.Mine(lease), p.own.MayTake(lease)
-	}
-	return v
-}
-
-// step is the elector's step: decide with lead.Next, perform, and decide
-// again until the answer is to wait. An action that takes time (a request,
-// stepping down) leaves the loop busy; the step goes on when it is done.
-func (p *simProcess) step() {
-	if p.busy || p.inCall {
-		p.woken = true
-		return
-	}
-	p.stepFrom(0, false, nil)
-}
-
-// simMaxActions is the library's maxActions.
-const simMaxActions = 4
-
-// stepFrom goes on with a step; k, when not nil, is the External's call
-// that stepped first (Renew), which goes on once the step waits.
-func (p *simProcess) stepFrom(actions int, steppedDown bool, k func()) {
-	if p.stopping {
-		if k != nil {
-			k()
-			return
-		}
-		p.shutdown()
-		return
-	}
-	if actions == 0 && p.ext != nil {
-		p.ext.leaseSeen() // the library's observe, at each step
-	}
-	for ; actions < simMaxActions; actions++ {
-		v := p.view()
-		v.SteppedDown = steppedDown
-		a := lead.Next(v)
-		then := func() { p.done(); p.stepFrom(actions+1, steppedDown || a.Kind == lead.StepDown, k) }
-		switch a.Kind {
-		case lead.Wait:
-			p.wakeIn(a.After)
-			if k != nil {
-				k()
-			} else {
-				p.nextCall()
-			}
-			return
-		case lead.NoteForeign:
-			p.foreign, p.foreignSince = a.Foreign, v.Now
-			p.c.w.Tracef("%s/%d waits for a foreign renewal to stay unchanged", p.c.shown(), p.id)
-			continue
-		case lead.StepDown:
-			p.stepDown(a.Reason, then)
-		case lead.Renew:
-			p.renew(v.Lease, then)
-		case lead.HandOver:
-			p.giveUp(false, then)
-		}
-		return
-	}
-	p.wakeIn(simRetryPeriod)
-	if k != nil {
-		k()
-	} else {
-		p.nextCall()
-	}
-}
-
-// done ends a busy stretch; a wake-up that came meanwhile is served by the
-// step that goes on.
-func (p *simProcess) done() { p.busy, p.woken = false, false }
-
-// wakeIn sets the loop's timer to local duration d.
-func (p *simProcess) wakeIn(d time.Duration) {
-	p.wakeGen++
-	gen := p.wakeGen
-	p.c.w.After(p.clk.Until(d), func() {
-		p.act(func() {
-			if gen == p.wakeGen {
-				p.step()
-			}
-		})
-	})
-}
-
-// stepDown ends the term at once (IsLeader false); the loop then waits for
-// leader work to return.
-func (p *simProcess) stepDown(why string, then func()) {
-	p.leading = false
-	p.busy = true
-	p.c.w.Tracef("%s/%d stops leading: %s", p.c.shown(), p.id, why)
-	if p.ext != nil {
-		// An External runs no leader work of its own; OnStoppedLeading
-		// tells the Lock (Lock.ElectorContext).
-		p.ext.termEnded()
-		then()
-		return
-	}
-	p.c.w.After(p.c.w.DurationBetween(0, simWorkReturn), func() { p.act(then) })
-}
-
-// renew is the elector's renew: one conditional update; on a conflict one
-// read, and one more update when the Lease is still this process's to
-// renew.
-func (p *simProcess) renew(lease *coordinationv1.Lease, then func()) {
-	w := p.c.w
-	sent := p.clk.Wall()
-	p.lastAttempt = sent
-	p.renewOK = false
-	leading := p.leading
-	deadline := sent.Add(simRenewDeadline)
-	if leading {
-		deadline = p.renewedAt.Add(simRenewDeadline)
-	}
-	if !p.callDeadline.IsZero() && p.callDeadline.Before(deadline) {
-		deadline = p.callDeadline // the Renew's caller gives up first
-	}
-	p.busy = true
-	fail := func(err error) {
-		if apierrors.IsNotFound(err) {
-			// Gone, whether or not the watch shows it yet.
-			p.goneVersion = lease.ResourceVersion
-			if p.leading {
-				p.stepDown("the Lease was deleted", then)
-				return
-			}
-			then()
-			return
-		}
-		p.retryAt = p.clk.Wall().Add(simRetryPeriod)
-		then()
-	}
-	var update func(*coordinationv1.Lease, bool)
-	update = func(base *coordinationv1.Lease, again bool) {
-		seenBefore := p.seen.Before(base)
-		renewal, err := lead.Renewal(base, p.c.name, sent, leading, seenBefore, simLeaseDuration)
-		if err != nil {
-			p.retryAt = p.clk.Wall().Add(simLeaseDuration)
-			then()
-			return
-		}
-		renewTime := lead.RenewTimeOf(renewal)
-		p.own.Wrote(renewTime)
-		rv, before := base.ResourceVersion, p.storedRV()
-		p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-			return w.writeLease(p.c.e, renewal, rv, fmt.Sprintf("%s/%d", p.c.shown(), p.id))
-		}, func(obj runtime.Object, err error) {
-			p.cancelRequest = nil
-			if apierrors.IsConflict(err) {
-				p.own.Refused(renewTime)
-				if !again {
-					p.reread(deadline, func(fresh *coordinationv1.Lease, err error) {
-						if err != nil {
-							fail(err)
-							return
-						}
-						switch {
-						case lead.HolderOf(fresh) != p.c.name || (lead.PreferredOf(fresh) != "" && lead.PreferredOf(fresh) != p.c.name):
-							then() // the next step acts on it
-						case leading && !p.own.Mine(fresh):
-							p.stepDown("another process renewed the Lease under this identity", then)
-						case !leading && !p.own.MayTake(fresh):
-							then()
-						default:
-							update(fresh, true)
-						}
-					})
-					return
-				}
-			}
-			if err != nil {
-				fail(err)
-				return
-			}
-			p.succeeded(obj.(*coordinationv1.Lease), before, sent, seenBefore)
-			then()
-		})
-	}
-	update(lease, false)
-}
-
-// reread is the Get after a conflict, within the same deadline.
-func (p *simProcess) reread(deadline time.Time, done func(*coordinationv1.Lease, error)) {
-	before := p.storedRV()
-	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-		if l := p.c.e.lease(); l != nil {
-			return l.DeepCopy(), nil
-		}
-		return nil, apierrors.NewNotFound(simworld.LeasesGR, p.c.e.name)
-	}, func(obj runtime.Object, err error) {
-		p.cancelRequest = nil
-		if err != nil {
-			done(nil, err)
-			return
-		}
-		fresh := obj.(*coordinationv1.Lease)
-		p.remember(fresh, before)
-		done(fresh, nil)
-	})
-}
-
-// succeeded records a successful renewal sent at sent, as the elector's
-// renew and the Candidate's recordRenewal do: a term starts unless the
-// renewal was sent a renew deadline ago or more.
-func (p *simProcess) succeeded(written *coordinationv1.Lease, before string, sent time.Time, seenBefore int32) {
-	p.remember(written, before)
-	p.retryAt = time.Time{}
-	p.renewOK = true
-	if sent.After(p.lastRenewal) {
-		p.lastRenewal = sent
-	}
-	if p.leading {
-		if sent.After(p.renewedAt) {
-			p.renewedAt = sent
-		}
-		return
-	}
-	if p.clk.Wall().Sub(sent) >= simRenewDeadline {
-		return
-	}
-	p.leading, p.renewedAt = true, sent
-	p.token = ptr.Deref(written.Spec.LeaseTransitions, 0)
-	p.resigned = false // externalRenewal.termStarted
-	p.c.w.newTerm(p, p.token, seenBefore)
-}
-
-// giveUp is the elector's giveUp: it lets the Lease go (to its preferred
-// holder, or on release to nobody) when it names this identity and this
-// process may take it, with up to simGiveUpAttempts conditional updates.
-func (p *simProcess) giveUp(release bool, then func()) {
-	p.handOverAt = p.clk.Wall().Add(simRetryPeriod)
-	p.busy = true
-	p.letGo(p.current(), release, 0, then)
-}
-
-const simGiveUpAttempts = 3
-
-func (p *simProcess) letGo(lease *coordinationv1.Lease, release bool, attempt int, then func()) {
-	w := p.c.w
-	if lease == nil || lead.HolderOf(lease) != p.c.name || !p.own.MayTake(lease) || attempt == simGiveUpAttempts {
-		then()
-		return
-	}
-	to := lead.PreferredOf(lease)
-	if to == p.c.name {
-		to = ""
-	}
-	if to == "" && !release {
-		then()
-		return
-	}
-	next := lead.LetGo(lease, to, p.clk.Wall(), p.seen.Max())
-	if to == "" && p.c.releasesAsClientGo {
-		next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
-	}
-	rv, before := lease.ResourceVersion, p.storedRV()
-	deadline := p.clk.Wall().Add(simRenewDeadline)
-	p.cancelRequest = p.request(deadline, func() (runtime.Object, error) {
-		return w.writeLease(p.c.e, next, rv, fmt.Sprintf("%s/%d (let go to %q)", p.c.shown(), p.id, to))
-	}, func(obj runtime.Object, err error) {
-		p.cancelRequest = nil
-		switch {
-		case err == nil:
-			p.remember(obj.(*coordinationv1.Lease), before)
-			p.handOverAt = time.Time{}
-			if to != "" {
-				w.res.handovers++
-			}
-			then()
-		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-			p.reread(p.clk.Wall().Add(simRenewDeadline), func(fresh *coordinationv1.Lease, err error) {
-				if err != nil {
-					then()
-					return
-				}
-				p.letGo(fresh, release, attempt+1, then)
-			})
-		default:
-			then()
-		}
-	})
-}
-
-// stopGracefully is the library's shutdown: the elector's context ends
-// (cancelling its request in flight), it steps down and waits for leader
-// work, the LeaseCandidate is deleted, then the Lease is released if it is
-// still this process's. then runs when that is over.
+// stopGracefully is a graceful stop (SIGTERM): the library's Run ends
+// (stop leading, delete the LeaseCandidate, release); an adopter's own
+// shutdown stops its candidate. then runs when that is over.
 func (p *simProcess) stopGracefully(then func()) {
-	if p.lib != nil {
-		p.lib.stop(then)
-		return
-	}
 	if p.ext != nil {
-		p.ext.terminate(then) // the adopter's own shutdown stops the candidate
+		p.ext.terminate(then)
 		return
 	}
-	p.stopCandidate(then)
-}
-
-// stopCandidate ends the candidate's Run: for the library, the process's
-// shutdown; for an External, what pkg/lock's stop does.
-func (p *simProcess) stopCandidate(then func()) {
-	if p.stopping {
-		return
-	}
-	p.stopping, p.stopped = true, then
-	if cancel := p.cancelRequest; cancel != nil {
-		cancel()
-	}
-	p.nextCall() // fails the calls that wait, and shuts down unless busy
-}
-
-func (p *simProcess) shutdown() {
-	if p.shuttingDown {
-		return
-	}
-	p.shuttingDown = true
-	w, name := p.c.w, p.c.name
-	finish := func() {
-		if p.ext == nil {
-			p.dead = true
-		}
-		p.stopped()
-	}
-	deleteCandidate := func() {
-		p.request(p.clk.Wall().Add(simRenewDeadline), func() (runtime.Object, error) {
-			if lc := w.Candidate(p.c.key()); lc != nil {
-				return w.writeCandidate(p.c.e.ns, name, nil, lc.ResourceVersion, name+" (shutdown)")
-			}
-			return nil, nil
-		}, func(runtime.Object, error) {
-			if p.quietIn() > 0 {
-				// An External's elector may still act on its renewals: the
-				// Lease is left to expire (candidate.Run's mayLetGo).
-				finish()
-				return
-			}
-			p.busy = true
-			p.letGo(p.current(), true, 0, finish)
-		})
-	}
-	if p.leading {
-		p.stepDown("shutting down", deleteCandidate)
-		return
-	}
-	deleteCandidate()
+	p.lib.stop(then)
 }
 
 // newTerm records a term that just began and checks its token: above every
@@ -903,10 +285,10 @@ func (p *simProcess) leaderWrites(token int32) {
 // library's Token; an adopter's, the token of the term its leader work
 // started in.
 func (p *simProcess) leaderToken() (int32, bool) {
-	if p.lib != nil {
-		return p.lib.leaderToken()
+	if p.ext != nil {
+		return p.ext.workToken, p.ext.acts()
 	}
-	return p.token, p.acts()
+	return p.lib.leaderToken()
 }
 
 // witnessWrite sends one write of leader work to the witness, a resource
@@ -1349,10 +731,7 @@ func (w *simWorld) injectFault() {
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
 			w.Fault("crash")
-			p.dead, p.leading = true, false
-			if p.lib != nil {
-				p.lib.kill()
-			}
+			p.lib.kill()
 			c.proc = nil
 			w.After(w.DurationBetween(time.Second, 60*time.Second), func() {
 				if c.proc == nil {
@@ -1362,7 +741,7 @@ func (w *simWorld) injectFault() {
 		}
 	case 3: // graceful stop, restart later
 		c := pick()
-		if p := c.proc; p != nil && !p.dead && !p.paused && !p.stopping {
+		if p := c.proc; p != nil && !p.dead && !p.paused && !p.stopping() {
 			w.Fault("stop")
 			p.stopGracefully(func() {
 				c.proc = nil
@@ -1503,7 +882,7 @@ func (w *simWorld) rollout() {
 			w.Tracef("the rollout restarts %s asking for %s", c.name, to)
 			c.strategy = to
 			p := c.proc
-			if p == nil || p.dead || p.stopping || (p.lib != nil && p.lib.stopped != nil) {
+			if p == nil || p.dead || p.stopping() {
 				return // it starts with the new strategy
 			}
 			p.resume()

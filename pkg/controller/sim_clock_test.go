@@ -64,7 +64,7 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 	var procs []*simProcess
 	var holder *simProcess
 	for _, c := range w.cands {
-		if p := c.proc; p != nil && p.lib != nil && !p.dead && !p.paused && !p.stopping {
+		if p := c.proc; p != nil && p.ext == nil && !p.dead && !p.paused && !p.stopping() {
 			procs = append(procs, p)
 			if l := c.e.lease(); l != nil && holderIdentity(l) == c.name {
 				holder = p

@@ -23,22 +23,28 @@ import (
 	candidatepkg "github.com/cle-dev/cle/pkg/candidate"
 )
 
-// A library candidate's process runs pkg/candidate itself: its elector and
+// Every candidate process runs pkg/candidate itself: its elector and
 // registrar (lease.go, registration.go, term.go), its Start and its
 // Shutdown, built by internal/stepped from a candidate.Config whose access
 // layer is the model server (simAccess) and whose clock is the process's
-// own. What the simulation does in their place is what Run's goroutines do:
-// it steps each loop when its timer is due or its informer (fed by the
-// process's watches) wakes it, and each step runs on a goroutine of its own
-// (a simThread) that takes turns with the simulation, one request at a
-// time, so that a run stays deterministic. Leader work returns as soon as
-// its context is cancelled; OnStoppedLeading then takes up to simWorkReturn,
-// so the library's hand-over and release wait for it.
+// own: a library candidate's Candidate, or an adopter's External, whose
+// calls (Renew, Lease, Resign) its elector loop serves between steps. What
+// the simulation does in their place is what Run's goroutines do: it steps
+// each loop when its timer is due or its informer (fed by the process's
+// watches) wakes it, and serves the External's calls when the elector's
+// loop is idle, stepping it after each, and each step or call runs on a
+// goroutine of its own (a simThread) that takes turns with the simulation,
+// one request at a time, so that a run stays deterministic. A library
+// candidate's leader work returns as soon as its context is cancelled;
+// OnStoppedLeading then takes up to simWorkReturn, so the library's
+// hand-over and release wait for it.
 
 // simLib is the library's side of a simProcess.
 type simLib struct {
 	p     *simProcess
 	loops stepped.Loops
+	// ext is an adopter's External (nil for a library candidate).
+	ext   stepped.ExternalLoops
 	clock *simClock
 	// ctx is Run's context: cancelled by a graceful stop (and when the
 	// process dies, so that no goroutine outlives it).
@@ -55,9 +61,19 @@ type simLib struct {
 	started            bool
 	stopped            func() // set once a graceful stop has begun
 	shuttingDown       bool   // the shutdown has begun
-	// token and leading are the term last seen, for the term history.
-	token   int32
-	leading bool
+	// token and leading are the term last seen, for the term history;
+	// termToken is the token of the last term that began.
+	token     int32
+	leading   bool
+	termToken int32
+	// An External's calls waiting for the elector's loop; inCall: one runs
+	// on the elector's thread, its requests ending at callDeadline (local;
+	// zero: none) too, as its caller's context ends them. stepFirst: a
+	// call ended, and the loop steps before it serves the next.
+	calls        []*simCall
+	inCall       bool
+	callDeadline time.Time
+	stepFirst    bool
 }
 
 // simLoop is one of the library's loops: its thread, and its timer.
@@ -86,7 +102,7 @@ func (p *simProcess) startLibrary() {
 	if w.proof {
 		proof = w.podProcessStarts(p)
 	}
-	loops, err := stepped.New(candidatepkg.Config{
+	cfg := candidatepkg.Config{
 		Access: &simAccess{leases: simLibLeases{l}, candidates: simLibCandidates{l}, leaseInf: l.leases, candInf: l.cands},
 		Clock:  l.clock, Logger: logger,
 		Namespace: c.e.ns, LeaseName: c.e.name, Identity: c.name,
@@ -98,7 +114,20 @@ func (p *simProcess) startLibrary() {
 			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
 			OnStoppedLeading: l.workReturns,
 		},
-	})
+	}
+	var loops stepped.Loops
+	var err error
+	if p.ext == nil {
+		loops, err = stepped.New(cfg)
+	} else {
+		// As pkg/lock's New configures it: the elector runs leader work,
+		// and a step-down ends Lock.ElectorContext's context.
+		release := true
+		cfg.ReleaseOnCancel = &release
+		cfg.Callbacks = candidatepkg.Callbacks{OnStoppedLeading: l.termEnded}
+		l.ext, err = stepped.NewExternal(cfg)
+		loops = l.ext
+	}
 	if err != nil {
 		panic(err)
 	}
@@ -107,7 +136,7 @@ func (p *simProcess) startLibrary() {
 	l.registrar = &simLoop{step: loops.StepRegistrar}
 	for _, lp := range []*simLoop{l.elector, l.registrar} {
 		lp.th.send = func(r *simRequest) { l.send(&lp.th, r) }
-		lp.th.end = func(t simTurn) { l.stepEnded(lp, t.requeue) }
+		lp.th.end = func(t simTurn) { l.stepEnded(lp, t) }
 	}
 	p.leaseWatch = w.Watch(func(obj runtime.Object, deleted bool) {
 		p.act(func() { l.deliver(l.leases, obj, deleted) })
@@ -133,7 +162,7 @@ func (p *simProcess) startLibrary() {
 			l.leases.list(lease...)
 			l.cands.list(self...)
 			if err := l.loops.Start(l.ctx); err != nil {
-				if !errors.Is(err, candidatepkg.ErrIdentityInUse) {
+				if !errors.Is(err, candidatepkg.ErrIdentityInUse) || p.ext != nil {
 					w.Fail("%s/%d cannot start: %v", c.shown(), p.id, err)
 					return
 				}
@@ -155,7 +184,7 @@ func (p *simProcess) startLibrary() {
 			}
 			l.started = true
 			l.run(l.registrar)
-			l.run(l.elector)
+			l.run(l.elector) // then the External's calls are served
 		})
 	})
 }
@@ -223,6 +252,9 @@ func (l *simLib) run(lp *simLoop) {
 		return
 	}
 	lp.gen++ // the step sets the timer anew
+	if lp == l.elector {
+		l.stepFirst = false
+	}
 	l.turn(&lp.th, func() { lp.th.run(func() simTurn { return simTurn{requeue: lp.step(l.ctx)} }) })
 }
 
@@ -235,9 +267,23 @@ func (l *simLib) turn(th *simThread, run func()) {
 	l.cur = nil
 	l.noteTerm()
 	l.woken()
+	if l.p.ext != nil {
+		l.p.ext.leaseSeen()
+	}
 }
 
-func (l *simLib) stepEnded(lp *simLoop, next time.Duration) {
+// stepEnded is the end of a step of the loop, or of a call on the
+// elector's: after a call the loop steps, after a step it serves the next
+// call waiting, or waits for its timer or a wake-up.
+func (l *simLib) stepEnded(lp *simLoop, t simTurn) {
+	next := t.requeue
+	if t.callEnded != nil {
+		l.inCall, l.callDeadline = false, time.Time{}
+		l.stepFirst = true
+		next = 0
+		l.noteTerm() // a term the call began, before the caller acts on it
+		t.callEnded()
+	}
 	if l.stopped != nil {
 		l.shutdownWhenIdle()
 		return
@@ -247,6 +293,17 @@ func (l *simLib) stepEnded(lp *simLoop, next time.Duration) {
 		next = 0
 	}
 	l.wake(lp, next)
+	if lp == l.elector {
+		l.nextCall()
+	}
+}
+
+// termEnded is an External's OnStoppedLeading, pkg/lock's termEnded: it
+// ends Lock.ElectorContext's context, which the elector notices after the
+// step.
+func (l *simLib) termEnded() {
+	p := l.p
+	p.c.w.After(0, func() { p.act(p.ext.termEnded) })
 }
 
 // noteTerm records a term that began, for the term history.
@@ -257,7 +314,10 @@ func (l *simLib) noteTerm() {
 		// naming, a term restarting the tokens after a lost history is
 		// taken as the controller's doing (-1).
 		l.p.c.w.newTerm(l.p, token, -1)
-		l.p.leaderWrites(token)
+		l.termToken = token
+		if l.p.ext == nil {
+			l.p.leaderWrites(token) // an adopter's elector runs its own
+		}
 	}
 	l.token, l.leading = token, leading
 }
@@ -299,6 +359,9 @@ func (l *simLib) send(th *simThread, r *simRequest) {
 	if r.timeout > 0 {
 		deadline = p.clk.Wall().Add(r.timeout)
 	}
+	if th == &l.elector.th && l.inCall && !l.callDeadline.IsZero() && (deadline.IsZero() || l.callDeadline.Before(deadline)) {
+		deadline = l.callDeadline // the call's caller gives up first
+	}
 	th.cancel = p.request(deadline, r.do, answer)
 }
 
@@ -312,6 +375,7 @@ func (l *simLib) stop(then func()) {
 	}
 	l.stopped = then
 	l.cancel()
+	l.failCalls(candidatepkg.ErrNotRunning)
 	for _, lp := range []*simLoop{l.elector, l.registrar} {
 		if cancel := lp.th.cancel; cancel != nil {
 			cancel()
@@ -326,7 +390,13 @@ func (l *simLib) shutdownWhenIdle() {
 	}
 	l.shuttingDown = true
 	l.elector.th.end = func(simTurn) {
-		l.kill() // Run has returned: its goroutines end
+		// Run has returned: its goroutines end, and a library candidate's
+		// process with them.
+		if l.p.ext == nil {
+			l.kill()
+		} else {
+			l.end()
+		}
 		l.stopped()
 	}
 	l.turn(&l.elector.th, func() {
@@ -346,6 +416,12 @@ func (l *simLib) kill() {
 		w.podProcessExits(l.p)
 	}
 	l.p.dead = true
+	l.end()
+}
+
+// end ends Run's goroutines at once: their requests fail, and nothing more
+// reaches the server.
+func (l *simLib) end() {
 	l.cancel()
 	for _, lp := range []*simLoop{l.elector, l.registrar} {
 		l.cur = &lp.th // its requests, failing at once, until it ends

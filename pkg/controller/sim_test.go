@@ -950,7 +950,9 @@ func TestSimulationEndsItsGoroutines(t *testing.T) {
 type simTurn struct {
 	req     *simRequest
 	requeue time.Duration
-	err     error
+	// callEnded, set when an External's call ends, hands its result to
+	// the caller.
+	callEnded func()
 }
 
 // simRequest is a request of a simThread: do is what the server does when
