@@ -43,6 +43,11 @@ type Loops interface {
 	// ended, perhaps). It reads no clock and has no effect: when it is
 	// false, Token reports no leader and does nothing else either.
 	Termed() bool
+	// SeenBefore is, for the term published (Termed), the highest
+	// leaseTransitions the process had seen on other versions of the Lease
+	// when it wrote the term's first renewal: what its token was counted
+	// above.
+	SeenBefore() int32
 }
 
 // ExternalLoops are the loops of an External (candidate.NewExternal) and the

@@ -307,7 +307,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 		defer context.AfterFunc(caller, cancel)()
 	}
 
-	renewal, err := e.renewalOf(lease, sent, leading)
+	renewal, seenBefore, err := e.renewalOf(lease, sent, leading)
 	if err != nil {
 		// Retrying soon would not help: look again once a lease duration
 		// has passed, saying so each time.
@@ -337,7 +337,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 				e.wakeSoon()
 				return lead.ErrForeignRenewal // the next step decides whether to wait
 			}
-			if renewal, err = e.renewalOf(fresh, sent, leading); err == nil {
+			if renewal, seenBefore, err = e.renewalOf(fresh, sent, leading); err == nil {
 				updated, err = e.update(reqCtx, renewal)
 			}
 		}
@@ -371,7 +371,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 	if sent.After(e.lastRenewal) {
 		e.lastRenewal = sent
 	}
-	if t := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0)); t != nil {
+	if t := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0), seenBefore); t != nil {
 		e.c.mode.termStarted()
 		e.startWork(ctx, t)
 	}
@@ -393,14 +393,16 @@ func (e *elector) update(ctx context.Context, lease *coordinationv1.Lease) (*coo
 }
 
 // renewalOf is lease as this process's renewal at now writes it (see
-// lead.Renewal).
-func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) (*coordinationv1.Lease, error) {
+// lead.Renewal), and the highest leaseTransitions the process saw on other
+// versions of the Lease, which a new term's token is above.
+func (e *elector) renewalOf(lease *coordinationv1.Lease, now time.Time, leading bool) (*coordinationv1.Lease, int32, error) {
 	cfg := &e.c.cfg
-	renewal, err := lead.Renewal(lease, cfg.Identity, now, leading, e.seen.Before(lease), cfg.LeaseDuration)
+	seenBefore := e.seen.Before(lease)
+	renewal, err := lead.Renewal(lease, cfg.Identity, now, leading, seenBefore, cfg.LeaseDuration)
 	if err == nil {
 		proof.Stamp(renewal, e.c.process)
 	}
-	return renewal, err
+	return renewal, seenBefore, err
 }
 
 // startWork runs OnStartedLeading for the term that just began, with the

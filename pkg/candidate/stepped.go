@@ -123,3 +123,10 @@ func (s *steppedLoops) IsLeader() bool       { return s.c.IsLeader() }
 func (s *steppedLoops) Token() (int32, bool) { return s.c.Token() }
 
 func (s *steppedLoops) Termed() bool { return s.c.leading() != nil }
+
+func (s *steppedLoops) SeenBefore() int32 {
+	if t := s.c.leading(); t != nil {
+		return t.seenBefore
+	}
+	return 0
+}

@@ -13,8 +13,10 @@ import (
 // guard, the health check) load it from any goroutine without a lock.
 type term struct {
 	// token is the term's fencing token: the Lease's leaseTransitions as
-	// the term's first renewal wrote it.
-	token int32
+	// the term's first renewal wrote it. seenBefore is the highest
+	// leaseTransitions the process had seen on other versions of the Lease
+	// when it wrote that renewal (see lead.TermToken).
+	token, seenBefore int32
 	// renewedAt is when the term's last successful renewal was sent.
 	renewedAt time.Time
 	// ctx is cancelled when the term ends: by the elector when it steps
@@ -75,10 +77,10 @@ func (c *Candidate) since(t time.Time) time.Duration {
 // recordRenewal publishes a successful renewal of the Lease sent at sent,
 // and reports whether it starts a term: the process was not leading and the
 // renewal is still within the renew deadline. token is the Lease's
-// leaseTransitions as the renewal wrote it. A renewal that succeeds after
-// the term lapsed does not revive it: the term's context has ended, and the
-// elector steps down.
-func (c *Candidate) recordRenewal(sent time.Time, token int32) (started *term) {
+// leaseTransitions as the renewal wrote it, counted above seenBefore. A
+// renewal that succeeds after the term lapsed does not revive it: the term's
+// context has ended, and the elector steps down.
+func (c *Candidate) recordRenewal(sent time.Time, token, seenBefore int32) (started *term) {
 	s := c.state.Load()
 	if t := s.term; t != nil {
 		if sent.After(t.renewedAt) {
@@ -92,7 +94,7 @@ func (c *Candidate) recordRenewal(sent time.Time, token int32) (started *term) {
 		return nil
 	}
 	ctx, end := context.WithCancel(context.Background())
-	t := &term{token: token, renewedAt: sent, ctx: ctx, end: end}
+	t := &term{token: token, seenBefore: seenBefore, renewedAt: sent, ctx: ctx, end: end}
 	c.state.Store(&leadership{term: t, stoppingSince: s.stoppingSince})
 	return t
 }

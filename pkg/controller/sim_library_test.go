@@ -310,10 +310,7 @@ func (l *simLib) termEnded() {
 func (l *simLib) noteTerm() {
 	token, leading := l.loops.Token()
 	if leading && (!l.leading || token != l.token) {
-		// Without the library's own record of what it saw before the
-		// naming, a term restarting the tokens after a lost history is
-		// taken as the controller's doing (-1).
-		l.p.c.w.newTerm(l.p, token, -1)
+		l.p.c.w.newTerm(l.p, token, l.loops.SeenBefore())
 		l.termToken = token
 		if l.p.ext == nil {
 			l.p.leaderWrites(token) // an adopter's elector runs its own
