@@ -167,7 +167,7 @@ func (e *simElector) count(what string) {
 }
 
 func (e *simElector) tracef(format string, args ...any) {
-	e.w().Tracef("%s/%d %s", e.p.c.name, e.p.id, fmt.Sprintf(format, args...))
+	e.w().Tracef("%s/%d %s", e.p.c.shown(), e.p.id, fmt.Sprintf(format, args...))
 }
 
 // start is le.Run: the acquire loop's first try at once.

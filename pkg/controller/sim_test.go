@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -905,6 +906,32 @@ func TestSimulationReplaysExactly(t *testing.T) {
 		if diff := cmp.Diff(a.trace, b.trace); diff != "" {
 			t.Fatalf("seed %d ran differently the second time (-first +second):\n%s", seed, diff)
 		}
+	}
+}
+
+// TestSimulationAdoptersRunTheLibrary: an adopter's elector acquires the
+// Lease only through a term of pkg/candidate's own External, which logs it
+// as the library does, in the same process, before the elector hears of it.
+func TestSimulationAdoptersRunTheLibrary(t *testing.T) {
+	started := regexp.MustCompile(`^ *[0-9.]+s (\S+): .*"msg"="Started leading"`)
+	acquired := regexp.MustCompile(`^ *[0-9.]+s (\S+) elector acquired the Lease$`)
+	terms := 0
+	for seed := uint64(50); seed < 60; seed++ {
+		led := map[string]bool{}
+		for _, line := range runSim(seed, true).trace {
+			if m := started.FindStringSubmatch(line); m != nil {
+				led[m[1]] = true
+			}
+			if m := acquired.FindStringSubmatch(line); m != nil {
+				if !led[m[1]] {
+					t.Fatalf("seed %d: %s's elector acquired the Lease, but its library never started leading:\n%s", seed, m[1], line)
+				}
+				terms++
+			}
+		}
+	}
+	if terms == 0 {
+		t.Fatal("no adopter's elector acquired a Lease in seeds 50 to 59")
 	}
 }
 
