@@ -220,11 +220,24 @@ func (l *simLib) woken() {
 		return // Start runs them both
 	}
 	if el {
-		l.wake(l.elector, 0)
+		l.poke(l.elector)
 	}
 	if reg {
-		l.wake(l.registrar, 0)
+		l.poke(l.registrar)
 	}
+}
+
+// poke is a wake-up of the loop, buffered in its channel: a loop in a step
+// steps again once it ends, an idle one now. A timer would not do for the
+// first: the step's end sets the loop's timer anew, and a process resuming
+// from a pause runs what it held at once, the step's end after the
+// wake-ups that came during it.
+func (l *simLib) poke(lp *simLoop) {
+	if lp.th.busy() {
+		lp.due = true
+		return
+	}
+	l.wake(lp, 0)
 }
 
 // wake sets the loop's timer to local duration d.
