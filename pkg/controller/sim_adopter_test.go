@@ -670,7 +670,7 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 	if token, leading := e.timing.Term(); leading {
 		term = &token
 	}
-	reply2 := func(err error) {
+	renewed := func(err error) {
 		if errors.Is(err, lead.ErrSlowRenewal) {
 			e.count("slow-renewals")
 			e.tracef("renewal not counted: %v", err)
@@ -686,8 +686,8 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 	}
 	p.call(deadline, func(ctx context.Context) func() {
 		err := p.lib.ext.Renew(ctx, term)
-		return func() { reply2(err) }
-	}, reply2)
+		return func() { renewed(err) }
+	}, renewed)
 }
 
 // release is Lock.release: it answers at once and moves the Lease as

@@ -1364,6 +1364,17 @@ func (w *simWorld) checkPreference(before, after *coordinationv1.Lease) {
 	if w.rollingOut || w.reranked(after.Namespace, holder.Name) || w.reranked(after.Namespace, pref) {
 		return // the controller may have judged their merit before an operator changed it
 	}
+	if e := w.electionOf(after.Namespace, after.Name); e != nil {
+		for _, c := range e.cands {
+			if lc := w.Candidate(c.key()); lc != nil && lc.Spec.Strategy != w.strategy {
+				// A LeaseCandidate the rollout left behind (its process
+				// stopped, and its delete failed) still asks for the old
+				// strategy: the controller resolves the strategy from
+				// what the candidates ask for, until it is collected.
+				return
+			}
+		}
+	}
 	if !strategy.Preempts(w.ranking(), preferred, holder) {
 		w.Fail("preferredHolder %s set over holder %s, which it does not beat on merit", pref, holderIdentity(after))
 	}
