@@ -480,7 +480,7 @@ func (e *simElector) cancel() {
 
 func (e *simElector) startWork() {
 	e.work, e.workCancelled, e.stalled = true, false, e.p.paused
-	e.workToken = e.p.lib.termToken
+	e.workToken = e.p.lib.token
 	e.tracef("LEADER WORK STARTS")
 	e.p.leaderWrites(e.workToken)
 }

@@ -61,11 +61,10 @@ type simLib struct {
 	started            bool
 	stopped            func() // set once a graceful stop has begun
 	shuttingDown       bool   // the shutdown has begun
-	// token and leading are the term last seen, for the term history;
-	// termToken is the token of the last term that began.
-	token     int32
-	leading   bool
-	termToken int32
+	// token is the token of the last term that began, and leading whether
+	// it was led when last looked at, for the term history.
+	token   int32
+	leading bool
 	// An External's calls waiting for the elector's loop; inCall: one runs
 	// on the elector's thread, its requests ending at callDeadline (local;
 	// zero: none) too, as its caller's context ends them. stepFirst: a
@@ -324,12 +323,12 @@ func (l *simLib) noteTerm() {
 	token, leading := l.loops.Token()
 	if leading && (!l.leading || token != l.token) {
 		l.p.c.w.newTerm(l.p, token, l.loops.SeenBefore())
-		l.termToken = token
+		l.token = token
 		if l.p.ext == nil {
 			l.p.leaderWrites(token) // an adopter's elector runs its own
 		}
 	}
-	l.token, l.leading = token, leading
+	l.leading = leading
 }
 
 // leaderToken is Token on the process's clock now, what leader work asks
