@@ -120,58 +120,125 @@ func TestSimulation(t *testing.T) {
 	if *simFirst == 0 {
 		t.Fatal("-sim.first: seeds start at 1 (0 stands for no failing seed)")
 	}
-	var total simResult
-	start := time.Now()
 	report := os.Getenv("SIM_REPORT") != ""
-	var progress func(ran int, r *simResult)
-	if report {
-		// A long run says how far it has come once a minute.
-		last := start
-		progress = func(ran int, r *simResult) {
-			if now := time.Since(start); now-last.Sub(start) >= simProgressEvery {
-				last = start.Add(now)
-				fmt.Printf("simulation: %s so far: %d seeds started, %d elections in the runs finished (%.0f/s)\n", now.Round(time.Second), ran, r.elections,
-					float64(r.elections)/now.Seconds())
+	// A run with a checkpoint goes on where its last sitting ended, and
+	// -sim.seeds counts the seeds of all its sittings.
+	run := simRun{First: *simFirst, Next: *simFirst}
+	n := *simSeeds
+	if *simCheckpoint != "" {
+		var err error
+		if run, err = loadSimRun(*simCheckpoint, *simFirst); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			if n -= run.seeds(); n <= 0 {
+				msg := fmt.Sprintf("%s; the run's %d seeds are done (%s)", run.summary(), *simSeeds, *simCheckpoint)
+				t.Log(msg)
+				if report {
+					fmt.Println(msg)
+				}
+				return
 			}
 		}
 	}
-	seeds, failed := runSeeds(*simFirst, *simSeeds, *simBudget, *simWorkers, &total, progress)
+	var sitting simResult
+	start := time.Now()
+	var progress func(next uint64, passed *simResult)
+	if report || *simCheckpoint != "" {
+		// A long run says how far it has come once a minute, and keeps
+		// its checkpoint as often.
+		last := start
+		progress = func(next uint64, passed *simResult) {
+			now := time.Now()
+			if now.Sub(last) < simProgressEvery {
+				return
+			}
+			last = now
+			if report {
+				fmt.Printf("simulation: %s so far: seeds %d to %d passed, %d elections (%.0f/s)\n", now.Sub(start).Round(time.Second), run.Next, next-1,
+					passed.elections, float64(passed.elections)/now.Sub(start).Seconds())
+			}
+			if *simCheckpoint != "" {
+				if err := run.after(*passed, next, now.Sub(start)).save(*simCheckpoint); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	// -sim.seeds and -sim.budget given together: whichever ends first.
+	budget := *simBudget
+	if n > 0 && !simFlagSet("sim.budget") {
+		budget = 0
+	}
+	seeds, failed := runSeeds(run.Next, n, budget, *simWorkers, &sitting, progress)
+	elapsed := time.Since(start)
+	if *simCheckpoint != "" {
+		// The seeds below a failing one passed: the checkpoint keeps them.
+		next := run.Next + uint64(seeds)
+		if failed != 0 {
+			next = failed
+		}
+		run = run.after(sitting, next, elapsed)
+		run.Sittings++
+		if err := run.save(*simCheckpoint); err != nil {
+			t.Error(err)
+		}
+	}
 	if failed != 0 {
 		r := runSim(failed, true)
 		t.Fatalf("seed %d: %s\nreplay: go test ./pkg/controller -run TestSimulation -sim.seed=%d -v\n%s", failed, r.violation, failed, strings.Join(tail(r.trace, 200), "\n"))
 	}
-	elapsed := time.Since(start)
 	msg := fmt.Sprintf("simulation: %d seeds in %s (%.0f schedules/s, %.0f elections/s), %s", seeds, elapsed.Round(time.Millisecond),
-		float64(seeds)/elapsed.Seconds(), float64(total.elections)/elapsed.Seconds(), total.summary())
+		float64(seeds)/elapsed.Seconds(), float64(sitting.elections)/elapsed.Seconds(), sitting.summary())
+	if *simCheckpoint != "" {
+		msg += "\n" + run.summary()
+	}
 	t.Log(msg)
 	if report {
 		fmt.Println(msg)
 	}
 	if report && seeds > 0 {
 		// Runs of one seed range can be continued where this one ended.
-		fmt.Printf("simulation: seeds %d to %d; the next run goes on from -sim.first=%d (make sim FIRST=%d)\n", *simFirst, *simFirst+uint64(seeds)-1,
-			*simFirst+uint64(seeds), *simFirst+uint64(seeds))
+		switch {
+		case *simCheckpoint != "" && *simSeeds > 0 && run.seeds() >= *simSeeds:
+			fmt.Printf("simulation: seeds %d to %d this sitting; the run's %d seeds are done (%s)\n", run.Next-uint64(seeds), run.Next-1, *simSeeds, *simCheckpoint)
+		case *simCheckpoint != "":
+			fmt.Printf("simulation: seeds %d to %d this sitting; the next sitting goes on from seed %d with the same CHECKPOINT\n", run.Next-uint64(seeds), run.Next-1, run.Next)
+		default:
+			fmt.Printf("simulation: seeds %d to %d; the next run goes on from -sim.first=%d (make sim FIRST=%d)\n", *simFirst, *simFirst+uint64(seeds)-1,
+				*simFirst+uint64(seeds), *simFirst+uint64(seeds))
+		}
 	}
 }
 
 // simProgressEvery is how often a reported run prints its progress.
 const simProgressEvery = time.Minute
 
-// runSeeds runs seeds from first on, n of them or (n 0) as many as start
-// within budget, on workers goroutines; each seed's run is the same on any
-// of them. It adds the runs' figures to total, calls progress (if not nil)
-// with the seeds started and the figures so far after each run, and
-// returns how many seeds ran and the lowest one that found a violation (0:
-// none). Seeds are started in order, so every seed below the failing one
-// has run.
-func runSeeds(first uint64, n int, budget time.Duration, workers int, total *simResult, progress func(ran int, r *simResult)) (ran int, failed uint64) {
+// simFlagSet says whether the command line set flag name.
+func simFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// runSeeds runs seeds from first on, n of them (if n > 0) and as many as
+// start within budget (if budget > 0), on workers goroutines; each seed's run is the same on any
+// of them. It adds the figures of the seeds that passed to total in seed
+// order, calls progress (if not nil) after each run with the lowest seed
+// not yet added and total, and returns how many seeds ran and the lowest
+// one that found a violation (0: none). Seeds are started in order, so
+// every seed below the failing one has run, and total holds exactly the
+// seeds below it.
+func runSeeds(first uint64, n int, budget time.Duration, workers int, total *simResult, progress func(next uint64, total *simResult)) (ran int, failed uint64) {
 	start := time.Now()
 	var mu sync.Mutex
-	next := first
+	next, added := first, first
+	// finished holds the runs that ended before a lower seed's.
+	finished := map[uint64]simResult{}
 	take := func() (uint64, bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		if failed != 0 || n > 0 && ran >= n || n == 0 && time.Since(start) > budget {
+		if failed != 0 || n > 0 && ran >= n || budget > 0 && time.Since(start) > budget {
 			return 0, false
 		}
 		seed := next
@@ -189,12 +256,20 @@ func runSeeds(first uint64, n int, budget time.Duration, workers int, total *sim
 				}
 				r := runSim(seed, false)
 				mu.Lock()
-				total.add(r)
-				if r.violation != "" && (failed == 0 || seed < failed) {
-					failed = seed
+				if r.violation != "" {
+					if failed == 0 || seed < failed {
+						failed = seed
+					}
+				} else {
+					finished[seed] = r
+				}
+				for r, ok := finished[added]; ok && (failed == 0 || added < failed); r, ok = finished[added] {
+					total.add(r)
+					delete(finished, added)
+					added++
 				}
 				if progress != nil {
-					progress(ran, total)
+					progress(added, total)
 				}
 				mu.Unlock()
 			}
