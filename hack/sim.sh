@@ -15,7 +15,7 @@
 #              says the same; with SEEDS too, whichever ends first
 #   FIRST=S    start at seed S (default 1)
 #   CHECKPOINT=F  keep the run's progress in file F: a run too long for one
-#              sitting (SEEDS=1500000, about ten million elections) goes on
+#              sitting (SEEDS=1550000, some ten million elections) goes on
 #              where the last one stopped when started again with the same F,
 #              SEEDS counts the seeds of all sittings, and each sitting prints
 #              the whole run's figures. Only the same code goes on with F.
