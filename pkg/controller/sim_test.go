@@ -222,13 +222,13 @@ func simFlagSet(name string) bool {
 }
 
 // runSeeds runs seeds from first on, n of them (if n > 0) and as many as
-// start within budget (if budget > 0), on workers goroutines; each seed's run is the same on any
-// of them. It adds the figures of the seeds that passed to total in seed
-// order, calls progress (if not nil) after each run with the lowest seed
-// not yet added and total, and returns how many seeds ran and the lowest
-// one that found a violation (0: none). Seeds are started in order, so
-// every seed below the failing one has run, and total holds exactly the
-// seeds below it.
+// start within budget (if budget > 0), on workers goroutines; each seed's
+// run is the same on any of them. It adds the figures of the seeds that
+// passed to total in seed order, calls progress (if not nil) after each
+// run with the lowest seed not yet added and total, and returns how many
+// seeds ran and the lowest one that found a violation (0: none). Seeds
+// are started in order, so every seed below the failing one has run, and
+// total holds exactly the seeds below it.
 func runSeeds(first uint64, n int, budget time.Duration, workers int, total *simResult, progress func(next uint64, total *simResult)) (ran int, failed uint64) {
 	start := time.Now()
 	var mu sync.Mutex
