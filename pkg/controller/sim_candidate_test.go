@@ -369,7 +369,7 @@ func (w *simWorld) checkElection(e *simElection) {
 	// The best is measured from when it became the best: a candidate
 	// started after faults stopped may be better than the leader.
 	if best != e.best {
-		e.best, e.bestFrom = best, w.Now
+		e.best, e.bestFrom, e.heldBack = best, w.Now, time.Time{}
 	}
 	// Some candidate leads within the bound from when faults stopped, a
 	// candidate ran again, or the best changed: a better candidate that
@@ -407,7 +407,15 @@ func (w *simWorld) checkElection(e *simElection) {
 	if e.bestFrom.After(from) {
 		from = e.bestFrom
 	}
-	if bound := w.bound(simBestBound); e.quietBest.IsZero() && w.Now.Sub(from) > bound && !e.exitedLately(w.Now) && w.Now.Sub(w.unsteadyUntil(e, best)) > bound {
+	// The best is held back as unsteady until then, or was until the
+	// holder changed (seed 358197: a better-ranked candidate that emulates
+	// a newer version took over while best was held back, and best may
+	// preempt it at once).
+	heldBack := w.unsteadyUntil(e, best)
+	if !heldBack.IsZero() {
+		e.heldBack = maxTime(e.heldBack, minTime(heldBack, w.Now))
+	}
+	if bound := w.bound(simBestBound); e.quietBest.IsZero() && w.Now.Sub(from) > bound && !e.exitedLately(w.Now) && w.Now.Sub(maxTime(heldBack, e.heldBack)) > bound {
 		w.Fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.Now.Sub(from), bound)
 	}
 	// A candidate that is down (an adopter that lost its term exits, and is
@@ -1290,4 +1298,18 @@ func (w *simWorld) checkRecords() {
 	if n := len(obs.leases); n > len(w.elections) {
 		w.Fail("the controller keeps %d Lease records for %d Leases", n, len(w.elections))
 	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -458,11 +458,15 @@ type simElection struct {
 	sharedIdentity, unhandled bool
 	best                      *simCandidate // the best running candidate, since bestFrom
 	bestFrom                  time.Time
-	quietLeader               time.Time // when some candidate first led after faults stopped
-	noneRan                   time.Time // the last instant after faults stopped at which no candidate process ran
-	quietBest                 time.Time // when the best candidate first led after faults stopped
-	steadyFrom                time.Time // from then on, no controller write is expected
-	lastDown                  time.Time // when some candidate last was down or unregistered
+	// heldBack is the last instant the active replica's unsteady rule held
+	// e.best back (see unsteadyUntil): the rule ends when the holder
+	// changes to one that emulates a newer version than e.best.
+	heldBack    time.Time
+	quietLeader time.Time // when some candidate first led after faults stopped
+	noneRan     time.Time // the last instant after faults stopped at which no candidate process ran
+	quietBest   time.Time // when the best candidate first led after faults stopped
+	steadyFrom  time.Time // from then on, no controller write is expected
+	lastDown    time.Time // when some candidate last was down or unregistered
 	// rank caches bestLeads.
 	rank struct {
 		key       simRankKey
