@@ -413,7 +413,7 @@ func (w *simWorld) checkElection(e *simElection) {
 	// preempt it at once).
 	heldBack := w.unsteadyUntil(e, best)
 	if !heldBack.IsZero() {
-		e.heldBack = maxTime(e.heldBack, minTime(heldBack, w.Now))
+		e.heldBack = maxTime(e.heldBack, earliest(heldBack, w.Now))
 	}
 	if bound := w.bound(simBestBound); e.quietBest.IsZero() && w.Now.Sub(from) > bound && !e.exitedLately(w.Now) && w.Now.Sub(maxTime(heldBack, e.heldBack)) > bound {
 		w.Fail("the best candidate %s does not lead %s after faults stopped and it was the best (bound %s)", best.name, w.Now.Sub(from), bound)
@@ -1302,13 +1302,6 @@ func (w *simWorld) checkRecords() {
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
 		return a
 	}
 	return b
