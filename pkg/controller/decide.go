@@ -650,8 +650,9 @@ func (e *election) holderIsCandidate() bool {
 // first election of a Lease (see gatheringUntil).
 func (e *election) judge() {
 	holder := e.liveHolder()
+	var passedOver []*coordinationv1beta1.LeaseCandidate // unsteady, above lc
 	for i, lc := range e.ranked {
-		if holder != nil && !strategy.Preempts(e.strat, lc, holder) {
+		if holder != nil && (!strategy.Preempts(e.strat, lc, holder) || displacedAtOnce(lc, passedOver)) {
 			e.best = holder
 			e.contenders = append(e.contenders, holder.Name)
 			return
@@ -659,6 +660,7 @@ func (e *election) judge() {
 		if holder != nil {
 			if until := e.unsteadyUntil(lc, holder); !until.IsZero() {
 				e.passOverUnsteady(lc, holder, until)
+				passedOver = append(passedOver, lc)
 				continue
 			}
 		}
@@ -691,6 +693,22 @@ func (e *election) judge() {
 			e.d.wakeAt(deadline) // when an unreachable one is tried again
 		}
 	}
+}
+
+// displacedAtOnce reports whether lc, were it to hold the Lease, would be
+// preempted at once by one of the unsteady candidates passed over above it:
+// one that emulates an older version than lc, which the unsteady rule never
+// holds back from it. Naming lc would then cost two handovers where waiting
+// for the unsteady window to end costs one, so the live holder keeps the
+// Lease until then (candidates ranked below lc wait too: each would be
+// preempted in turn by lc itself, then by the unsteady one).
+func displacedAtOnce(lc *coordinationv1beta1.LeaseCandidate, passedOver []*coordinationv1beta1.LeaseCandidate) bool {
+	for _, u := range passedOver {
+		if strategy.Preempts(strategy.OldestEmulationVersion{}, u, lc) {
+			return true
+		}
+	}
+	return false
 }
 
 // unsteadyLosses is how many terms a candidate loses unreleased within

@@ -65,6 +65,9 @@ type Options struct {
 	// still elected when there is no live holder, and it is never kept from
 	// a holder that emulates a newer version than it does: the rule only
 	// ever holds back a preference (a priority), never the version order.
+	// Nor is a candidate ranked below it preferred over the live holder
+	// meanwhile when it emulates a newer version than the unsteady one,
+	// which would take the Lease from it at once.
 	// The losses are this controller's memory: a replica that takes over
 	// starts without them. Default 5m; NoUnsteadyWindow turns it off.
 	UnsteadyWindow time.Duration

@@ -22,6 +22,10 @@ func TestUnsteadyCandidate(t *testing.T) {
 	hi := func(emulation string) obsCand {
 		return seen(candidate("hi", "1.31.0", emulation, withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, "10")), now.Add(-time.Second))
 	}
+	mid := func(emulation string) *obsCand {
+		c := seen(candidate("mid", emulation, emulation, withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, "5")), now.Add(-time.Second))
+		return &c
+	}
 	lo := seen(candidate("lo", "1.31.0", "1.31.0", withStrategy(strategy.PriorityName)), now.Add(-time.Second))
 	heldByLo := func() *coordinationv1.Lease {
 		l := lease(heldBy("lo"), transitions(4))
@@ -41,6 +45,7 @@ func TestUnsteadyCandidate(t *testing.T) {
 		lease   *coordinationv1.Lease
 		record  leaseRecord
 		hi      obsCand
+		mid     *obsCand // ranked between hi and lo
 		window  time.Duration
 		kind    string // the write's kind ("": none)
 		winner  string
@@ -71,13 +76,27 @@ func TestUnsteadyCandidate(t *testing.T) {
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "lo", transitions: 4, observedAt: now.Add(-20 * time.Second)}, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"),
 		kind: writeElect, winner: "hi",
 	}, {
+		// Named, mid would hold only until hi, which emulates an older
+		// version than mid and so is never held back from it, preempts it.
+		name: "two losses, the next-ranked runs newer versions than it: the live holder kept", lease: heldByLo(),
+		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"), mid: mid("1.32.0"),
+		wakeBy: time.Minute, unsteay: true,
+	}, {
+		name: "two losses, the next-ranked runs its versions: the next-ranked preferred", lease: heldByLo(),
+		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"), mid: mid("1.31.0"),
+		kind: writeSteer, winner: "mid", unsteay: true,
+	}, {
 		name: "two losses, the rule off: preferred", lease: heldByLo(), window: NoUnsteadyWindow,
 		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"),
 		kind: writeSteer, winner: "hi",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.lease.ResourceVersion = "1"
-			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: []obsCand{tc.hi, lo}, now: now, judgeAt: now}
+			cands := []obsCand{tc.hi, lo}
+			if tc.mid != nil {
+				cands = append(cands, *tc.mid)
+			}
+			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: cands, now: now, judgeAt: now}
 			opts := Options{ElectionGather: NoElectionGather, UnsteadyWindow: tc.window}
 			if err := opts.complete(); err != nil {
 				t.Fatal(err)
