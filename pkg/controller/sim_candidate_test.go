@@ -411,7 +411,11 @@ func (w *simWorld) checkElection(e *simElection) {
 	// holder changed (seed 358197: a better-ranked candidate that emulates
 	// a newer version took over while best was held back, and best may
 	// preempt it at once).
-	heldBack := w.unsteadyUntil(e, best)
+	// (Once steady, the best has led for good: no need to ask.)
+	var heldBack time.Time
+	if e.steadyFrom.IsZero() {
+		heldBack = w.unsteadyUntil(e, best)
+	}
 	if !heldBack.IsZero() {
 		e.heldBack = maxTime(e.heldBack, earliest(heldBack, w.Now))
 	}
@@ -453,26 +457,43 @@ func (w *simWorld) unsteadyUntil(e *simElection, best *simCandidate) time.Time {
 	if sc == nil {
 		return time.Time{}
 	}
+	// The last two losses say until when it was, or is, held back (the
+	// replica trims older ones only at its next loss): the bound counts
+	// from then, whether or not that is past.
+	now := sc.clk.Now()
+	last := sc.c.obs.lossesOf(types.NamespacedName{Namespace: e.ns, Name: e.name}, best.name, now)
+	if len(last) < unsteadyLosses {
+		return time.Time{}
+	}
 	if l, blc := e.lease(), best.registered(); l != nil && blc != nil {
 		if hlc := w.Candidate(simKey(e.ns, holderIdentity(l))); hlc != nil && strategy.Preempts(strategy.OldestEmulationVersion{}, blc, hlc) {
 			return time.Time{}
 		}
 	}
-	// The last two losses say until when it was, or is, held back (the
-	// replica trims older ones only at its next loss): the bound counts
-	// from then, whether or not that is past.
-	now := sc.clk.Now()
-	rec := sc.c.obs.lease(types.NamespacedName{Namespace: e.ns, Name: e.name}, nil, now)
+	return w.Now.Add(last[len(last)-unsteadyLosses].Add(DefaultUnsteadyWindow).Sub(now))
+}
+
+// lossesOf is when the terms of candidate name on the Lease key ended
+// unreleased, by the record observations.lease returns at now, without
+// copying it: the check asks at every step.
+func (o *observations) lossesOf(key types.NamespacedName, name string, now time.Time) []time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var h *leaseHistory
+	if rec, ok := o.leases[key]; ok {
+		h = &rec.leaseHistory
+	} else if t, ok := o.tombstones[key]; ok && now.Before(t.until) {
+		h = &t.history
+	} else {
+		return nil
+	}
 	var last []time.Time
-	for _, l := range rec.losses {
-		if l.candidate == best.name {
+	for _, l := range h.losses {
+		if l.candidate == name {
 			last = append(last, l.at)
 		}
 	}
-	if len(last) < unsteadyLosses {
-		return time.Time{}
-	}
-	return w.Now.Add(last[len(last)-unsteadyLosses].Add(DefaultUnsteadyWindow).Sub(now))
+	return last
 }
 
 // exitedLately reports an adopter's process of e that exited on its own
