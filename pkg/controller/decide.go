@@ -650,9 +650,10 @@ func (e *election) holderIsCandidate() bool {
 // first election of a Lease (see gatheringUntil).
 func (e *election) judge() {
 	holder := e.liveHolder()
-	var passedOver []*coordinationv1beta1.LeaseCandidate // unsteady, above lc
+	// The unsteady candidates passed over so far.
+	var passedOver []*coordinationv1beta1.LeaseCandidate
 	for i, lc := range e.ranked {
-		if holder != nil && (!strategy.Preempts(e.strat, lc, holder) || displacedAtOnce(lc, passedOver)) {
+		if holder != nil && !strategy.Preempts(e.strat, lc, holder) {
 			e.best = holder
 			e.contenders = append(e.contenders, holder.Name)
 			return
@@ -661,6 +662,10 @@ func (e *election) judge() {
 			if until := e.unsteadyUntil(lc, holder); !until.IsZero() {
 				e.passOverUnsteady(lc, holder, until)
 				passedOver = append(passedOver, lc)
+				continue
+			}
+			if u := e.displacer(lc, passedOver); u != nil {
+				e.d.log(3, "Not preferring a candidate that an unsteady one would preempt at once", "candidate", lc.Name, "unsteady", u.Name, "holder", holder.Name)
 				continue
 			}
 		}
@@ -695,20 +700,40 @@ func (e *election) judge() {
 	}
 }
 
-// displacedAtOnce reports whether lc, were it to hold the Lease, would be
-// preempted at once by one of the unsteady candidates passed over above it:
-// one that emulates an older version than lc, which the unsteady rule never
-// holds back from it. Naming lc would then cost two handovers where waiting
-// for the unsteady window to end costs one, so the live holder keeps the
-// Lease until then (candidates ranked below lc wait too: each would be
-// preempted in turn by lc itself, then by the unsteady one).
-func displacedAtOnce(lc *coordinationv1beta1.LeaseCandidate, passedOver []*coordinationv1beta1.LeaseCandidate) bool {
+// displacer returns the unsteady candidate passed over above lc that would
+// preempt lc at once were lc to hold the Lease, or nil: one that runs older
+// versions than lc (emulation, then binary), which the unsteady rule never
+// holds back from it, and that may be alive (one not known to be is pinged,
+// and lc waits for the answer). Naming lc would then cost two hand-overs
+// where the end of the unsteady window costs one, so lc is passed over too.
+// It never runs older versions than the holder (the unsteady one would then
+// run older ones too, and not be held back), so the version order still
+// holds.
+func (e *election) displacer(lc *coordinationv1beta1.LeaseCandidate, passedOver []*coordinationv1beta1.LeaseCandidate) *coordinationv1beta1.LeaseCandidate {
 	for _, u := range passedOver {
-		if strategy.Preempts(strategy.OldestEmulationVersion{}, u, lc) {
-			return true
+		if !strategy.Preempts(strategy.OldestEmulationVersion{}, u, lc) {
+			continue
+		}
+		state, deadline, rec := e.liveness(u)
+		switch state {
+		case alive:
+			e.d.wakeAt(deadline) // its freshness ends
+			return u
+		case unknown:
+			e.ping(u)
+			e.d.wakeAt(e.v.now.Add(e.o.PingTimeout))
+			return u
+		case pinged:
+			if !rec.pingSent {
+				e.ping(u) // the last attempt failed
+			}
+			e.d.wakeAt(deadline)
+			return u
+		case unresponsive:
+			e.d.wakeAt(deadline) // when an unreachable one is tried again
 		}
 	}
-	return false
+	return nil
 }
 
 // unsteadyLosses is how many terms a candidate loses unreleased within

@@ -66,8 +66,9 @@ type Options struct {
 	// a holder that emulates a newer version than it does: the rule only
 	// ever holds back a preference (a priority), never the version order.
 	// Nor is a candidate ranked below it preferred over the live holder
-	// meanwhile when it emulates a newer version than the unsteady one,
-	// which would take the Lease from it at once.
+	// meanwhile when it runs newer versions than the unsteady one (which
+	// would take the Lease from it at once), unless the unsteady one is
+	// unresponsive.
 	// The losses are this controller's memory: a replica that takes over
 	// starts without them. Default 5m; NoUnsteadyWindow turns it off.
 	UnsteadyWindow time.Duration

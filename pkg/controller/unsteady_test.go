@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -22,10 +23,15 @@ func TestUnsteadyCandidate(t *testing.T) {
 	hi := func(emulation string) obsCand {
 		return seen(candidate("hi", "1.31.0", emulation, withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, "10")), now.Add(-time.Second))
 	}
-	mid := func(emulation string) *obsCand {
-		c := seen(candidate("mid", emulation, emulation, withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, "5")), now.Add(-time.Second))
-		return &c
+	// prio is a candidate ranked between hi and lo by its priority, of
+	// binary and emulation version versions.
+	prio := func(name, versions, priority string) obsCand {
+		return seen(candidate(name, versions, versions, withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, priority)), now.Add(-time.Second))
 	}
+	stale := func(c obsCand) obsCand {
+		return withRec(c, func(r *candidateRecord) { r.renewedAt = now.Add(-time.Minute) })
+	}
+	dead := func(c obsCand) obsCand { return withRec(c, func(r *candidateRecord) { r.unresponsive = true }) }
 	lo := seen(candidate("lo", "1.31.0", "1.31.0", withStrategy(strategy.PriorityName)), now.Add(-time.Second))
 	heldByLo := func() *coordinationv1.Lease {
 		l := lease(heldBy("lo"), transitions(4))
@@ -45,12 +51,13 @@ func TestUnsteadyCandidate(t *testing.T) {
 		lease   *coordinationv1.Lease
 		record  leaseRecord
 		hi      obsCand
-		mid     *obsCand // ranked between hi and lo
+		others  []obsCand // ranked between hi and lo
 		window  time.Duration
 		kind    string // the write's kind ("": none)
 		winner  string
 		wakeBy  time.Duration // the step looks again within this
 		unsteay bool          // the CandidateUnsteady Event
+		pings   []string
 	}{{
 		name: "steady: preferred over the live holder", lease: heldByLo(),
 		record: leaseRecord{leaseObject: live, leaseHistory: lost()}, hi: hi("1.31.0"),
@@ -76,15 +83,35 @@ func TestUnsteadyCandidate(t *testing.T) {
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "lo", transitions: 4, observedAt: now.Add(-20 * time.Second)}, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"),
 		kind: writeElect, winner: "hi",
 	}, {
-		// Named, mid would hold only until hi, which emulates an older
-		// version than mid and so is never held back from it, preempts it.
+		// Named, mid would hold only until hi, which runs older versions
+		// than mid and so is never held back from it, preempts it.
 		name: "two losses, the next-ranked runs newer versions than it: the live holder kept", lease: heldByLo(),
-		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"), mid: mid("1.32.0"),
+		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"), others: []obsCand{prio("mid", "1.32.0", "5")},
 		wakeBy: time.Minute, unsteay: true,
 	}, {
 		name: "two losses, the next-ranked runs its versions: the next-ranked preferred", lease: heldByLo(),
-		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"), mid: mid("1.31.0"),
+		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"), others: []obsCand{prio("mid", "1.31.0", "5")},
 		kind: writeSteer, winner: "mid", unsteay: true,
+	}, {
+		name: "two losses, unresponsive: the next-ranked preferred", lease: heldByLo(),
+		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: dead(hi("1.31.0")), others: []obsCand{prio("mid", "1.32.0", "5")},
+		kind: writeSteer, winner: "mid", unsteay: true,
+	}, {
+		// Not renewed within the candidate freshness: asked, and mid waits
+		// for the answer.
+		name: "two losses, not known to be alive: pinged, the live holder kept meanwhile", lease: heldByLo(),
+		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: stale(hi("1.31.0")), others: []obsCand{prio("mid", "1.32.0", "5")},
+		pings: []string{"hi"}, wakeBy: DefaultPingTimeout, unsteay: true,
+	}, {
+		// The version order is never held back: low2 runs older versions
+		// than the holder.
+		name: "two losses, the next-ranked passed over too: the one below it preferred", lease: heldByLo(),
+		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"), others: []obsCand{prio("mid", "1.32.0", "5"), prio("low2", "1.30.0", "3")},
+		kind: writeSteer, winner: "low2", unsteay: true,
+	}, {
+		name: "two losses, the next-ranked unresponsive and passed over: the one below it preferred", lease: heldByLo(),
+		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"), others: []obsCand{dead(prio("mid", "1.32.0", "5")), prio("low2", "1.30.0", "3")},
+		kind: writeSteer, winner: "low2", unsteay: true,
 	}, {
 		name: "two losses, the rule off: preferred", lease: heldByLo(), window: NoUnsteadyWindow,
 		record: leaseRecord{leaseObject: live, leaseHistory: lost(4*time.Minute, time.Minute)}, hi: hi("1.31.0"),
@@ -92,10 +119,7 @@ func TestUnsteadyCandidate(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.lease.ResourceVersion = "1"
-			cands := []obsCand{tc.hi, lo}
-			if tc.mid != nil {
-				cands = append(cands, *tc.mid)
-			}
+			cands := append([]obsCand{tc.hi, lo}, tc.others...)
 			v := &view{key: leaseKey, lease: tc.lease, record: tc.record, candidates: cands, now: now, judgeAt: now}
 			opts := Options{ElectionGather: NoElectionGather, UnsteadyWindow: tc.window}
 			if err := opts.complete(); err != nil {
@@ -108,6 +132,13 @@ func TestUnsteadyCandidate(t *testing.T) {
 			}
 			if kind != tc.kind || winner != tc.winner {
 				t.Errorf("write %q naming %q, want %q naming %q", kind, winner, tc.kind, tc.winner)
+			}
+			var pinged []string
+			for _, p := range d.pings {
+				pinged = append(pinged, p.candidate)
+			}
+			if !slices.Equal(pinged, tc.pings) {
+				t.Errorf("pinged %v, want %v", pinged, tc.pings)
 			}
 			said := false
 			for _, ev := range d.events {
