@@ -531,6 +531,27 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 		all = strategy.ResolveStrategy(e.all)
 	}
 	known := strategy.ResolveStrategy(live)
+	// The alternative the candidates not known to be alive are weighed
+	// against, and whether they would decide otherwise.
+	alt, newer := known, 0 // the deciders' binary compared with the alternative's: >= 0 (live), > 0 (below the newest)
+	if known.BinaryVersion == "" {
+		var below []*coordinationv1beta1.LeaseCandidate
+		for _, lc := range stale {
+			if order, err := strategy.CompareVersions(lc.Spec.BinaryVersion, all.BinaryVersion); err == nil && order < 0 {
+				below = append(below, lc)
+			}
+		}
+		alt, newer = strategy.ResolveStrategy(below), 1
+	}
+	differs := alt.BinaryVersion != "" && (alt.Strategy != all.Strategy || alt.Conflict != all.Conflict)
+	if e.leaseLive && differs {
+		// They may be asked only once the Lease is no longer live (below
+		// and on a non-candidate's Lease): what is decided now (a strategy
+		// handled elsewhere, a conflict) is looked at again when it
+		// expires, or a dead one would go on deciding until something else
+		// changed.
+		e.d.wakeAt(e.leaseExpiry)
+	}
 	if e.leaseLive && !e.holderIsCandidate() {
 		// Nothing is elected or steered meanwhile, so nobody is asked; the
 		// candidates known to be alive decide, when there are any, so that
@@ -541,26 +562,13 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 		}
 		return all, false
 	}
-	newer := 0 // the deciders' binary compared with the alternative's: >= 0 (live), > 0 (below the newest)
-	if known.BinaryVersion == "" {
-		if e.leaseLive {
-			return all, false
-		}
-		var below []*coordinationv1beta1.LeaseCandidate
-		for _, lc := range stale {
-			if order, err := strategy.CompareVersions(lc.Spec.BinaryVersion, all.BinaryVersion); err == nil && order < 0 {
-				below = append(below, lc)
-			}
-		}
-		known, newer = strategy.ResolveStrategy(below), 1
-	}
-	if known.BinaryVersion == "" || (known.Strategy == all.Strategy && known.Conflict == all.Conflict) {
+	if (known.BinaryVersion == "" && e.leaseLive) || !differs {
 		return all, false
 	}
 	left := slices.Clone(live)
 	slices.SortFunc(staleJudged, func(a, b judged) int { return byName(a.lc, b.lc) })
 	for _, j := range staleJudged {
-		if order, err := strategy.CompareVersions(j.lc.Spec.BinaryVersion, known.BinaryVersion); err != nil || order < newer {
+		if order, err := strategy.CompareVersions(j.lc.Spec.BinaryVersion, alt.BinaryVersion); err != nil || order < newer {
 			left = append(left, j.lc) // an older (or unreadable) binary decides nothing while a newer one may live
 			continue
 		}
@@ -577,7 +585,7 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 		waiting = true
 	}
 	if waiting {
-		return known, true
+		return alt, true
 	}
 	return strategy.ResolveStrategy(left), false
 }

@@ -353,6 +353,15 @@ func TestDecide(t *testing.T) {
 		cands:  []obsCand{seen(old, now.Add(-time.Second))},
 		want:   want(ranked("old"), leftAsIs(), notNeeded(), state(leaseUnmanaged), next(14*time.Second)),
 	}, {
+		// A fresh replica knows nobody to be alive, and the dead candidate
+		// of the newest binary decides while the Lease is live: once it
+		// expires, it is pinged and the live candidates' strategy elects.
+		name:   "held by a non-candidate, a dead candidate's strategy handled elsewhere: looked at again when the Lease expires",
+		lease:  held("outsider"),
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "outsider", observedAt: now.Add(-time.Second)}},
+		cands:  []obsCand{seen(mid, time.Time{}), seen(candidate("newer", "1.32.0", "1.32.0", withStrategy("example.com/Future")), time.Time{})},
+		want:   want(ranked(), leftAsIs(), state(leaseUnmanaged), next(14*time.Second)),
+	}, {
 		name:  "strategy conflict: an Event, no write",
 		lease: held("old"),
 		cands: []obsCand{seen(old, now.Add(-time.Second)), seen(candidate("other", "1.30.0", "1.30.0", withStrategy("Other")), now.Add(-time.Second))},
