@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,5 +178,78 @@ func TestDeferringLock(t *testing.T) {
 	}
 	if inner.writes != 4 {
 		t.Errorf("%d writes reached the lock, want 4", inner.writes)
+	}
+}
+
+// TestDeferringLockReleased: a released lock counts as the holder's that
+// released it. kube-apiserver releases its lock as it shuts down, and its
+// next process takes it back within a couple of seconds; cle-controller
+// waits out the record's lease duration and the extra from the release
+// first, unless the holder it last saw was a cle-controller replica. A
+// released lock whose holder it never saw waits too.
+func TestDeferringLockReleased(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	inner := &recordLock{fakeLock: fakeLock{id: "me"}}
+	newLock := func() *deferringLock {
+		return &deferringLock{Interface: inner, extra: 15 * time.Second, now: func() time.Time { return now },
+			ownHeld: func() bool { return true }, cleHolder: func(h string) bool { return h == "cle-b" }}
+	}
+	ctx := context.Background()
+	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
+	take := func(l *deferringLock) error {
+		if _, _, err := l.Get(ctx); err != nil {
+			return err
+		}
+		return l.Update(ctx, mine)
+	}
+	// What client-go's elector writes when it releases a lock.
+	released := func() resourcelock.LeaderElectionRecord {
+		return resourcelock.LeaderElectionRecord{LeaseDurationSeconds: 1, AcquireTime: metav1.NewTime(now), RenewTime: metav1.NewTime(now)}
+	}
+
+	l := newLock()
+	inner.record = resourcelock.LeaderElectionRecord{HolderIdentity: "apiserver-a", LeaseDurationSeconds: 15, RenewTime: metav1.NewTime(now)}
+	if err := take(l); err == nil {
+		t.Fatal("took a lock kube-apiserver had just renewed")
+	}
+	now = now.Add(2 * time.Second)
+	inner.record = released() // kube-apiserver shuts down
+	err := take(l)
+	if err == nil {
+		t.Fatal("took the lock at once after kube-apiserver released it; its next process takes it back first")
+	}
+	if !strings.Contains(err.Error(), "released by apiserver-a") {
+		t.Errorf("the refusal does not say who released the lock: %v", err)
+	}
+	now = now.Add(15 * time.Second)
+	if err := take(l); err == nil {
+		t.Fatal("took a released lock 15s after the release; want 16s (the record's lease duration and the extra)")
+	}
+	now = now.Add(time.Second)
+	if err := take(l); err != nil {
+		t.Fatalf("did not take a lock released 16s ago: %v", err)
+	}
+
+	l = newLock() // a replica that starts with the lock released
+	inner.record = released()
+	if err := take(l); err == nil {
+		t.Fatal("took at once a released lock whose holder it never saw")
+	}
+	now = now.Add(16 * time.Second)
+	if err := take(l); err != nil {
+		t.Fatalf("did not take a lock released 16s ago by a holder it never saw: %v", err)
+	}
+
+	l = newLock()
+	inner.record = resourcelock.LeaderElectionRecord{HolderIdentity: "cle-b", LeaseDurationSeconds: 15, RenewTime: metav1.NewTime(now)}
+	if _, _, err := l.Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inner.record = released() // another cle-controller replica steps down
+	if err := take(l); err != nil {
+		t.Fatalf("did not take at once a lock a cle-controller replica released: %v", err)
+	}
+	if inner.writes != 3 {
+		t.Errorf("%d writes reached the lock, want 3", inner.writes)
 	}
 }

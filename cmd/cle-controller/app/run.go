@@ -643,8 +643,13 @@ const sharedElectionName = "leader-election-controller"
 // electors, which retry every couple of seconds, so get it back first after
 // a kube-apiserver restart, and cle-controller elects the Leases of
 // OldestEmulationVersion only when no kube-apiserver renews the lock. A
-// vacant or released lock, or none, is taken at once. The wait counts only
-// time over which the lock could be read.
+// lock released by its holder counts as that holder's: kube-apiserver
+// releases it when it shuts down, and its next process, which retries every
+// couple of seconds, takes it back first; so a released lock is taken at
+// once only when the holder this replica last saw in it was a cle-controller
+// replica, and otherwise, also when this replica never saw a holder, after
+// the same wait from the release. No lock at all is created at once. The
+// wait counts only time over which the lock could be read.
 type deferringLock struct {
 	resourcelock.Interface
 	extra time.Duration
@@ -659,10 +664,20 @@ type deferringLock struct {
 	raw     []byte
 	record  resourcelock.LeaderElectionRecord
 	changed time.Time // when raw was first read
+	// lastHolder is the last holder read in the lock, kept over its
+	// release; lastCle: it was this replica or another cle-controller's.
+	lastHolder string
+	lastCle    bool
 }
 
 func (l *deferringLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
+	var holder string
+	var cle bool
+	if err == nil && rec.HolderIdentity != "" {
+		holder = rec.HolderIdentity
+		cle = holder == l.Identity() || l.cleHolder(holder)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -673,6 +688,9 @@ func (l *deferringLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRe
 		l.raw = nil
 	case !bytes.Equal(raw, l.raw):
 		l.raw, l.record, l.changed = raw, *rec, l.now()
+	}
+	if holder != "" {
+		l.lastHolder, l.lastCle = holder, cle
 	}
 	return rec, raw, err
 }
@@ -688,8 +706,8 @@ func (l *deferringLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 	if ler.HolderIdentity == l.Identity() && !l.ownHeld() {
 		return errNotActive
 	}
-	if holder, wait := l.deferFor(ler); wait > 0 {
-		return fmt.Errorf("lock held by %s until lately: leaving it to kube-apiserver's electors for %s more", holder, wait.Round(time.Millisecond))
+	if held, wait := l.deferFor(ler); wait > 0 {
+		return fmt.Errorf("lock %s until lately: leaving it to kube-apiserver's electors for %s more", held, wait.Round(time.Millisecond))
 	}
 	return l.Interface.Update(ctx, ler)
 }
@@ -699,14 +717,26 @@ func (l *deferringLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 var errNotActive = errors.New("this replica does not hold its own lock: not taking kube-apiserver's election controller's lock")
 
 // deferFor is how much longer a write of ler that takes the lock from
-// another holder, which it names, waits.
+// another holder, or after another holder released it, waits, and says
+// which holder (as "held by X" or "released by X").
 func (l *deferringLock) deferFor(ler resourcelock.LeaderElectionRecord) (string, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id, holder := l.Identity(), l.record.HolderIdentity
-	if ler.HolderIdentity != id || holder == "" || holder == id || l.cleHolder(holder) {
-		return holder, 0
+	if ler.HolderIdentity != id {
+		return "", 0
+	}
+	held := "held by " + holder
+	switch {
+	case holder == "" && l.lastCle:
+		return "", 0 // released by a cle-controller replica
+	case holder == "" && l.lastHolder == "":
+		held = "released by a holder not seen"
+	case holder == "":
+		held = "released by " + l.lastHolder
+	case holder == id || l.cleHolder(holder):
+		return "", 0
 	}
 	hold := time.Duration(l.record.LeaseDurationSeconds)*time.Second + l.extra
-	return holder, hold - lead.Elapsed(l.now(), l.changed)
+	return held, hold - lead.Elapsed(l.now(), l.changed)
 }
