@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -722,20 +723,15 @@ var errNotActive = errors.New("this replica does not hold its own lock: not taki
 func (l *deferringLock) deferFor(ler resourcelock.LeaderElectionRecord) (string, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	id, holder := l.Identity(), l.record.HolderIdentity
-	if ler.HolderIdentity != id {
+	// Get read the record with its holder, if any, as lastHolder and judged
+	// whether that holder is cle-controller's: held or released, the lock
+	// counts as that holder's.
+	if ler.HolderIdentity != l.Identity() || l.lastCle {
 		return "", 0
 	}
-	held := "held by " + holder
-	switch {
-	case holder == "" && l.lastCle:
-		return "", 0 // released by a cle-controller replica
-	case holder == "" && l.lastHolder == "":
-		held = "released by a holder not seen"
-	case holder == "":
-		held = "released by " + l.lastHolder
-	case holder == id || l.cleHolder(holder):
-		return "", 0
+	held := "held by " + l.lastHolder
+	if l.record.HolderIdentity == "" {
+		held = "released by " + cmp.Or(l.lastHolder, "a holder not seen")
 	}
 	hold := time.Duration(l.record.LeaseDurationSeconds)*time.Second + l.extra
 	return held, hold - lead.Elapsed(l.now(), l.changed)
