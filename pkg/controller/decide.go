@@ -572,15 +572,7 @@ func (e *election) resolveStrategy() (res strategy.Resolution, waiting bool) {
 			left = append(left, j.lc) // an older (or unreadable) binary decides nothing while a newer one may live
 			continue
 		}
-		if j.state == unknown {
-			e.ping(j.lc)
-			e.d.wakeAt(e.v.now.Add(e.o.PingTimeout))
-		} else {
-			if !j.rec.pingSent {
-				e.ping(j.lc) // the last attempt failed
-			}
-			e.d.wakeAt(j.deadline)
-		}
+		e.await(j.lc, j.state, j.deadline, j.rec)
 		e.contenders = append(e.contenders, j.lc.Name)
 		waiting = true
 	}
@@ -690,22 +682,29 @@ func (e *election) judge() {
 				e.d.wakeAt(deadline)
 			}
 			return
-		case unknown:
-			e.ping(lc)
+		case unknown, pinged:
+			e.await(lc, state, deadline, rec)
 			e.contenders = append(e.contenders, lc.Name)
 			e.waiting = true
-			e.d.wakeAt(e.v.now.Add(e.o.PingTimeout))
-		case pinged:
-			if !rec.pingSent {
-				e.ping(lc) // the last attempt failed
-			}
-			e.contenders = append(e.contenders, lc.Name)
-			e.waiting = true
-			e.d.wakeAt(deadline)
 		case unresponsive:
 			e.d.wakeAt(deadline) // when an unreachable one is tried again
 		}
 	}
+}
+
+// await asks lc, whose liveness is unknown or pinged, whether it is alive:
+// it pings lc unless a ping to it is already on its way, and has the
+// election looked at again when the answer is due.
+func (e *election) await(lc *coordinationv1beta1.LeaseCandidate, state liveness, deadline time.Time, rec candidateRecord) {
+	if state == unknown {
+		e.ping(lc)
+		e.d.wakeAt(e.v.now.Add(e.o.PingTimeout))
+		return
+	}
+	if !rec.pingSent {
+		e.ping(lc) // the last attempt failed
+	}
+	e.d.wakeAt(deadline)
 }
 
 // displacer returns the unsteady candidate passed over above lc that would
@@ -727,15 +726,8 @@ func (e *election) displacer(lc *coordinationv1beta1.LeaseCandidate, passedOver 
 		case alive:
 			e.d.wakeAt(deadline) // its freshness ends
 			return u
-		case unknown:
-			e.ping(u)
-			e.d.wakeAt(e.v.now.Add(e.o.PingTimeout))
-			return u
-		case pinged:
-			if !rec.pingSent {
-				e.ping(u) // the last attempt failed
-			}
-			e.d.wakeAt(deadline)
+		case unknown, pinged:
+			e.await(u, state, deadline, rec)
 			return u
 		case unresponsive:
 			e.d.wakeAt(deadline) // when an unreachable one is tried again
