@@ -309,7 +309,7 @@ func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, access.C
 		}
 	}
 	var acc access.Interface
-	err := wait.ExponentialBackoffWithContext(ctx, c.startupBackoff(), func(ctx context.Context) (bool, error) {
+	err := c.retryUntil(ctx, func(ctx context.Context) (bool, error) {
 		var err error
 		acc, err = access.Detect(ctx, clients, c.cfg.APIMode)
 		switch {
@@ -332,9 +332,21 @@ func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, access.C
 }
 
 // startupBackoff paces the retries of the requests Run makes before it
-// starts: quick at first, then at most a few retry periods apart.
+// starts: quick at first, then a retry period apart, as the elector retries
+// once it runs. A process that started while the API was down (a component
+// restarted during an etcd or kube-apiserver outage) reaches the Lease at
+// most a retry period after the API serves again; every moment it waits
+// before its first look delays its election by as much.
 func (c *Candidate) startupBackoff() wait.Backoff {
-	return wait.Backoff{Duration: c.cfg.RetryPeriod / 4, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 4 * c.cfg.RetryPeriod}
+	return wait.Backoff{Duration: c.cfg.RetryPeriod / 4, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: c.cfg.RetryPeriod}
+}
+
+// retryUntil calls condition at once and then paced by startupBackoff until
+// it is done, fails for good, or ctx ends. It never gives up on its own: the
+// start waits out an outage of any length. (wait.ExponentialBackoff stops
+// once its delay reaches the cap.)
+func (c *Candidate) retryUntil(ctx context.Context, condition wait.ConditionWithContextFunc) error {
+	return c.startupBackoff().DelayFunc().Until(ctx, true, true, condition)
 }
 
 // writer returns the user name to record on the LeaseCandidate: Writer if
@@ -346,7 +358,7 @@ func (c *Candidate) writer(ctx context.Context, clients access.Clients) (name st
 		return c.cfg.Writer, true
 	}
 	logger := klog.FromContext(ctx)
-	err := wait.ExponentialBackoffWithContext(ctx, c.startupBackoff(), func(ctx context.Context) (bool, error) {
+	err := c.retryUntil(ctx, func(ctx context.Context) (bool, error) {
 		review, err := clients.Kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		switch {
 		case err == nil:

@@ -163,6 +163,43 @@ func TestWriterFromServer(t *testing.T) {
 		}
 	})
 
+	// A process started during an API outage keeps trying, a retry period
+	// apart once the first quick tries failed, for as long as the outage
+	// lasts: it must look at the Lease soon after the API serves again.
+	t.Run("a long outage is retried at the retry period", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			const failures = 40
+			client := fake.NewClientset()
+			var at []time.Time
+			client.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
+				at = append(at, time.Now())
+				if len(at) <= failures {
+					return true, nil, apierrors.NewServiceUnavailable("etcd is restarting")
+				}
+				return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{
+					UserInfo: authenticationv1.UserInfo{Username: writerName},
+				}}, nil
+			})
+			c := newTestCandidate(t, Config{})
+			_, ctx := ktesting.NewTestContext(t)
+			if got, ok := c.writer(ctx, access.Clients{Kube: client}); got != writerName || !ok {
+				t.Errorf("writer() = %q, %v; want %q, true", got, ok, writerName)
+			}
+			if len(at) != failures+1 {
+				t.Fatalf("%d SelfSubjectReviews, want %d", len(at), failures+1)
+			}
+			retry := c.cfg.RetryPeriod
+			for i := 1; i < len(at); i++ {
+				if gap := at[i].Sub(at[i-1]); gap > retry+retry/10 {
+					t.Errorf("try %d came %v after the one before; want at most the retry period %v and its jitter", i+1, gap, retry)
+				}
+			}
+			if gap := at[len(at)-1].Sub(at[len(at)-2]); gap < retry {
+				t.Errorf("tries %v apart after %d failures; want a retry period, %v", gap, failures, retry)
+			}
+		})
+	})
+
 	t.Run("cancelled while retrying", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			client := fake.NewClientset()
