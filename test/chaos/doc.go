@@ -24,7 +24,8 @@
 //     other candidate, so that leadership goes round all of them and every
 //     kind of program;
 //   - kube-apiserver restarted on the same etcd, or frozen for longer than the
-//     renew deadline; etcd restarted;
+//     renew deadline; etcd restarted (the fault ends once kube-apiserver
+//     serves Leases again, which can be seconds after its readyz passes);
 //   - the active controller replica SIGKILLed mid-election (the moment the
 //     Lease is let go), or frozen while the standby takes over and elects.
 //
@@ -41,7 +42,9 @@
 //     within the lease duration and a slack (and, for an adopter, its
 //     elector's poll: 2.2 times the RetryPeriod of Lock.Timings); an adopter
 //     that lost its term and exited joins again when it is restarted, and
-//     its bound counts from that start;
+//     its bound counts from that start; restarted during the fault, while
+//     the API could not serve it, it also has its start-up retry (its
+//     RetryPeriod and 10% jitter) after the API serves again;
 //   - no process panics, and the controllers' goroutines and memory stay
 //     bounded; in a long run, every candidate leads at some point.
 //

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -309,29 +310,55 @@ func skewClock(e *env) error {
 }
 
 // restartEtcd restarts etcd under a running kube-apiserver. The fault ends
-// when kube-apiserver serves again (its readyz, which checks etcd, passes),
-// as for a restart of kube-apiserver: until then nobody can renew or elect.
+// when kube-apiserver serves Leases again, as for a restart of
+// kube-apiserver: until then nobody can renew or elect. Its readyz, which
+// checks etcd through a client of its own, can pass seconds before that: the
+// clients that serve Leases reconnect to etcd on their own backoff.
 func restartEtcd(e *env) error {
 	began := time.Now()
 	if err := server.RestartEtcd(e.ctx); err != nil {
 		return err
 	}
 	etcdBack := time.Now()
-	deadline := etcdBack.Add(stuckAfter)
-	for {
+	ready, err := e.until(etcdBack, "kube-apiserver's readyz", func() error {
 		_, err := server.Client().Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(e.ctx)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver not ready %s after etcd's restart: %w", stuckAfter, err)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// A dry-run create reads the Lease's key from etcd through the client
+	// that serves Leases, and writes nothing.
+	from, err := e.until(etcdBack, "a dry-run create of a Lease", func() error {
+		_, err := server.Client().CoordinationV1().Leases(e.ns).Create(e.ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: leaseName + "-probe"},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	e.t.Logf("    etcd down and back in %s; kube-apiserver ready %s later, serving Leases %s later",
+		etcdBack.Sub(began).Round(time.Millisecond), ready.Sub(etcdBack).Round(time.Millisecond), from.Sub(etcdBack).Round(time.Millisecond))
+	e.waitHealthy("etcd-restart", "kube-apiserver serves Leases again", from, stuckAfter)
+	return nil
+}
+
+// until calls try every 50 ms until it succeeds, and returns when it did; it
+// gives up stuckAfter after from, or when the test is cancelled.
+func (e *env) until(from time.Time, what string, try func() error) (time.Time, error) {
+	for {
+		err := try()
+		switch {
+		case err == nil:
+			return time.Now(), nil
+		case e.ctx.Err() != nil:
+			return time.Time{}, fmt.Errorf("%s: %w", what, e.ctx.Err())
+		case time.Since(from) > stuckAfter:
+			return time.Time{}, fmt.Errorf("%s still failing %s on: %w", what, stuckAfter, err)
 		}
 		e.pause(50 * time.Millisecond)
 	}
-	from := time.Now()
-	e.t.Logf("    etcd down and back in %s; kube-apiserver ready %s later", etcdBack.Sub(began).Round(time.Millisecond), from.Sub(etcdBack).Round(time.Millisecond))
-	e.waitHealthy("etcd-restart", "kube-apiserver serves again", from, stuckAfter)
-	return nil
 }
 
 // upgradeLeader is one step of a rolling upgrade: the leader stops
