@@ -331,22 +331,18 @@ func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, access.C
 	return acc, clients, nil
 }
 
-// startupBackoff paces the retries of the requests Run makes before it
-// starts: quick at first, then a retry period apart, as the elector retries
-// once it runs. A process that started while the API was down (a component
-// restarted during an etcd or kube-apiserver outage) reaches the Lease at
-// most a retry period after the API serves again; every moment it waits
-// before its first look delays its election by as much.
-func (c *Candidate) startupBackoff() wait.Backoff {
-	return wait.Backoff{Duration: c.cfg.RetryPeriod / 4, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: c.cfg.RetryPeriod}
-}
-
-// retryUntil calls condition at once and then paced by startupBackoff until
-// it is done, fails for good, or ctx ends. It never gives up on its own: the
-// start waits out an outage of any length. (wait.ExponentialBackoff stops
-// once its delay reaches the cap.)
+// retryUntil paces the retries of the requests Run makes before it starts:
+// it calls condition at once, then quick at first and a retry period apart,
+// as the elector retries once it runs, until condition is done or fails for
+// good, or ctx ends. It never gives up on its own (wait.ExponentialBackoff
+// would, once its delay reaches the cap): a process that started while the
+// API was down (a component restarted during an etcd or kube-apiserver
+// outage) reaches the Lease at most a retry period after the API serves
+// again; every moment it waits before its first look delays its election
+// by as much.
 func (c *Candidate) retryUntil(ctx context.Context, condition wait.ConditionWithContextFunc) error {
-	return c.startupBackoff().DelayFunc().Until(ctx, true, true, condition)
+	backoff := wait.Backoff{Duration: c.cfg.RetryPeriod / 4, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: c.cfg.RetryPeriod}
+	return backoff.DelayFunc().Until(ctx, true, true, condition)
 }
 
 // writer returns the user name to record on the LeaseCandidate: Writer if

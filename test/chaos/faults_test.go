@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -320,42 +322,62 @@ func restartEtcd(e *env) error {
 		return err
 	}
 	etcdBack := time.Now()
-	ready, err := e.until(etcdBack, "kube-apiserver's readyz", func() error {
-		_, err := server.Client().Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(e.ctx)
-		return err
+	// A dry-run create reads the Lease's key from etcd through
+	// the client that serves Leases, and writes nothing.
+	at, err := e.firstSuccesses(etcdBack, []probe{
+		{"kube-apiserver's readyz", func() error {
+			_, err := server.Client().Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(e.ctx)
+			return err
+		}},
+		{"a dry-run create of a Lease", func() error {
+			_, err := server.Client().CoordinationV1().Leases(e.ns).Create(e.ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: leaseName + "-probe"},
+			}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}},
 	})
 	if err != nil {
 		return err
 	}
-	// A dry-run create reads the Lease's key from etcd through the client
-	// that serves Leases, and writes nothing.
-	from, err := e.until(etcdBack, "a dry-run create of a Lease", func() error {
-		_, err := server.Client().CoordinationV1().Leases(e.ns).Create(e.ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: leaseName + "-probe"},
-		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return err
-	})
-	if err != nil {
-		return err
-	}
+	ready, from := at[0], at[1]
 	e.t.Logf("    etcd down and back in %s; kube-apiserver ready %s later, serving Leases %s later",
 		etcdBack.Sub(began).Round(time.Millisecond), ready.Sub(etcdBack).Round(time.Millisecond), from.Sub(etcdBack).Round(time.Millisecond))
 	e.waitHealthy("etcd-restart", "kube-apiserver serves Leases again", from, stuckAfter)
 	return nil
 }
 
-// until calls try every 50 ms until it succeeds, and returns when it did; it
-// gives up stuckAfter after from, or when the test is cancelled.
-func (e *env) until(from time.Time, what string, try func() error) (time.Time, error) {
+// probe is one request that fails until a fault is over.
+type probe struct {
+	what string
+	try  func() error
+}
+
+// firstSuccesses tries each probe every 50 ms, each in a goroutine of its
+// own so that a request the server holds delays no other, and returns when
+// each first succeeded; it gives up stuckAfter after from, or when the test
+// is cancelled.
+func (e *env) firstSuccesses(from time.Time, probes []probe) ([]time.Time, error) {
+	at := make([]time.Time, len(probes))
+	errs := make([]error, len(probes))
+	var wg sync.WaitGroup
+	for i, p := range probes {
+		wg.Go(func() { at[i], errs[i] = e.until(from, p) })
+	}
+	wg.Wait()
+	return at, errors.Join(errs...)
+}
+
+// until tries p every 50 ms until it succeeds, and returns when it did.
+func (e *env) until(from time.Time, p probe) (time.Time, error) {
 	for {
-		err := try()
+		err := p.try()
 		switch {
 		case err == nil:
 			return time.Now(), nil
 		case e.ctx.Err() != nil:
-			return time.Time{}, fmt.Errorf("%s: %w", what, e.ctx.Err())
+			return time.Time{}, fmt.Errorf("%s: %w", p.what, e.ctx.Err())
 		case time.Since(from) > stuckAfter:
-			return time.Time{}, fmt.Errorf("%s still failing %s on: %w", what, stuckAfter, err)
+			return time.Time{}, fmt.Errorf("%s still failing %s on: %w", p.what, stuckAfter, err)
 		}
 		e.pause(50 * time.Millisecond)
 	}
