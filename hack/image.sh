@@ -20,7 +20,7 @@ arch=${GOARCH:-amd64}
 image=${IMAGE:-ghcr.io/cle-dev/cle:${version}}
 out=_output/image
 mkdir -p "${out}/bin"
-CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath \
+CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build "${cle_goflags[@]}" \
 	-ldflags "$(cle::ldflags "${version}" "${revision}")" \
 	-o "${out}/bin/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 # The commit time, not the build time: the same commit gives the same image.

@@ -64,7 +64,7 @@ ldflags=$(cle::ldflags "${version}" "${revision}")
 # The image's binaries, one directory per platform.
 platforms=()
 for arch in amd64 arm64; do
-	CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build -trimpath -ldflags "${ldflags}" \
+	CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build "${cle_goflags[@]}" -ldflags "${ldflags}" \
 		-o "${build}/linux-${arch}/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 	platforms+=(--platform="linux/${arch}=${root}/${build}/linux-${arch}")
 done
@@ -138,7 +138,7 @@ for target in $(sed -n 's|^ *uri: .*/kubectl-cle_[^_]*_\([a-z0-9]*\)_\([a-z0-9]*
 	[[ "${os}" == windows ]] && exe=kubectl-cle.exe complete=kubectl_complete-cle.cmd
 	dir="${build}/kubectl-cle_${os}_${arch}"
 	mkdir -p "${dir}"
-	CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch}" go build -trimpath -ldflags "${ldflags}" -o "${dir}/${exe}" ./cmd/kubectl-cle
+	CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch}" go build "${cle_goflags[@]}" -ldflags "${ldflags}" -o "${dir}/${exe}" ./cmd/kubectl-cle
 	cp LICENSE "${dir}/LICENSE"
 	install -m 0755 "cmd/kubectl-cle/${complete}" "${dir}/${complete}"
 	archive="kubectl-cle_${version}_${os}_${arch}.tar.gz"

@@ -1,5 +1,17 @@
 # Sourced by hack/image.sh and hack/release.sh: what the binaries and the
-# image record of their source.
+# image record of their source; and by the scripts that build tools and
+# tests, for the flags every static, stripped binary is built with.
+
+# cle_goflags are the flags of every binary built here with CGO_ENABLED=0:
+# the release's, the image's, the tools' in the cache, and the programs and
+# test binaries the checks and tests build (hack/verify.sh, hack/sim.sh,
+# test/integration/framework's GoBuild, test/e2e). One configuration means
+# each package is compiled once for all of them. -trimpath: the same source
+# gives the same binary in any clone. -dwarf=false: the compiler writes no
+# debug information, which the release's -s -w strips anyway; a cold build
+# takes 16% less CPU (342 s against 288 s for kubectl-cle, darwin/arm64).
+# Stack traces and panics read the symbol table, which stays.
+cle_goflags=(-trimpath -gcflags=all=-dwarf=false)
 
 # cle::revision prints the commit the tree is at, with "-dirty" when it has
 # uncommitted changes ("unknown" outside a git checkout).

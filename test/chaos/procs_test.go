@@ -31,9 +31,11 @@ type binaries struct {
 // LeaderElector on pkg/lock) and the controller-runtime example (its own
 // module).
 func buildBinaries(dir string) (binaries, error) {
+	manager := framework.GoBuild("-o", filepath.Join(dir, "controller-runtime-manager"), "./example")
+	manager.Dir = "../../contrib/controller-runtime"
 	for _, cmd := range []*exec.Cmd{
-		exec.Command("go", "build", "-o", dir+"/", "github.com/cle-dev/cle/cmd/cle-controller", "github.com/cle-dev/cle/examples/candidate", "github.com/cle-dev/cle/examples/lock-elector"),
-		exec.Command("go", "build", "-C", "../../contrib/controller-runtime", "-o", filepath.Join(dir, "controller-runtime-manager"), "./example"),
+		framework.GoBuild("-o", dir+"/", "github.com/cle-dev/cle/cmd/cle-controller", "github.com/cle-dev/cle/examples/candidate", "github.com/cle-dev/cle/examples/lock-elector"),
+		manager,
 	} {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return binaries{}, fmt.Errorf("%s: %w\n%s", cmd, err, out)

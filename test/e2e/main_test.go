@@ -122,11 +122,11 @@ func runHost() int {
 func buildPause(out string) error { return buildStatic(out, ".", "./test/e2e/pause") }
 
 // buildStatic builds the static program of package pkg (a path in the
-// module whose directory in the repository is module) into out.
+// module whose directory in the repository is module) into out, as
+// framework.GoBuild builds.
 func buildStatic(out, module, pkg string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd := framework.GoBuild("-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = framework.RepoPath(module)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build %s: %w: %s", pkg, err, b)
 	}

@@ -28,7 +28,7 @@ func TestImage(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	const version = "v9.8.7-test"
-	cmd := exec.Command("go", "build", "-trimpath",
+	cmd := exec.Command("go", "build", "-trimpath", "-gcflags=all=-dwarf=false", // cle_goflags, hack/lib/build-info.sh
 		"-ldflags", "-s -w -X github.com/cle-dev/cle/internal/version.version="+version,
 		"-o", bin+"/", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
 	cmd.Dir = filepath.Join("..", "..", "..")
@@ -174,7 +174,7 @@ func isDynamic(path string) (bool, error) {
 func TestMultiPlatform(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin+"/", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
+	cmd := exec.Command("go", "build", "-trimpath", "-gcflags=all=-dwarf=false", "-o", bin+"/", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
 	cmd.Dir = filepath.Join("..", "..", "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {

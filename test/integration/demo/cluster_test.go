@@ -216,7 +216,7 @@ func buildDemo(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", buildDir+"/",
+		cmd := framework.GoBuild("-o", buildDir+"/",
 			"./hack/local-up", "./cmd/cle-controller", "./cmd/kubectl-cle", "./examples/candidate")
 		cmd.Dir = framework.RepoPath(".")
 		if out, err := cmd.CombinedOutput(); err != nil {

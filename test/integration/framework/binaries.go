@@ -53,17 +53,35 @@ func Binary(name string) (string, error) {
 	return path, nil
 }
 
-// repoRoot finds the repository from this source file's location.
+// repoRoot finds the repository from this source file's location or, in a
+// test binary built with -trimpath (whose source paths are import paths, as
+// make e2e builds it), from the working directory up: go test runs a test
+// in its package's directory.
 func repoRoot() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", fmt.Errorf("cannot locate the framework's source file")
+	isRoot := func(dir string) bool {
+		_, err := os.Stat(filepath.Join(dir, "hack", "kube-bin.sh"))
+		return err == nil
 	}
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-	if _, err := os.Stat(filepath.Join(root, "hack", "kube-bin.sh")); err != nil {
-		return "", fmt.Errorf("cannot find hack/kube-bin.sh from %s; set %s: %w", file, BinDirEnv, err)
+	// This file is test/integration/framework/binaries.go.
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		if root := filepath.Join(filepath.Dir(file), "..", "..", ".."); isRoot(root) {
+			return root, nil
+		}
 	}
-	return root, nil
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find the repository: %w", err)
+	}
+	for start := dir; ; {
+		if isRoot(dir) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("cannot find the repository (hack/kube-bin.sh) from the framework's source or from %s; set %s", start, BinDirEnv)
+		}
+		dir = parent
+	}
 }
 
 // BinaryMinor returns the Kubernetes minor version a binary reports with

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,9 +24,11 @@ const PortableCRDFile = "manifests/crd/leasecandidates.cle.dev.yaml"
 // RepoPath returns the absolute path of rel, a path relative to the
 // repository root, wherever the test binary runs from.
 func RepoPath(rel string) string {
-	_, file, _, _ := runtime.Caller(0)
-	// This file is test/integration/framework/crd.go.
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", rel)
+	root, err := repoRoot()
+	if err != nil {
+		panic(err)
+	}
+	return filepath.Join(root, rel)
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

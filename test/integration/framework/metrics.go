@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -19,12 +20,23 @@ import (
 	"github.com/cle-dev/cle/internal/promtest"
 )
 
+// GoBuild returns the command "go build args...", building as make release
+// and the image's tests do (CGO_ENABLED=0 and cle_goflags of
+// hack/lib/build-info.sh): the tests' programs then reuse the packages those
+// builds compiled, instead of compiling every dependency once more in
+// another configuration.
+func GoBuild(args ...string) *exec.Cmd {
+	cmd := exec.Command("go", append([]string{"build", "-trimpath", "-gcflags=all=-dwarf=false"}, args...)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	return cmd
+}
+
 // BuildCommand builds the main package pkg (an import path of this module)
 // into a temporary directory and returns the binary's path.
 func BuildCommand(t testing.TB, pkg string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+	out, err := GoBuild("-o", bin, pkg).CombinedOutput()
 	if err != nil {
 		t.Fatalf("build %s: %v\n%s", pkg, err, out)
 	}

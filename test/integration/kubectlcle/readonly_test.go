@@ -49,7 +49,7 @@ const testVersion = "v0.0.0-integration"
 func pluginBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kubectl-cle")
-	build := exec.Command("go", "build", "-ldflags", "-X github.com/cle-dev/cle/internal/version.version="+testVersion,
+	build := framework.GoBuild("-ldflags", "-X github.com/cle-dev/cle/internal/version.version="+testVersion,
 		"-o", bin, "github.com/cle-dev/cle/cmd/kubectl-cle")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build kubectl-cle: %v\n%s", err, out)

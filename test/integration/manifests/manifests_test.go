@@ -294,7 +294,7 @@ func deploymentArgs(t *testing.T, manifest []byte) []string {
 func buildController(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cle-controller")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/cle-dev/cle/cmd/cle-controller").CombinedOutput(); err != nil {
+	if out, err := framework.GoBuild("-o", bin, "github.com/cle-dev/cle/cmd/cle-controller").CombinedOutput(); err != nil {
 		t.Fatalf("build cle-controller: %v\n%s", err, out)
 	}
 	return bin

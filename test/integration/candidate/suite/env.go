@@ -268,7 +268,7 @@ func (env *Env) exampleBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		out := filepath.Join(env.Server.Dir(), "bin", "candidate")
-		cmd := exec.Command("go", "build", "-o", out, "github.com/cle-dev/cle/examples/candidate")
+		cmd := framework.GoBuild("-o", out, "github.com/cle-dev/cle/examples/candidate")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("build examples/candidate: %w\n%s", err, msg)
 			return

@@ -179,7 +179,7 @@ func startControllerBinary(t *testing.T, s *framework.Server, ns string) *contro
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "cle-controller")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/cle-dev/cle/cmd/cle-controller").CombinedOutput(); err != nil {
+	if out, err := framework.GoBuild("-o", bin, "github.com/cle-dev/cle/cmd/cle-controller").CombinedOutput(); err != nil {
 		t.Fatalf("build cle-controller: %v\n%s", err, out)
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
