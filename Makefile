@@ -73,6 +73,10 @@ e2e: ## Run the node test as root: install the release in _output/release (make 
 kube-bin: ## Build kube-apiserver, kube-scheduler, etcd and kubectl into the cache (once per version; CLE_KUBE_VERSION=1.35 picks a release).
 	hack/kube-bin.sh >/dev/null
 
+.PHONY: prepare
+prepare: ## Download every Go module and build every tool binary the checks, tests and release use (the Kubernetes binaries, containerd, helm, krew, promtool) into the cache, in the order a test run needs them; as root, also the node test's packages. .ci/run starts it in the background.
+	hack/prepare.sh
+
 .PHONY: promtool
 promtool: ## Build promtool into the cache (once per version pinned in hack/tools/prometheus); it checks manifests/monitoring.
 	hack/promtool.sh >/dev/null

@@ -18,11 +18,21 @@ key="containerd-${version}_$(go env GOVERSION)_$(go env GOOS)-$(go env GOARCH)"
 cache="${CLE_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cle/bin}"
 dir="${cache}/${key}"
 bins=(containerd ctr containerd-shim-runc-v2)
-missing=0
-for bin in "${bins[@]}"; do
-  [[ -x "${dir}/${bin}" ]] || missing=1
-done
-if [[ ${missing} -eq 0 ]]; then
+warm() {
+  for bin in "${bins[@]}"; do
+    [[ -x "${dir}/${bin}" ]] || return 1
+  done
+}
+if warm; then
+  echo "${dir}"
+  exit 0
+fi
+# Another process may be building it: wait for that build rather than
+# starting a second one.
+# shellcheck source=lib/tools.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
+cache_lock "${dir}"
+if warm; then
   echo "${dir}"
   exit 0
 fi
@@ -35,10 +45,10 @@ tmp=$(mktemp -d "${dir}/.build.XXXXXX")
 trap 'rm -rf "${tmp}"' EXIT
 ldflags="-s -w -X ${module}/version.Version=${version}"
 export CGO_ENABLED=0 GOBIN="${tmp}" GOFLAGS=
-(cd "${tmp}" && go install -trimpath -tags "${tags}" -ldflags "${ldflags}" \
+(cd "${tmp}" && go install "${cle_goflags[@]}" -tags "${tags}" -ldflags "${ldflags}" \
   "${module}/cmd/containerd@${version}" "${module}/cmd/ctr@${version}")
 # The shim talks ttrpc only.
-(cd "${tmp}" && go install -trimpath -tags "${tags} no_grpc" -ldflags "${ldflags}" \
+(cd "${tmp}" && go install "${cle_goflags[@]}" -tags "${tags} no_grpc" -ldflags "${ldflags}" \
   "${module}/cmd/containerd-shim-runc-v2@${version}")
 for bin in "${bins[@]}"; do
   mv -f "${tmp}/${bin}" "${dir}/${bin}"

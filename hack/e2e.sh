@@ -3,9 +3,9 @@
 # kubelet with containerd, runc and CNI, inside namespaces the test makes.
 # It needs root. What it needs from the distribution (runc, the CNI plugins,
 # iptables, conntrack, iproute2, util-linux) is installed with apt-get when
-# missing; containerd, the Kubernetes binaries, helm and krew are built into
-# the cache (hack/containerd.sh, hack/kube-bin.sh, hack/helm.sh,
-# hack/krew.sh). It tests the release in RELEASE_DIR (default
+# missing (hack/node-packages.sh); containerd, the Kubernetes binaries, helm
+# and krew are built into the cache (hack/containerd.sh, hack/kube-bin.sh,
+# hack/helm.sh, hack/krew.sh). It tests the release in RELEASE_DIR (default
 # _output/release), made by make release.
 #
 #   make release VERSION=v0.1.0 && make e2e
@@ -24,30 +24,7 @@ if [[ ! -f "${release}/checksums.txt" ]]; then
   exit 2
 fi
 
-# Tools from the distribution, by the command each package provides.
-declare -A packages=(
-  [runc]=runc [iptables]=iptables [conntrack]=conntrack [ip]=iproute2 [unshare]=util-linux
-)
-missing=()
-for cmd in "${!packages[@]}"; do
-  command -v "${cmd}" >/dev/null || missing+=("${packages[${cmd}]}")
-done
-cni_dir=${CNI_PLUGIN_DIR:-}
-if [[ -z "${cni_dir}" ]]; then
-  for d in /usr/lib/cni /opt/cni/bin; do
-    [[ -x "${d}/bridge" && -x "${d}/host-local" ]] && cni_dir=${d} && break
-  done
-  [[ -n "${cni_dir}" ]] || missing+=(containernetworking-plugins)
-fi
-if [[ ${#missing[@]} -gt 0 ]]; then
-  if ! command -v apt-get >/dev/null; then
-    echo "e2e: install these packages (or their equivalents) first: ${missing[*]}" >&2
-    exit 2
-  fi
-  echo "e2e: installing ${missing[*]}" >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
-fi
+hack/node-packages.sh
 
 CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh kube-apiserver kube-scheduler etcd kubectl kubelet kube-controller-manager kube-proxy)
 CLE_CONTAINERD_DIR=$(hack/containerd.sh)
@@ -55,4 +32,7 @@ CLE_HELM=$(hack/helm.sh)
 CLE_KREW=$(hack/krew.sh)
 CLE_RELEASE_DIR=${release}
 export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_KREW CLE_RELEASE_DIR
-go test -count=1 -v -timeout="${E2E_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/e2e/
+# Built as make release and the node's test programs are (CGO_ENABLED=0 and
+# cle_goflags), reusing the packages those builds compiled.
+source hack/lib/build-info.sh
+CGO_ENABLED=0 go test "${cle_goflags[@]}" -count=1 -v -timeout="${E2E_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/e2e/

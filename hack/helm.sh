@@ -28,10 +28,11 @@ kube_minor=${BASH_REMATCH[1]}
 # toolchain, and the platform.
 dir=$(tool_cache_dir "helm-${version}")
 bin="${dir}/helm"
-if [[ -x "${bin}" ]]; then
-  echo "${bin}"
-  exit 0
-fi
+exit_if_built "${bin}"
+# Another process may be building it: wait for that build rather than
+# starting a second one.
+cache_lock "${dir}"
+exit_if_built "${bin}"
 
 mkdir -p "${dir}"
 cd "${tools}"
@@ -45,6 +46,6 @@ ldflags="-s -w -X ${module}/internal/version.version=${version} -X ${module}/int
 for pkg in pkg/lint/rules pkg/chartutil; do
   ldflags+=" -X ${module}/${pkg}.k8sVersionMajor=1 -X ${module}/${pkg}.k8sVersionMinor=${kube_minor}"
 done
-go build -trimpath -ldflags "${ldflags}" -o "${tmp}" "${module}/cmd/helm"
+go build "${cle_goflags[@]}" -ldflags "${ldflags}" -o "${tmp}" "${module}/cmd/helm"
 mv -f "${tmp}" "${bin}"
 echo "${bin}"

@@ -24,11 +24,19 @@ version=$(go_mod_version "${tools}/go.mod" "${module}")
 # toolchain, and the platform.
 dir=$(tool_cache_dir "krew-${version}")
 commands=(krew validate-krew-manifest)
-warm=true
-for c in "${commands[@]}"; do
-  [[ -x "${dir}/${c}" ]] || warm=false
-done
-if [[ "${warm}" == true ]]; then
+warm() {
+  for c in "${commands[@]}"; do
+    [[ -x "${dir}/${c}" ]] || return 1
+  done
+}
+if warm; then
+  echo "${dir}/krew"
+  exit 0
+fi
+# Another process may be building it: wait for that build rather than
+# starting a second one.
+cache_lock "${dir}"
+if warm; then
   echo "${dir}/krew"
   exit 0
 fi
@@ -44,7 +52,7 @@ trap 'rm -rf "${tmp}"' EXIT
 # Stamped as krew's release build is, but for the commit, which the module
 # does not record: kubectl krew version says the tag.
 ldflags="-s -w -X ${module}/internal/version.gitTag=${version}"
-go build -trimpath -ldflags "${ldflags}" -o "${tmp}/" "${module}/cmd/krew" "${module}/cmd/validate-krew-manifest"
+go build "${cle_goflags[@]}" -ldflags "${ldflags}" -o "${tmp}/" "${module}/cmd/krew" "${module}/cmd/validate-krew-manifest"
 for c in "${commands[@]}"; do
   mv -f "${tmp}/${c}" "${dir}/${c}"
 done

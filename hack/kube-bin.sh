@@ -36,10 +36,23 @@ dir="${cache}/${key}"
 
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=(kube-apiserver kube-scheduler etcd kubectl)
-missing=()
-for bin in "${wanted[@]}"; do
-  [[ -x "${dir}/${bin}" ]] || missing+=("${bin}")
-done
+find_missing() {
+  missing=()
+  for bin in "${wanted[@]}"; do
+    [[ -x "${dir}/${bin}" ]] || missing+=("${bin}")
+  done
+}
+find_missing
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "${dir}"
+  exit 0
+fi
+# Another process may be building into the same directory: wait for it, and
+# build only what it did not.
+# shellcheck source=lib/tools.sh
+source "${root}/hack/lib/tools.sh"
+cache_lock "${dir}"
+find_missing
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "${dir}"
   exit 0
@@ -73,11 +86,11 @@ echo "kube-bin: building ${missing[*]} (kube ${kube_version}, etcd ${etcd_versio
 # Kubernetes commands link, which is serial.
 etcd_pid=
 if [[ " ${missing[*]} " == *" etcd "* ]]; then
-  go build -trimpath -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3 &
+  go build "${cle_goflags[@]}" -ldflags "-s -w" -o "${tmp}/etcd" go.etcd.io/etcd/server/v3 &
   etcd_pid=$!
 fi
 if [[ ${#kube_pkgs[@]} -gt 0 ]]; then
-  go build -trimpath -ldflags "${kube_ldflags}" -o "${tmp}/" "${kube_pkgs[@]}"
+  go build "${cle_goflags[@]}" -ldflags "${kube_ldflags}" -o "${tmp}/" "${kube_pkgs[@]}"
 fi
 [[ -z "${etcd_pid}" ]] || wait "${etcd_pid}"
 for bin in "${missing[@]}"; do

@@ -29,10 +29,11 @@ version="3.$((10#${BASH_REMATCH[1]})).${BASH_REMATCH[2]}"
 # is left out, the Go toolchain, and the platform.
 dir=$(tool_cache_dir "promtool-v${version}-kubernetes-sd")
 bin="${dir}/promtool"
-if [[ -x "${bin}" ]]; then
-  echo "${bin}"
-  exit 0
-fi
+exit_if_built "${bin}"
+# Another process may be building it: wait for that build rather than
+# starting a second one.
+cache_lock "${dir}"
+exit_if_built "${bin}"
 
 mkdir -p "${dir}"
 cd "${tools}"
@@ -61,6 +62,6 @@ echo "replace ${module} => ${work}/prometheus" >>"${work}/go.mod"
 
 pkg=github.com/prometheus/common/version
 ldflags="-s -w -X ${pkg}.Version=${version} -X ${pkg}.Branch=HEAD -X ${pkg}.Revision=${mod_version} -X ${pkg}.BuildUser=cle -X ${pkg}.BuildDate=19700101-00:00:00"
-go build -modfile="${work}/go.mod" -trimpath -ldflags "${ldflags}" -o "${tmp}" "${module}/cmd/promtool"
+go build -modfile="${work}/go.mod" "${cle_goflags[@]}" -ldflags "${ldflags}" -o "${tmp}" "${module}/cmd/promtool"
 mv -f "${tmp}" "${bin}"
 echo "${bin}"
