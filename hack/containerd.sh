@@ -18,21 +18,16 @@ key="containerd-${version}_$(go env GOVERSION)_$(go env GOOS)-$(go env GOARCH)"
 cache="${CLE_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cle/bin}"
 dir="${cache}/${key}"
 bins=(containerd ctr containerd-shim-runc-v2)
-warm() {
-  for bin in "${bins[@]}"; do
-    [[ -x "${dir}/${bin}" ]] || return 1
-  done
-}
-if warm; then
+# shellcheck source=lib/tools.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
+if all_built "${dir}" "${bins[@]}"; then
   echo "${dir}"
   exit 0
 fi
 # Another process may be building it: wait for that build rather than
 # starting a second one.
-# shellcheck source=lib/tools.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
 cache_lock "${dir}"
-if warm; then
+if all_built "${dir}" "${bins[@]}"; then
   echo "${dir}"
   exit 0
 fi

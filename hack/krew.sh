@@ -24,19 +24,14 @@ version=$(go_mod_version "${tools}/go.mod" "${module}")
 # toolchain, and the platform.
 dir=$(tool_cache_dir "krew-${version}")
 commands=(krew validate-krew-manifest)
-warm() {
-  for c in "${commands[@]}"; do
-    [[ -x "${dir}/${c}" ]] || return 1
-  done
-}
-if warm; then
+if all_built "${dir}" "${commands[@]}"; then
   echo "${dir}/krew"
   exit 0
 fi
 # Another process may be building it: wait for that build rather than
 # starting a second one.
 cache_lock "${dir}"
-if warm; then
+if all_built "${dir}" "${commands[@]}"; then
   echo "${dir}/krew"
   exit 0
 fi

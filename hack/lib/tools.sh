@@ -33,6 +33,15 @@ cache_lock() {
   fi
 }
 
+# all_built DIR NAME... succeeds when each NAME is an executable in DIR.
+all_built() {
+  local dir=$1 name
+  shift
+  for name in "$@"; do
+    [[ -x "${dir}/${name}" ]] || return 1
+  done
+}
+
 # exit_if_built BIN prints BIN and ends the calling script when BIN is built.
 exit_if_built() {
   if [[ -x "$1" ]]; then
