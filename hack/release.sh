@@ -33,6 +33,15 @@
 # IMAGE_REPO is the repository the bundles name (default ghcr.io/cle-dev/cle);
 # pushing the image there is a separate step (crane push image/oci
 # <repo>:<v>), and the digest stays the same.
+#
+# PLATFORMS ("linux/amd64 darwin/arm64", say) builds only those of the
+# image's and the plugin's platforms: the image, the archives and the krew
+# manifest then hold those alone. Such a release is for testing on those
+# platforms (CI tests the node's own, .ci/run), not for publishing: a
+# release that is published builds them all, as it does by default. The
+# platforms left out are type-checked from source (hack/tools/crosscheck),
+# a few seconds each where a build takes minutes: code that would not build
+# for one of them fails the release all the same.
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -61,9 +70,48 @@ mkdir -p "${out}"
 build="${out}/.build"
 ldflags=$(cle::ldflags "${version}" "${revision}")
 
+# The platforms: the image's, and the plugin's as its krew manifest names them.
+image_platforms=(linux/amd64 linux/arm64)
+mapfile -t plugin_platforms < <(sed -n 's|^ *uri: .*/kubectl-cle_[^_]*_\([a-z0-9]*\)_\([a-z0-9]*\)\.tar\.gz$|\1/\2|p' plugins/cle.yaml)
+wanted=" $(printf '%s\n' "${image_platforms[@]}" "${plugin_platforms[@]}" | sort -u | tr '\n' ' ')"
+if [[ -n "${PLATFORMS:-}" ]]; then
+	for p in ${PLATFORMS//,/ }; do
+		if [[ "${wanted}" != *" ${p} "* ]]; then
+			echo "release: PLATFORMS names ${p}; a release builds only${wanted% }" >&2
+			exit 2
+		fi
+	done
+	wanted=" ${PLATFORMS//,/ } "
+	wanted_list=${wanted# }; echo "release: only ${wanted_list% }: a release for testing on those platforms, not for publishing" >&2
+fi
+included() { [[ "${wanted}" == *" $1 "* ]]; }
+image_archs=()
+for p in "${image_platforms[@]}"; do
+	if included "${p}"; then image_archs+=("${p#linux/}"); fi
+done
+if [[ ${#image_archs[@]} -eq 0 ]]; then
+	echo "release: PLATFORMS must name one of the image's platforms (${image_platforms[*]})" >&2
+	exit 2
+fi
+# The platforms left out, type-checked instead: the image's commands for
+# the image's platforms, the plugin for the plugin's others.
+image_left=() plugin_left=()
+for p in "${image_platforms[@]}"; do
+	if ! included "${p}"; then image_left+=(-platform "${p}"); fi
+done
+for p in "${plugin_platforms[@]}"; do
+	if ! included "${p}" && [[ " ${image_platforms[*]} " != *" ${p} "* ]]; then plugin_left+=(-platform "${p}"); fi
+done
+if [[ ${#image_left[@]} -gt 0 ]]; then
+	(cd hack/tools/crosscheck && go run . -C "${root}" "${image_left[@]}" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate)
+fi
+if [[ ${#plugin_left[@]} -gt 0 ]]; then
+	(cd hack/tools/crosscheck && go run . -C "${root}" "${plugin_left[@]}" ./cmd/kubectl-cle)
+fi
+
 # The image's binaries, one directory per platform.
 platforms=()
-for arch in amd64 arm64; do
+for arch in "${image_archs[@]}"; do
 	CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build "${cle_goflags[@]}" -ldflags "${ldflags}" \
 		-o "${build}/linux-${arch}/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 	platforms+=(--platform="linux/${arch}=${root}/${build}/linux-${arch}")
@@ -132,7 +180,8 @@ fi
 # place of the zeros.
 sums="${build}/kubectl-cle.sha256"
 : >"${sums}"
-for target in $(sed -n 's|^ *uri: .*/kubectl-cle_[^_]*_\([a-z0-9]*\)_\([a-z0-9]*\)\.tar\.gz$|\1/\2|p' plugins/cle.yaml); do
+for target in "${plugin_platforms[@]}"; do
+	included "${target}" || continue
 	os=${target%/*} arch=${target#*/}
 	exe=kubectl-cle complete=kubectl_complete-cle
 	[[ "${os}" == windows ]] && exe=kubectl-cle.exe complete=kubectl_complete-cle.cmd
@@ -147,6 +196,20 @@ for target in $(sed -n 's|^ *uri: .*/kubectl-cle_[^_]*_\([a-z0-9]*\)_\([a-z0-9]*
 	(cd "${out}" && sha256sum "${archive}") >>"${sums}"
 done
 mkdir -p "${out}/plugins"
+# Of the template's platforms, those built: each entry of its list, from its
+# "- selector:" to the next, kept when its archive is.
+built=$(sed -n 's|.*_\([a-z0-9]*_[a-z0-9]*\)\.tar\.gz$|\1|p' "${sums}" | tr '\n' ' ')
+awk -v built=" ${built}" '
+	function flush() { if (entry != "" && keep) printf "%s", entry; entry = "" }
+	/^    - selector:/ { flush(); in_entry = 1; keep = 1 }
+	in_entry && !/^    - selector:/ && !/^      / { flush(); in_entry = 0 }
+	in_entry {
+		if ($1 == "uri:" && match($2, /_[a-z0-9]+_[a-z0-9]+\.tar\.gz$/) &&
+			index(built, " " substr($2, RSTART + 1, RLENGTH - 8) " ") == 0) keep = 0
+		entry = entry $0 "\n"; next
+	}
+	{ print }
+	END { flush() }' plugins/cle.yaml |
 awk -v to="${version}" -v sums="${sums}" '
 	BEGIN { while ((getline line < sums) > 0) { split(line, f, " "); sum[f[2]] = f[1] } }
 	!started && /^#/ { next } # the comment above the template
@@ -167,7 +230,7 @@ awk -v to="${version}" -v sums="${sums}" '
 	END {
 		for (a in sum) if (!(a in used)) { print "release: no sha256 of " a " in plugins/cle.yaml" >"/dev/stderr"; failed = 1 }
 		exit failed
-	}' plugins/cle.yaml >"${out}/plugins/cle.yaml"
+	}' >"${out}/plugins/cle.yaml"
 
 # The Go modules as a module proxy serves them: a module zip each (without
 # the nested modules), go.mod without its replace directives.
