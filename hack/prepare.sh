@@ -17,6 +17,8 @@ set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
+# shellcheck source=lib/build-info.sh
+source hack/lib/build-info.sh
 
 step() {
   local start=${SECONDS}
@@ -32,12 +34,10 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 
 # Every module's dependencies at once: one go mod download per module,
-# side by side, since each waits on the network. The Kubernetes tools module
-# is the newest one's, the one make test builds.
+# side by side, since each waits on the network.
 download() {
   local start=${SECONDS} pids=() failed=0 mod
-  for mod in . contrib/controller-runtime hack/tools/image hack/tools/modproxy hack/tools/helm hack/tools/krew \
-    hack/tools/prometheus "hack/tools/kube/$(hack/kube-bin.sh --list | tail -n 1)"; do
+  for mod in $(cle::modules); do
     (cd "${mod}" && go mod download) &
     pids+=($!)
   done

@@ -8,7 +8,8 @@ set -o errexit -o nounset -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "${root}"
 mapfile -t pkgs < <(go list ./... | grep -v -e '/test/integration/' -e '/test/chaos' -e '/test/e2e')
-go test -race -count=1 "${pkgs[@]}"
+source hack/lib/build-info.sh
+go test "${cle_raceflags[@]}" -count=1 "${pkgs[@]}"
 # The simulation of elections, without the race detector, for a budget of
 # wall-clock time, then 50 runs of the elector simulation (the race run above
 # covers both briefly); make sim runs more.
@@ -17,5 +18,7 @@ BUDGET="${SIM_BUDGET:-60s}" ELECTOR_SEEDS="${ELECTOR_SEEDS:-50}" hack/sim.sh
 (cd hack/tools/image && go test -count=1 ./...)
 # The module proxy layout writer of make release.
 (cd hack/tools/modproxy && go test -count=1 ./...)
+# The type check make release runs for the platforms it leaves out.
+(cd hack/tools/crosscheck && go test -count=1 ./...)
 hack/test-chart.sh
 hack/fuzz.sh

@@ -25,6 +25,7 @@ vet || failed=1
 (cd hack/tools/image && vet) || failed=1
 (cd hack/tools/modproxy && vet) || failed=1
 (cd hack/tools/helm && vet) || failed=1
+(cd hack/tools/crosscheck && vet) || failed=1
 
 # The manifests name the image make image tags: the version in VERSION, never
 # a mutable :latest.
@@ -76,10 +77,7 @@ for patch in hack/knockouts/*.patch; do
   fi
 done
 
-# Of the Kubernetes tools modules, the newest is what make test builds;
-# hack/test-matrix.sh checks each of the others before building it.
-kube_tools="hack/tools/kube/$(hack/kube-bin.sh --list | tail -n 1)"
-for mod in . "${kube_tools}" hack/tools/image hack/tools/prometheus hack/tools/helm hack/tools/modproxy hack/tools/krew contrib/controller-runtime; do
+for mod in $(cle::modules); do
   if ! (cd "${mod}" && go mod tidy -diff); then
     echo "verify: ${mod}/go.mod or go.sum is not tidy; run: (cd ${mod} && go mod tidy)" >&2
     failed=1

@@ -12,6 +12,11 @@
 # takes 16% less CPU (342 s against 288 s for kubectl-cle, darwin/arm64).
 # Stack traces and panics read the symbol table, which stays.
 cle_goflags=(-trimpath -gcflags=all=-dwarf=false)
+# cle_raceflags are the flags of every test run with the race detector (the
+# unit, integration and fault-injection tests, hack/test-unit.sh and
+# hack/test-integration.sh): one configuration of their own, which they
+# share, without the debug information a race report does not read.
+cle_raceflags=(-race -gcflags=all=-dwarf=false)
 
 # cle::revision prints the commit the tree is at, with "-dirty" when it has
 # uncommitted changes ("unknown" outside a git checkout).
@@ -29,4 +34,15 @@ cle::revision() {
 # version, cle_build_info).
 cle::ldflags() {
 	echo "-s -w -X github.com/cle-dev/cle/internal/version.version=$1 -X github.com/cle-dev/cle/internal/version.revision=$2"
+}
+
+# cle::modules prints the directory of every Go module of the repository
+# that a run of .ci/run uses, relative to its root: the project's two, the
+# tools', and of the Kubernetes tools modules the newest, the one make test
+# builds (hack/test-matrix.sh checks the others before building one).
+cle::modules() {
+	local root
+	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	echo . contrib/controller-runtime hack/tools/image hack/tools/modproxy hack/tools/crosscheck hack/tools/helm \
+		hack/tools/krew hack/tools/prometheus "hack/tools/kube/$("${root}/hack/kube-bin.sh" --list | tail -n 1)"
 }
