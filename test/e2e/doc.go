@@ -23,8 +23,10 @@
 // When the tests end everything is stopped in order, and the namespaces die
 // with the inner process. The outer TestMain then removes the empty cgroups
 // containerd made (cgroups are not namespaced here), and fails the run if any
-// process, mount, network namespace, link or iptables rule is left on the
-// host that was not there before.
+// process of the node's namespaces, mount, network namespace, link or
+// iptables rule is left on the host that was not there before. Other
+// programs of the host may come and go meanwhile: .ci/run runs the
+// integration tests beside it.
 //
 // It needs root, util-linux, iproute2, iptables, conntrack, runc and the
 // CNI plugins (hack/e2e.sh installs them from Debian), the binaries of

@@ -113,7 +113,7 @@ func runHost() int {
 		}
 		return 1
 	}
-	fmt.Printf("e2e: host clean after the node: no new process, mount, network namespace, link or iptables rule (%d empty cgroups of containerd removed)\n", removed)
+	fmt.Printf("e2e: host clean after the node: no new process of the node's, mount, network namespace, link or iptables rule (%d empty cgroups of containerd removed)\n", removed)
 	return code
 }
 
