@@ -58,4 +58,6 @@ import (
 )
 GO
 (cd "${dir}" && GOFLAGS=-mod=mod go mod tidy)
+# The newest tools module selects the project's versions of what they share.
+"${root}/hack/align-tools.sh"
 echo "kube-tools-add: ${dir} builds Kubernetes ${version} with etcd ${etcd_version}"

@@ -77,6 +77,10 @@ for patch in hack/knockouts/*.patch; do
   fi
 done
 
+# The tools modules select the project's versions of the modules they share,
+# so that their builds reuse the packages its builds compiled.
+hack/align-tools.sh --check || failed=1
+
 for mod in $(cle::modules); do
   if ! (cd "${mod}" && go mod tidy -diff); then
     echo "verify: ${mod}/go.mod or go.sum is not tidy; run: (cd ${mod} && go mod tidy)" >&2
