@@ -14,12 +14,10 @@ version=${CLE_CONTAINERD_VERSION:-v2.4.2}
 module=github.com/containerd/containerd/v2
 tags="no_btrfs no_devmapper no_zfs no_aufs urfave_cli_no_docs"
 
-key="containerd-${version}_$(go env GOVERSION)_$(go env GOOS)-$(go env GOARCH)"
-cache="${CLE_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cle/bin}"
-dir="${cache}/${key}"
-bins=(containerd ctr containerd-shim-runc-v2)
 # shellcheck source=lib/tools.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/tools.sh"
+dir=$(tool_cache_dir "containerd-${version}")
+bins=(containerd ctr containerd-shim-runc-v2)
 if all_built "${dir}" "${bins[@]}"; then
   echo "${dir}"
   exit 0

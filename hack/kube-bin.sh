@@ -28,11 +28,11 @@ kube_version=$(mod_version k8s.io/kubernetes)
 etcd_version=$(mod_version go.etcd.io/etcd/server/v3)
 [[ -n "${kube_version}" && -n "${etcd_version}" ]] || { echo "kube-bin: cannot read pinned versions from ${tools}/go.mod" >&2; exit 1; }
 
+# shellcheck source=lib/tools.sh
+source "${root}/hack/lib/tools.sh"
 # The cache key holds everything that changes the output: both versions, the Go
 # toolchain, and the platform.
-key="kube-${kube_version}_etcd-${etcd_version}_$(go env GOVERSION)_$(go env GOOS)-$(go env GOARCH)"
-cache="${CLE_KUBE_BIN_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/cle/bin}"
-dir="${cache}/${key}"
+dir=$(tool_cache_dir "kube-${kube_version}_etcd-${etcd_version}")
 
 wanted=("$@")
 [[ ${#wanted[@]} -gt 0 ]] || wanted=(kube-apiserver kube-scheduler etcd kubectl)
@@ -49,8 +49,6 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 fi
 # Another process may be building into the same directory: wait for it, and
 # build only what it did not.
-# shellcheck source=lib/tools.sh
-source "${root}/hack/lib/tools.sh"
 cache_lock "${dir}"
 find_missing
 if [[ ${#missing[@]} -eq 0 ]]; then
