@@ -57,6 +57,7 @@ newest() { sed 's/^\(v[0-9]*\.[0-9]*\.[0-9]*\)-/\1~/' | sort -V | tail -n 1 | se
 
 work=$(mktemp -d)
 trap 'rm -rf "${work}"' EXIT
+printf '%s\n' "${held[@]}" >"${work}/held"
 
 for round in 1 2 3 4; do
 	: >"${work}/all"
@@ -70,7 +71,6 @@ for round in 1 2 3 4; do
 		echo "${path} $(awk -v p="${path}" '$2 == p {print $3}' "${work}/all" | newest)" >>"${work}/target"
 	done <"${work}/shared"
 	# What is behind: module directory, path, its version, the newest.
-	printf '%s\n' "${held[@]}" >"${work}/held"
 	awk 'FILENAME == ARGV[1] { held[$1 " " $2] = 1; next }
 		FILENAME == ARGV[2] { want[$1] = $2; next }
 		($2 in want) && $3 != want[$2] && !(($1 " " $2) in held) { print $1, $2, $3, want[$2] }' \
