@@ -224,7 +224,8 @@ type leaseWrite struct {
 	// candidates describes the candidates, for the LeaderElected Event.
 	candidates string
 	// lostBy is the holder whose term an election ends unreleased (its
-	// Lease expired, or its process exited): see unsteadyUntil.
+	// Lease expired, or its process exited) though nobody asked it to hand
+	// over (see askedToHandOver): see unsteadyUntil.
 	lostBy string
 }
 
@@ -1081,11 +1082,21 @@ func (e *election) elect() {
 		// is no renewal of that process's.
 		proof.Unstamp(clone)
 		w.lease = clone
-		if e.holder != "" && !e.leaseExpiredAt.IsZero() {
+		if e.holder != "" && !e.leaseExpiredAt.IsZero() && !askedToHandOver(e.v.lease) {
 			w.lostBy = e.holder
 		}
 	}
 	d.write = w
+}
+
+// askedToHandOver reports whether the Lease names a preferredHolder other
+// than its holder. A holder so asked may hand over by letting its Lease
+// expire, or by exiting (client-go electors without ReleaseOnCancel, pkg/lock
+// adopters without ElectorContext, components that exit on losing their
+// lead): its term then ends as asked, not unreleased, and it is no loss.
+func askedToHandOver(l *coordinationv1.Lease) bool {
+	preferred := ptr.Deref(l.Spec.PreferredHolder, "")
+	return preferred != "" && preferred != holderIdentity(l)
 }
 
 // nextTerm returns the leaseTransitions of the next election: above every

@@ -246,3 +246,63 @@ func TestUnsteadyCandidateKeepsTheLiveHolder(t *testing.T) {
 		t.Error("hi was not preferred once its older loss had left the unsteady window")
 	}
 }
+
+// A holder asked to hand over (the Lease names a preferredHolder) that does
+// so by letting its Lease expire, as client-go electors without
+// ReleaseOnCancel and pkg/lock adopters without ElectorContext do, has lost
+// no term: an operator who raises another candidate's priority and lowers it
+// again, twice, must not leave the best candidate held back as unsteady.
+func TestHandoverByExpiryIsNoLoss(t *testing.T) {
+	h := newHarness(t)
+	prio := func(name, p string) *coordinationv1beta1.LeaseCandidate {
+		return candidate(name, "1.31.0", "1.31.0", withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, p))
+	}
+	h.create(prio("hi", "10"), prio("lo", "0"))
+	l := lease(heldBy("hi"), transitions(1))
+	l.Spec.Strategy = ptr.To(strategy.PriorityName)
+	h.create(l)
+	h.renew("hi", h.clock.Now())
+	h.renew("lo", h.clock.Now())
+	h.reconcile()
+	setPriority := func(name, p string) {
+		t.Helper()
+		lc := h.serverCandidate(name)
+		lc.Annotations[strategy.PriorityAnnotation] = p
+		lc.Spec.RenewTime = ptr.To(metav1.NewMicroTime(h.clock.Now()))
+		h.serverUpdate(candidatesGVR, lc)
+		h.renew("hi", h.clock.Now())
+	}
+	// handOver has the holder, asked to hand the Lease to want, stop
+	// renewing it; both candidates stay alive, until want is elected.
+	handOver := func(want string) {
+		t.Helper()
+		h.reconcile()
+		if got := preferredOf(h.serverLease()); got != want {
+			t.Fatalf("preferredHolder %q, want %q", got, want)
+		}
+		for range 20 {
+			h.step(3 * time.Second)
+			h.renew("hi", h.clock.Now())
+			h.renew("lo", h.clock.Now())
+			h.reconcile()
+			if holderOf(h.serverLease()) == want {
+				h.renewLease(h.clock.Now())
+				return
+			}
+		}
+		t.Fatalf("Lease held by %q, want %q", holderOf(h.serverLease()), want)
+	}
+	for range 2 {
+		setPriority("lo", "20")
+		handOver("lo")
+		h.takeEvents()
+		setPriority("lo", "0")
+		handOver("hi")
+		if evs := eventsWithReason(h.takeEvents(), ReasonCandidateUnsteady); len(evs) > 0 {
+			t.Fatalf("a candidate that handed over by expiry was called unsteady: %v", evs)
+		}
+	}
+	if rec := h.c.obs.lease(keyOf(testLease), nil, h.clock.Now()); len(rec.losses) != 0 {
+		t.Errorf("losses recorded %v, want none: every term ended by a requested handover", rec.losses)
+	}
+}
