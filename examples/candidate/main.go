@@ -89,6 +89,7 @@ type options struct {
 	signalFaults     bool
 	terminationLog   string
 	pod              string
+	container        string
 }
 
 func main() {
@@ -114,6 +115,7 @@ func main() {
 	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
 	fs.StringVar(&o.terminationLog, "termination-message-path", "", "the termination message file the kubelet reports when this process's container exits (default: found in a Pod's mounts); with cle-controller's --proof-of-death the next leader is elected as soon as the kubelet reports this process exited")
 	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in (required with --termination-message-path): its exit counts only as that Pod's kubelet reports it")
+	fs.StringVar(&o.container, "container", "", "name of this process's container in the Pod (default: the container whose termination message file the kubelet mounted at --termination-message-path): its exit counts only as reported for that container")
 	fs.BoolVar(&o.signalFaults, "signal-faults", false, "for fault-injection tests: while leading, SIGUSR1 makes leader work panic and SIGUSR2 makes it allocate memory until the kernel kills the process (out of memory); not leading, they are ignored")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the election on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := goflagSet()
@@ -169,7 +171,7 @@ func run(ctx context.Context, o options) error {
 	var witnessClient *http.Client    // set before Run, used only while leading
 	var proof *candidate.ProofOfDeath // found in a Pod's mounts
 	if o.terminationLog != "" {
-		proof = &candidate.ProofOfDeath{TerminationMessagePath: o.terminationLog, Pod: o.pod}
+		proof = &candidate.ProofOfDeath{TerminationMessagePath: o.terminationLog, Pod: o.pod, Container: o.container}
 	}
 	var c *candidate.Candidate
 	c, err = candidate.New(candidate.Config{

@@ -45,7 +45,7 @@ type options struct {
 	leaseDuration, renewDeadline, retryPeriod       time.Duration
 	witnessURL                                      string
 	witnessInterval, clockOffset                    time.Duration
-	terminationMessagePath, pod                     string
+	terminationMessagePath, pod, container          string
 }
 
 func main() {
@@ -66,6 +66,7 @@ func main() {
 	fs.DurationVar(&o.witnessInterval, "witness-interval", 100*time.Millisecond, "interval of the leader's writes to --witness-url")
 	fs.StringVar(&o.terminationMessagePath, "termination-message-path", "", "the termination message file the kubelet reports when this process's container exits (default: found in a Pod's mounts); with cle-controller's --proof-of-death the next leader is elected as soon as the kubelet reports this process exited")
 	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in (required with --termination-message-path): its exit counts only as that Pod's kubelet reports it")
+	fs.StringVar(&o.container, "container", "", "name of this process's container in the Pod (default: the container whose termination message file the kubelet mounted at --termination-message-path): its exit counts only as reported for that container")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the candidate on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -97,7 +98,7 @@ func run(ctx context.Context, o options) error {
 	clk := witness.OffsetClock{Offset: o.clockOffset}
 	var proof *candidate.ProofOfDeath // found in a Pod's mounts
 	if o.terminationMessagePath != "" {
-		proof = &candidate.ProofOfDeath{TerminationMessagePath: o.terminationMessagePath, Pod: o.pod}
+		proof = &candidate.ProofOfDeath{TerminationMessagePath: o.terminationMessagePath, Pod: o.pod, Container: o.container}
 	}
 	lk, err := lock.New(lock.Config{Candidate: candidate.Config{
 		RestConfig:       restConfig,

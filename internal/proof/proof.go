@@ -17,11 +17,14 @@
 // naming the next holder) writes another renewTime, and the stamp no longer
 // matches.
 //
-// A report counts only from the Pod the process registered (its LeaseCandidate
-// says which, and the process's own stamps on the Lease say it too): instance
-// IDs are public, and any Pod's container may write anything into its own
-// termination message; only the kubelet (and whoever may write the status of
-// that very Pod) reports that Pod's containers.
+// A report counts only from the container the process registered, in its Pod
+// (its LeaseCandidate says which, and the process's own stamps on the Lease
+// say it too): instance IDs are public, and any container may write anything
+// into its own termination message, a sidecar or an ephemeral debug
+// container of the holder's own Pod as well as another Pod's; only the
+// kubelet (and whoever may write the status of that very Pod) reports the
+// holder's container. Ephemeral containers never count: they are added to a
+// running Pod by whoever may debug it, and run none of its own processes.
 //
 // Everything short of that report is not proof: a Pod deleted (with --force,
 // its process may run on a partitioned node), a node NotReady, a Pod phase
@@ -89,34 +92,37 @@ func InstancesIn(message string) []string {
 	return ids
 }
 
-// Process is one process instance and the Pod it runs in, "namespace/name".
+// Process is one process instance, the Pod it runs in ("namespace/name") and
+// the name of its container in that Pod.
 type Process struct {
-	Instance, Pod string
+	Instance, Pod, Container string
 }
 
-// Known reports whether both are known: only then can an exit be proven.
-func (p Process) Known() bool { return p.Instance != "" && p.Pod != "" }
+// Known reports whether all three are known: only then can an exit be
+// proven.
+func (p Process) Known() bool { return p.Instance != "" && p.Pod != "" && p.Container != "" }
 
 // PodOf is the Pod of a Process: the Pod's namespace/name.
 func PodOf(namespace, name string) string { return namespace + "/" + name }
 
 // Exited returns the processes that pod's status reports exited: the
 // instances named by the message of a terminated state, current or last, of
-// any of its containers, in this Pod. Nothing else in the status is taken as
-// proof.
+// one of its init or regular containers, each in that container of this Pod.
+// Nothing else in the status is taken as proof; ephemeral containers are
+// not read (see the package comment).
 func Exited(pod *corev1.Pod) []Process {
 	if pod == nil {
 		return nil
 	}
 	var out []Process
-	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses, pod.Status.EphemeralContainerStatuses} {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range list {
 			for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 				if t == nil {
 					continue
 				}
 				for _, id := range InstancesIn(t.Message) {
-					out = append(out, Process{Instance: id, Pod: PodOf(pod.Namespace, pod.Name)})
+					out = append(out, Process{Instance: id, Pod: PodOf(pod.Namespace, pod.Name), Container: cs.Name})
 				}
 			}
 		}
@@ -130,7 +136,7 @@ const stampTime = "2006-01-02T15:04:05.000000Z07:00"
 
 // Stamp marks lease, a renewal about to be written by process p, as written
 // by it: HolderInstanceAnnotation carries the instance ID, the renewTime the
-// renewal writes, the Pod and the holder it names. A process not Known
+// renewal writes, the Pod, the container and the holder it names. A process not Known
 // removes any stamp.
 func Stamp(lease *coordinationv1.Lease, p Process) {
 	if !p.Known() || lease.Spec.RenewTime == nil || lead.HolderOf(lease) == "" {
@@ -150,7 +156,7 @@ func stampOf(p Process, lease *coordinationv1.Lease) string {
 
 // stampFor is the stamp of a renewal by process p naming holder at renewTime.
 func stampFor(p Process, holder string, renewTime time.Time) string {
-	return p.Instance + " " + lead.AtMicro(renewTime).UTC().Format(stampTime) + " " + p.Pod + " " + holder
+	return p.Instance + " " + lead.AtMicro(renewTime).UTC().Format(stampTime) + " " + p.Pod + " " + p.Container + " " + holder
 }
 
 // Unstamp removes the stamp: a write that names another holder, or nobody,
@@ -183,11 +189,11 @@ func ProcessOf(stamp, holder string, renewTime time.Time) Process {
 	if holder == "" || stamp == "" || renewTime.IsZero() {
 		return Process{}
 	}
-	f := strings.SplitN(stamp, " ", 4)
-	if len(f) != 4 || !ValidInstance(f[0]) || f[2] == "" {
+	f := strings.SplitN(stamp, " ", 5)
+	if len(f) != 5 || !ValidInstance(f[0]) || f[2] == "" || f[3] == "" {
 		return Process{}
 	}
-	p := Process{Instance: f[0], Pod: f[2]}
+	p := Process{Instance: f[0], Pod: f[2], Container: f[3]}
 	if stamp != stampFor(p, holder, renewTime) {
 		return Process{}
 	}
@@ -198,10 +204,12 @@ func ProcessOf(stamp, holder string, renewTime time.Time) Process {
 func HolderInstance(lease *coordinationv1.Lease) string { return HolderProcess(lease).Instance }
 
 // CandidateProcess returns the process a LeaseCandidate registers (its
-// annotations), none unless both its instance and its Pod are there.
+// annotations), none unless its instance, its Pod and its container are all
+// there.
 func CandidateProcess(annotations map[string]string) Process {
-	p := Process{Instance: annotations[access.InstanceAnnotation], Pod: annotations[access.PodAnnotation]}
-	if !ValidInstance(p.Instance) || p.Pod == "" {
+	p := Process{Instance: annotations[access.InstanceAnnotation], Pod: annotations[access.PodAnnotation],
+		Container: annotations[access.ContainerAnnotation]}
+	if !ValidInstance(p.Instance) || !p.Known() {
 		return Process{}
 	}
 	return p

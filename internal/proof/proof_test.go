@@ -56,19 +56,29 @@ func TestExited(t *testing.T) {
 		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Message: msg}}
 	}
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
-	a, b := Process{Instance: idA, Pod: "ns/p"}, Process{Instance: idB, Pod: "ns/p"}
+	a, b := Process{Instance: idA, Pod: "ns/p", Container: "app"}, Process{Instance: idB, Pod: "ns/p", Container: "app"}
+	sidecar := Process{Instance: idA, Pod: "ns/p", Container: "sidecar"}
 	for _, tc := range []struct {
 		name   string
 		status corev1.PodStatus
 		want   []Process
 	}{
-		{"running", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: running}}}, nil},
-		{"terminated", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: terminated(Marker(idA))}}}, []Process{a}},
-		{"restarted in place", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{State: running, LastTerminationState: terminated(Marker(idA))}}}, []Process{a}},
-		{"init and ephemeral containers", corev1.PodStatus{
-			InitContainerStatuses:      []corev1.ContainerStatus{{State: terminated(Marker(idA))}},
-			EphemeralContainerStatuses: []corev1.ContainerStatus{{State: terminated(Marker(idB))}},
-		}, []Process{a, b}},
+		{"running", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: running}}}, nil},
+		{"terminated", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: terminated(Marker(idA))}}}, []Process{a}},
+		{"restarted in place", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: running, LastTerminationState: terminated(Marker(idA))}}}, []Process{a}},
+		{"an init container (a native sidecar)", corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: terminated(Marker(idB))}},
+		}, []Process{b}},
+		// A sibling container that writes a's instance into its own
+		// message reports its own exit, not a's: a's container runs on.
+		{"a sibling container names the instance", corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{
+			{Name: "app", State: running}, {Name: "sidecar", State: terminated(Marker(idA))},
+		}}, []Process{sidecar}},
+		// Whoever may debug the Pod adds ephemeral containers: never read.
+		{"an ephemeral container names the instance", corev1.PodStatus{
+			ContainerStatuses:          []corev1.ContainerStatus{{Name: "app", State: running}},
+			EphemeralContainerStatuses: []corev1.ContainerStatus{{Name: "debugger", State: terminated(Marker(idA))}},
+		}, nil},
 		// Pod garbage collection marks the Pods of a node that is gone
 		// Failed without the kubelet: no container says it terminated.
 		{"failed by pod GC", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{State: running}}}, nil},
@@ -90,7 +100,7 @@ func TestStampAndHolderInstance(t *testing.T) {
 	lease := func(holder string, renew time.Time) *coordinationv1.Lease {
 		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: ptr.To(metav1.NewMicroTime(renew))}}
 	}
-	p := Process{Instance: idA, Pod: "ns/a-0"}
+	p := Process{Instance: idA, Pod: "ns/a-0", Container: "app"}
 	stamped := lease("a", at)
 	Stamp(stamped, p)
 	if got := HolderProcess(stamped); got != p {
@@ -119,7 +129,15 @@ func TestStampAndHolderInstance(t *testing.T) {
 			l.Annotations[access.HolderInstanceAnnotation] = "not-an-id " + at.Format(time.RFC3339Nano) + " ns/a-0 a"
 		},
 		"no Pod": func(l *coordinationv1.Lease) {
-			l.Annotations[access.HolderInstanceAnnotation] = idA + " " + at.UTC().Format(stampTime) + "  a"
+			l.Annotations[access.HolderInstanceAnnotation] = idA + " " + at.UTC().Format(stampTime) + "  app a"
+		},
+		"no container": func(l *coordinationv1.Lease) {
+			l.Annotations[access.HolderInstanceAnnotation] = idA + " " + at.UTC().Format(stampTime) + " ns/a-0  a"
+		},
+		// A stamp that names no container (written before containers
+		// were named) proves nothing.
+		"a stamp without a container": func(l *coordinationv1.Lease) {
+			l.Annotations[access.HolderInstanceAnnotation] = idA + " " + at.UTC().Format(stampTime) + " ns/a-0 a"
 		},
 	} {
 		l := stamped.DeepCopy()
@@ -139,22 +157,23 @@ func TestStampAndHolderInstance(t *testing.T) {
 		t.Errorf("HolderProcess with holder %q = %+v, want %+v", "a b", got, p)
 	}
 
-	// Stamping with no process (or one whose Pod is unknown) removes an
+	// Stamping with no process (or one whose Pod or container is unknown) removes an
 	// earlier stamp, and the map when it is left empty.
-	Stamp(stamped, Process{Instance: idA})
+	Stamp(stamped, Process{Instance: idA, Pod: "ns/a-0"})
 	if stamped.Annotations != nil {
 		t.Errorf("annotations after Stamp with no instance = %v, want none", stamped.Annotations)
 	}
 }
 
 func TestCandidateProcess(t *testing.T) {
-	want := Process{Instance: idA, Pod: "ns/a-0"}
-	if got := CandidateProcess(map[string]string{access.InstanceAnnotation: idA, access.PodAnnotation: "ns/a-0"}); got != want {
+	want := Process{Instance: idA, Pod: "ns/a-0", Container: "app"}
+	if got := CandidateProcess(map[string]string{access.InstanceAnnotation: idA, access.PodAnnotation: "ns/a-0", access.ContainerAnnotation: "app"}); got != want {
 		t.Errorf("CandidateProcess = %+v, want %+v", got, want)
 	}
 	for _, annotations := range []map[string]string{
-		{access.InstanceAnnotation: "x", access.PodAnnotation: "ns/a-0"}, // malformed
-		{access.InstanceAnnotation: idA},                                 // no Pod: nothing binds a report to it
+		{access.InstanceAnnotation: "x", access.PodAnnotation: "ns/a-0", access.ContainerAnnotation: "app"}, // malformed
+		{access.InstanceAnnotation: idA, access.ContainerAnnotation: "app"},                                 // no Pod: nothing binds a report to it
+		{access.InstanceAnnotation: idA, access.PodAnnotation: "ns/a-0"},                                    // no container: any of the Pod's could report it
 		nil,
 	} {
 		if got := CandidateProcess(annotations); got.Known() {

@@ -64,13 +64,15 @@ const WriterAnnotation = "cle.dev/writer"
 // The annotations of the proof of death (docs/design.md, "Proof of death").
 // A candidate running in a Pod registers, on its LeaseCandidate, the process
 // instance that runs it (InstanceAnnotation, a random value drawn when the
-// process starts) and its Pod (PodAnnotation, "namespace/name"). While it
-// leads, every renewal of the Lease says which instance wrote it
-// (HolderInstanceAnnotation, "<instance> <renewTime> <pod> <holder>"), so that the
+// process starts), its Pod (PodAnnotation, "namespace/name") and its
+// container in that Pod (ContainerAnnotation). While it leads, every renewal
+// of the Lease says which instance wrote it (HolderInstanceAnnotation,
+// "<instance> <renewTime> <pod> <container> <holder>"), so that the
 // controller knows which process holds the term.
 const (
 	InstanceAnnotation       = "cle.dev/instance"
 	PodAnnotation            = "cle.dev/pod"
+	ContainerAnnotation      = "cle.dev/container"
 	HolderInstanceAnnotation = "cle.dev/holder-instance"
 )
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	"github.com/cle-dev/cle/internal/proof"
@@ -40,6 +41,14 @@ type ProofOfDeath struct {
 	// this process's exit only from this Pod. Required with
 	// TerminationMessagePath.
 	Pod string
+	// Container is the name of this process's container in the Pod: the
+	// controller takes a report of this process's exit only for this
+	// container, so that a sidecar, or a container added to debug the Pod,
+	// cannot report it exited by writing its instance ID into its own
+	// termination message. Empty: the container whose termination message
+	// file the kubelet mounted at TerminationMessagePath, found in this
+	// process's mounts (required where the file is not the kubelet's).
+	Container string
 	// Instance identifies this process; empty: one ID per process, drawn at
 	// its start. Tests running several candidates in one process give each
 	// its own. Must look like one NewInstance draws.
@@ -61,8 +70,9 @@ var mountinfo = "/proc/self/mountinfo"
 
 // kubeletContainerFile matches the source of the mount the kubelet makes for
 // a container's termination message file: a file of its own per container
-// instance, under pods/<pod UID>/containers/<container name>/.
-var kubeletContainerFile = regexp.MustCompile(`/pods/[0-9a-f-]+/containers/[^/]+/[^/]+$`)
+// instance, under pods/<pod UID>/containers/<container name>/. The submatch
+// is the container's name.
+var kubeletContainerFile = regexp.MustCompile(`/pods/[0-9a-f-]+/containers/([^/]+)/[^/]+$`)
 
 // DetectProofOfDeath finds the termination message file the kubelet mounted
 // for this container, whatever its path, in this process's mounts, and the
@@ -75,20 +85,27 @@ func DetectProofOfDeath() (*ProofOfDeath, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNotInPod, err)
 	}
 	defer func() { _ = f.Close() }()
-	path, err := terminationMessageMount(f)
+	m, err := terminationMessageMount(f, "")
 	if err != nil {
 		return nil, err
 	}
-	return &ProofOfDeath{TerminationMessagePath: path, Pod: podFromEnvironment()}, nil
+	return &ProofOfDeath{TerminationMessagePath: m.path, Pod: podFromEnvironment(), Container: m.container}, nil
 }
 
 // detected is DetectProofOfDeath, read once per process: its mounts and
 // environment do not change, and every candidate of the process asks.
 var detected = sync.OnceValues(DetectProofOfDeath)
 
-// terminationMessageMount finds, in a mountinfo listing, the mount point of
-// the kubelet's termination message file.
-func terminationMessageMount(r io.Reader) (string, error) {
+// messageMount is a termination message file the kubelet mounted: where,
+// and for which container.
+type messageMount struct {
+	path, container string
+}
+
+// terminationMessageMount finds, in a mountinfo listing, the kubelet's
+// termination message file mounted at path (at any path when path is
+// empty).
+func terminationMessageMount(r io.Reader, path string) (messageMount, error) {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 0, 64*1024), 1024*1024)
 	for s.Scan() {
@@ -97,14 +114,30 @@ func terminationMessageMount(r io.Reader) (string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		if kubeletContainerFile.MatchString(unescapeMount(fields[3])) {
-			return unescapeMount(fields[4]), nil
+		m := kubeletContainerFile.FindStringSubmatch(unescapeMount(fields[3]))
+		if m == nil {
+			continue
+		}
+		if at := unescapeMount(fields[4]); path == "" || at == path {
+			return messageMount{path: at, container: m[1]}, nil
 		}
 	}
 	if err := s.Err(); err != nil {
-		return "", fmt.Errorf("%w: read %s: %w", ErrNotInPod, mountinfo, err)
+		return messageMount{}, fmt.Errorf("%w: read %s: %w", ErrNotInPod, mountinfo, err)
 	}
-	return "", ErrNotInPod
+	return messageMount{}, ErrNotInPod
+}
+
+// containerOfFile is the container whose termination message file the
+// kubelet mounted at path, found in this process's mounts.
+func containerOfFile(path string) (string, error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNotInPod, err)
+	}
+	defer func() { _ = f.Close() }()
+	m, err := terminationMessageMount(f, path)
+	return m.container, err
 }
 
 // unescapeMount undoes mountinfo's octal escapes of space, tab, newline and
@@ -152,6 +185,17 @@ func (c *Config) completeProofOfDeath() error {
 		return fmt.Errorf("ProofOfDeath.Pod %q is not namespace/name: a report of this process's exit counts only from its own Pod", c.ProofOfDeath.Pod)
 	}
 	p := *c.ProofOfDeath
+	if p.Container == "" {
+		container, err := containerOfFile(p.TerminationMessagePath)
+		if err != nil {
+			return fmt.Errorf("ProofOfDeath.Container is not set, and no termination message file of the kubelet's is mounted at %s to name it: a report of this process's exit counts only for its own container: %w",
+				p.TerminationMessagePath, err)
+		}
+		p.Container = container
+	}
+	if errs := validation.IsDNS1123Label(p.Container); len(errs) > 0 {
+		return fmt.Errorf("ProofOfDeath.Container %q is not a container name: %s", p.Container, strings.Join(errs, "; "))
+	}
 	if p.Instance == "" {
 		p.Instance = processInstance()
 	}
@@ -182,8 +226,8 @@ func (c *Candidate) writeMarker(ctx context.Context) proof.Process {
 			"path", p.TerminationMessagePath)
 		return proof.Process{}
 	}
-	klog.FromContext(ctx).V(2).Info("Proof of death: the kubelet will report this process's exit", "instance", p.Instance, "pod", p.Pod, "path", p.TerminationMessagePath)
-	return proof.Process{Instance: p.Instance, Pod: p.Pod}
+	klog.FromContext(ctx).V(2).Info("Proof of death: the kubelet will report this process's exit", "instance", p.Instance, "pod", p.Pod, "container", p.Container, "path", p.TerminationMessagePath)
+	return proof.Process{Instance: p.Instance, Pod: p.Pod, Container: p.Container}
 }
 
 // appendOnce appends line to the file at path unless the file has it.

@@ -20,7 +20,8 @@ import (
 func TestTerminationMessageMount(t *testing.T) {
 	const pod = "/var/lib/kubelet/pods/6b1f7e2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
 	for _, tc := range []struct {
-		name, mountinfo, want string
+		name, mountinfo, path string
+		want                  messageMount
 		err                   error
 	}{
 		{
@@ -28,14 +29,26 @@ func TestTerminationMessageMount(t *testing.T) {
 			mountinfo: "1462 1451 0:120 / / rw,relatime master:1 - overlay overlay rw\n" +
 				"1470 1462 259:1 " + pod + "/etc-hosts /etc/hosts rw,relatime - ext4 /dev/nvme0n1p1 rw\n" +
 				"1471 1462 259:1 " + pod + "/containers/scheduler/8f2c1a0b /dev/termination-log rw,relatime - ext4 /dev/nvme0n1p1 rw\n",
-			want: "/dev/termination-log",
+			want: messageMount{path: "/dev/termination-log", container: "scheduler"},
+		},
+		{
+			name:      "the file at a given path",
+			mountinfo: "1471 1462 259:1 " + pod + "/containers/scheduler/8f2c1a0b /dev/termination-log rw,relatime - ext4 /dev/nvme0n1p1 rw\n",
+			path:      "/dev/termination-log",
+			want:      messageMount{path: "/dev/termination-log", container: "scheduler"},
+		},
+		{
+			name:      "no file of the kubelet's at the path",
+			mountinfo: "1471 1462 259:1 " + pod + "/containers/scheduler/8f2c1a0b /dev/termination-log rw,relatime - ext4 /dev/nvme0n1p1 rw\n",
+			path:      "/tmp/termination-log",
+			err:       ErrNotInPod,
 		},
 		{
 			// /var/lib/kubelet on a file system of its own: the root is
 			// relative to it. A path of the Pod's own, with a space.
 			name:      "kubelet directory mounted apart",
 			mountinfo: "1471 1462 259:3 /pods/6b1f7e2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b/containers/app/0a1b2c3d /var/run/exit\\040log rw - xfs /dev/sdb1 rw\n",
-			want:      "/var/run/exit log",
+			want:      messageMount{path: "/var/run/exit log", container: "app"},
 		},
 		{
 			name:      "not in a Pod",
@@ -44,9 +57,9 @@ func TestTerminationMessageMount(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := terminationMessageMount(strings.NewReader(tc.mountinfo))
+			got, err := terminationMessageMount(strings.NewReader(tc.mountinfo), tc.path)
 			if !errors.Is(err, tc.err) || got != tc.want {
-				t.Fatalf("terminationMessageMount = %q, %v; want %q, %v", got, err, tc.want, tc.err)
+				t.Fatalf("terminationMessageMount = %+v, %v; want %+v, %v", got, err, tc.want, tc.err)
 			}
 		})
 	}
@@ -100,21 +113,21 @@ func TestProofOfDeathRegistersAndStamps(t *testing.T) {
 	}
 	bubble(t, func(t *testing.T, h *harness) {
 		c := h.start(func(cfg *Config) {
-			cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: path, Pod: "team/app-0", Instance: id}
+			cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: path, Pod: "team/app-0", Container: "app", Instance: id}
 		})
 		if b, _ := os.ReadFile(path); string(b) != proof.Marker(id) {
 			t.Fatalf("termination message file = %q, want the marker", b)
 		}
 		lc := h.candidate(me)
-		if lc.Annotations[access.InstanceAnnotation] != id || lc.Annotations[access.PodAnnotation] != "team/app-0" {
-			t.Fatalf("LeaseCandidate annotations = %v, want the instance and the Pod", lc.Annotations)
+		if lc.Annotations[access.InstanceAnnotation] != id || lc.Annotations[access.PodAnnotation] != "team/app-0" || lc.Annotations[access.ContainerAnnotation] != "app" {
+			t.Fatalf("LeaseCandidate annotations = %v, want the instance, the Pod and the container", lc.Annotations)
 		}
 		h.elect(me)
 		if !c.IsLeader() {
 			t.Fatal("not leader")
 		}
-		if got := proof.HolderInstance(h.lease()); got != id {
-			t.Fatalf("the renewal names instance %q, want %q (annotations %v)", got, id, h.lease().Annotations)
+		if got, want := proof.HolderProcess(h.lease()), (proof.Process{Instance: id, Pod: "team/app-0", Container: "app"}); got != want {
+			t.Fatalf("the renewal names process %+v, want %+v (annotations %v)", got, want, h.lease().Annotations)
 		}
 		h.step(DefaultRetryPeriod)
 		if got := proof.HolderInstance(h.lease()); got != id {
@@ -130,27 +143,59 @@ func TestProofOfDeathRegistersAndStamps(t *testing.T) {
 func TestProofOfDeathNeedsThePod(t *testing.T) {
 	for _, pod := range []string{"", "app-0", "team/", "/app-0", "team/app/0"} {
 		cfg := valid()
-		cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: "/dev/termination-log", Pod: pod}
+		cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: "/dev/termination-log", Pod: pod, Container: "app"}
 		if _, err := New(cfg); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("Pod %q: New = %v, want ErrInvalidConfig", pod, err)
 		}
 	}
 }
 
+// A report of this process's exit counts only for its own container: with
+// no container named and no kubelet's file at the path to name it, or a
+// name no container can have, the Config is refused.
+func TestProofOfDeathNeedsTheContainer(t *testing.T) {
+	saved := mountinfo
+	t.Cleanup(func() { mountinfo = saved })
+	mountinfo = filepath.Join(t.TempDir(), "mountinfo")
+	if err := os.WriteFile(mountinfo, []byte("1471 1462 259:1 /var/lib/kubelet/pods/6b1f7e2a-3c4d-4e5f-8a9b-0c1d2e3f4a5b/containers/scheduler/8f2c1a0b /dev/termination-log rw - ext4 /dev/vda1 rw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, container, want string }{
+		{path: "/dev/termination-log", want: "scheduler"}, // found in the mounts
+		{path: "/dev/termination-log", container: "app", want: "app"},
+		{path: "/tmp/termination-log"},                        // not the kubelet's file: refused
+		{path: "/dev/termination-log", container: "App"},      // not a DNS label
+		{path: "/dev/termination-log", container: "app side"}, // would break the stamp
+	} {
+		cfg := valid()
+		cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: tc.path, Pod: "team/app-0", Container: tc.container}
+		err := cfg.completeProofOfDeath()
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("%s, container %q: accepted as %q, want refused", tc.path, tc.container, cfg.ProofOfDeath.Container)
+			}
+			continue
+		}
+		if err != nil || cfg.ProofOfDeath.Container != tc.want {
+			t.Errorf("%s, container %q: container %q, %v; want %q", tc.path, tc.container, cfg.ProofOfDeath.Container, err, tc.want)
+		}
+	}
+}
+
 func TestNoProofOfDeathWithoutTheFile(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
-		stale := map[string]string{access.InstanceAnnotation: "fedcba9876543210fedcba9876543210", access.PodAnnotation: "team/app-0"}
+		stale := map[string]string{access.InstanceAnnotation: "fedcba9876543210fedcba9876543210", access.PodAnnotation: "team/app-0", access.ContainerAnnotation: "app"}
 		h.put(&coordinationv1beta1.LeaseCandidate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: me, Annotations: stale},
 			Spec: coordinationv1beta1.LeaseCandidateSpec{LeaseName: testLease, BinaryVersion: "1.36.0", EmulationVersion: "1.35.0",
 				Strategy: coordinationv1.OldestEmulationVersion, RenewTime: ptr.To(metav1.NewMicroTime(h.clock.Now()))},
 		})
 		c := h.start(func(cfg *Config) {
-			cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: filepath.Join(t.TempDir(), "missing"), Pod: "team/app-0"}
+			cfg.ProofOfDeath = &ProofOfDeath{TerminationMessagePath: filepath.Join(t.TempDir(), "missing"), Pod: "team/app-0", Container: "app"}
 		})
 		// The instance of an earlier process is not this one's.
-		if a := h.candidate(me).Annotations; a[access.InstanceAnnotation] != "" || a[access.PodAnnotation] != "" {
-			t.Fatalf("LeaseCandidate annotations = %v, want no instance and no Pod", a)
+		if a := h.candidate(me).Annotations; a[access.InstanceAnnotation] != "" || a[access.PodAnnotation] != "" || a[access.ContainerAnnotation] != "" {
+			t.Fatalf("LeaseCandidate annotations = %v, want no instance, Pod or container", a)
 		}
 		if len(h.logged(ktesting.LogError, "Cannot write the termination message file")) == 0 {
 			t.Error("the unwritable file went unsaid")

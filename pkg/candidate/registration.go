@@ -200,11 +200,12 @@ func (r *registrar) annotate(m *metav1.ObjectMeta) {
 }
 
 // annotations are what annotate writes: an empty value removes the
-// annotation. The writer's is left as it is when unknown; an instance and Pod
-// left by an earlier process are removed, since they would name a process
-// that is not this one.
+// annotation. The writer's is left as it is when unknown; an instance, Pod
+// and container left by an earlier process are removed, since they would
+// name a process that is not this one.
 func (r *registrar) annotations() map[string]string {
-	want := map[string]string{access.InstanceAnnotation: r.c.process.Instance, access.PodAnnotation: r.c.process.Pod}
+	want := map[string]string{access.InstanceAnnotation: r.c.process.Instance, access.PodAnnotation: r.c.process.Pod,
+		access.ContainerAnnotation: r.c.process.Container}
 	if r.writer != "" {
 		want[access.WriterAnnotation] = r.writer
 	}

@@ -415,7 +415,7 @@ func TestDecide(t *testing.T) {
 		want:   want(waits(waitDeparted), ranked("old", "mid"), hasBest(), neededSince(0), state(leaseVacant), next(10*time.Second)),
 	}, {
 		name:           "deleted while held, the holder's process exited: created at once, above the history",
-		record:         leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", until: now.Add(10 * time.Second), process: proof.Process{Instance: "0123456789abcdef0123456789abcdef", Pod: "ns/mid-0"}}}},
+		record:         leaseRecord{leaseHistory: leaseHistory{held: true, maxTransitions: 6, departed: departedHolder{holder: "mid", until: now.Add(10 * time.Second), process: proof.Process{Instance: "0123456789abcdef0123456789abcdef", Pod: "ns/mid-0", Container: "app"}}}},
 		cands:          []obsCand{seen(old, now.Add(-time.Second)), withRec(seen(mid, now.Add(-time.Second)), func(r *candidateRecord) { r.exited = true })},
 		departedExited: true,
 		want:           want(ranked("old", "mid"), hasBest(), create("old", 7, true, "mid(binary 1.31.0, emulation 1.31.0), old(binary 1.30.0, emulation 1.30.0)"), neededSince(0), wrote(leaseOptimal, leaseVacant), next(14*time.Second)),

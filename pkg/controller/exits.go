@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unique"
@@ -62,10 +63,10 @@ func indexByHolderInstance(obj any) ([]string, error) {
 }
 
 // exits are the processes the kubelet reported exited, each with the Pod
-// whose status reported it, and when the controller first read the report. A
-// process's exit counts only as reported by its own Pod: instance IDs are
-// public, and any container may write anything into its own termination
-// message. A report is kept for the candidate TTL (swept a tenth of it later
+// and container whose status reported it, and when the controller first read
+// the report. A process's exit counts only as reported for its own container
+// of its own Pod: instance IDs are public, and any container may write
+// anything into its own termination message. A report is kept for the candidate TTL (swept a tenth of it later
 // at most): by then the candidate it concerns has registered a new instance
 // or has been collected, and the Lease it held has expired anyway. Pods come
 // and go (a Pod deleted after its containers exited takes its report with
@@ -102,7 +103,7 @@ func (x *exits) record(p proof.Process, now time.Time) bool {
 	return true
 }
 
-// exitedAt is when the exit of process p, reported by its own Pod, was read
+// exitedAt is when the exit of process p, reported for its own container, was read
 // (zero: not known to have exited). A process not Known has no exit.
 func (x *exits) exitedAt(p proof.Process) time.Time {
 	if x == nil || !p.Known() {
@@ -349,8 +350,8 @@ func reportOf(obj any) (*podReport, error) {
 }
 
 // podReport is what the proof of death keeps of a Pod: its namespace and
-// name, and the markers (proof.Marker) of the processes whose exits its
-// status reported.
+// name, and the processes whose exits its status reported, a line
+// "<container> <instance>" each.
 type podReport struct {
 	namespace, name string
 	exited          string
@@ -373,7 +374,7 @@ func slimPod(obj any) (any, error) {
 	}
 	out := &podReport{namespace: unique.Make(pod.Namespace).Value(), name: pod.Name}
 	for _, p := range proof.Exited(pod) {
-		out.exited += proof.Marker(p.Instance)
+		out.exited += p.Container + " " + p.Instance + "\n"
 	}
 	return out, nil
 }
@@ -386,8 +387,10 @@ func podExits(obj any) []proof.Process {
 		return proof.Exited(pod)
 	case *podReport:
 		var out []proof.Process
-		for _, id := range proof.InstancesIn(pod.exited) {
-			out = append(out, proof.Process{Instance: id, Pod: proof.PodOf(pod.namespace, pod.name)})
+		for line := range strings.Lines(pod.exited) {
+			if container, id, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " "); ok {
+				out = append(out, proof.Process{Instance: id, Pod: proof.PodOf(pod.namespace, pod.name), Container: container})
+			}
 		}
 		return out
 	}

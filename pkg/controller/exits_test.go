@@ -23,8 +23,8 @@ import (
 )
 
 func TestExits(t *testing.T) {
-	a := proof.Process{Instance: "0123456789abcdef0123456789abcdef", Pod: "ns/a-0"}
-	b := proof.Process{Instance: "fedcba9876543210fedcba9876543210", Pod: "ns/b-0"}
+	a := proof.Process{Instance: "0123456789abcdef0123456789abcdef", Pod: "ns/a-0", Container: "app"}
+	b := proof.Process{Instance: "fedcba9876543210fedcba9876543210", Pod: "ns/b-0", Container: "app"}
 	x := newExits(30 * time.Minute)
 	if !x.record(a, t0) || x.record(a, t0.Add(time.Second)) {
 		t.Fatal("record: the first report is news, the same one again is not")
@@ -37,15 +37,20 @@ func TestExits(t *testing.T) {
 	}
 	// The exit of a's instance as reported by another Pod (any container
 	// may write any instance into its own termination message) is not a's.
-	forged := proof.Process{Instance: a.Instance, Pod: "other/attacker"}
+	forged := proof.Process{Instance: a.Instance, Pod: "other/attacker", Container: "app"}
 	x.record(forged, t0)
-	if !x.exitedAt(proof.Process{Instance: a.Instance, Pod: "ns/a-1"}).IsZero() {
+	if !x.exitedAt(proof.Process{Instance: a.Instance, Pod: "ns/a-1", Container: "app"}).IsZero() {
 		t.Error("an exit reported by another Pod counts for the process")
+	}
+	// Nor as reported by a sibling container of its own Pod.
+	x.record(proof.Process{Instance: b.Instance, Pod: b.Pod, Container: "sidecar"}, t0)
+	if !x.exitedAt(b).IsZero() {
+		t.Error("an exit reported by a sibling container counts for the process")
 	}
 	// Kept for the candidate TTL (and at most a tenth longer), then
 	// forgotten.
 	x.record(b, t0.Add(29*time.Minute))
-	x.record(proof.Process{Instance: "11111111111111111111111111111111", Pod: "ns/c-0"}, t0.Add(33*time.Minute))
+	x.record(proof.Process{Instance: "11111111111111111111111111111111", Pod: "ns/c-0", Container: "app"}, t0.Add(33*time.Minute))
 	if !x.exitedAt(a).IsZero() || x.exitedAt(b).IsZero() || len(x.at) != 2 {
 		t.Errorf("after 33 minutes: exits of a at %v, b at %v, %d kept; want a forgotten, b kept, 2", x.exitedAt(a), x.exitedAt(b), len(x.at))
 	}
@@ -68,14 +73,14 @@ func TestSlimPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []proof.Process{{Instance: id, Pod: "team/app-0"}}
+	want := []proof.Process{{Instance: id, Pod: "team/app-0", Container: "app"}}
 	if got := podExits(full); !cmp.Equal(got, want) {
 		t.Errorf("the Pod reports exits %v, want %v", got, want)
 	}
 	if got := podExits(slim); !cmp.Equal(got, want) {
 		t.Errorf("the slim Pod reports exits %v, want %v", got, want)
 	}
-	if got, want := slim, (&podReport{namespace: "team", name: "app-0", exited: proof.Marker(id)}); !cmp.Equal(got, want, cmp.AllowUnexported(podReport{})) {
+	if got, want := slim, (&podReport{namespace: "team", name: "app-0", exited: "app " + id + "\n"}); !cmp.Equal(got, want, cmp.AllowUnexported(podReport{})) {
 		t.Errorf("slim Pod keeps more or less than it should: %+v, want %+v", got, want)
 	}
 	again, _ := slimPod(slim)
@@ -135,7 +140,7 @@ func TestPodWatch(t *testing.T) {
 			return nil
 		}
 	}
-	if got, want := next("the list"), []proof.Process{{Instance: id, Pod: "team/exited"}}; !cmp.Equal(got, want) {
+	if got, want := next("the list"), []proof.Process{{Instance: id, Pod: "team/exited", Container: "app"}}; !cmp.Equal(got, want) {
 		t.Errorf("the list reports %v, want %v", got, want)
 	}
 	w.mu.Lock()
@@ -155,7 +160,7 @@ func TestPodWatch(t *testing.T) {
 	if err := client.CoreV1().Pods("team").Delete(ctx, "exited", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := next("the update"), []proof.Process{{Instance: id2, Pod: "team/quiet"}}; !cmp.Equal(got, want) {
+	if got, want := next("the update"), []proof.Process{{Instance: id2, Pod: "team/quiet", Container: "app"}}; !cmp.Equal(got, want) {
 		t.Errorf("the update reports %v, want %v", got, want)
 	}
 	// A handler added now is told of what is held.
@@ -170,7 +175,7 @@ func TestPodWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := next("a handler added late"), []proof.Process{{Instance: id2, Pod: "team/quiet"}}; !cmp.Equal(got, want) {
+	if got, want := next("a handler added late"), []proof.Process{{Instance: id2, Pod: "team/quiet", Container: "app"}}; !cmp.Equal(got, want) {
 		t.Errorf("a handler added late is told %v, want %v", got, want)
 	}
 	if err := w.RemoveEventHandler(late); err != nil {
@@ -194,7 +199,7 @@ func TestLeasesOfInstance(t *testing.T) {
 	candidate := func(name, lease, id string) *coordinationv1beta1.LeaseCandidate {
 		return &coordinationv1beta1.LeaseCandidate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-				Annotations: map[string]string{access.InstanceAnnotation: id, access.PodAnnotation: "ns/" + name}},
+				Annotations: map[string]string{access.InstanceAnnotation: id, access.PodAnnotation: "ns/" + name, access.ContainerAnnotation: "app"}},
 			Spec: coordinationv1beta1.LeaseCandidateSpec{LeaseName: lease},
 		}
 	}
@@ -203,7 +208,7 @@ func TestLeasesOfInstance(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
 			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), RenewTime: ptr.To(metav1.NewMicroTime(t0))},
 		}
-		proof.Stamp(l, proof.Process{Instance: id, Pod: "ns/" + holder})
+		proof.Stamp(l, proof.Process{Instance: id, Pod: "ns/" + holder, Container: "app"})
 		return l
 	}
 	candidates := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{byInstanceIndex: indexByInstance})

@@ -318,7 +318,7 @@ func TestLeaseRecordTransitions(t *testing.T) {
 	// The process that made the last renewal, when the renewal said so:
 	// kept through a deletion in order, not through a relist, whose copy
 	// may be older than another process's renewal.
-	process := proof.Process{Instance: "0123456789abcdef0123456789abcdef", Pod: "ns/a-0"}
+	process := proof.Process{Instance: "0123456789abcdef0123456789abcdef", Pod: "ns/a-0", Container: "app"}
 	stamped := lease(heldBy("a"), transitions(3), durationSeconds(40))
 	stamped.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0.Add(time.Second)))
 	proof.Stamp(stamped, process)

@@ -36,9 +36,11 @@ import (
 // runs on (one process in simForceDeleteEvery): the kubelet's reports of
 // that Pod then fail, and the Pod is created again, with a new UID, when the
 // candidate's next process starts. And one process in simForgeEvery has its
-// instance named in the termination message of someone else's Pod, which
-// must count for nothing. Adopters' processes run a model of the
-// library's elector, which stamps nothing: their terms end by expiry.
+// instance named in the termination message of someone else's Pod, and one
+// in simSiblingForgeEvery in that of another container of its own Pod: a
+// sidecar that exits, or an ephemeral container added to debug the Pod
+// (each half the time). Neither must count. Adopters' processes run a model
+// of the library's elector, which stamps nothing: their terms end by expiry.
 //
 // All draws come from a stream of their own, so that the runs without the
 // proof of death keep their schedules.
@@ -48,6 +50,7 @@ const (
 	simKubeletPartitioned = 20
 	simForceDeleteEvery   = 8
 	simForgeEvery         = 8
+	simSiblingForgeEvery  = 4
 )
 
 // simPod is a candidate's Pod as its kubelet knows it.
@@ -62,6 +65,10 @@ type simPod struct {
 	running          string
 	terminated, last string
 	restarts         int32
+	// sidecar and debug are the termination messages of the Pod's sidecar
+	// container and of an ephemeral container, once they have exited ("":
+	// running, or none).
+	sidecar, debug string
 }
 
 // proofRun reports whether seed's run has the proof of death.
@@ -86,7 +93,7 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 		if err != nil {
 			panic(err)
 		}
-		pod.uid, pod.terminated, pod.last, pod.restarts = created.UID, "", "", 0
+		pod.uid, pod.terminated, pod.last, pod.restarts, pod.sidecar, pod.debug = created.UID, "", "", 0, "", ""
 	}
 	id := fmt.Sprintf("%016x%016x", w.podRng.Uint64(), w.podRng.Uint64())
 	w.podFiles++
@@ -106,6 +113,25 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 		// message: instance IDs are public.
 		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() { w.forgeExit(c.e.ns, id) })
 	}
+	if w.podRng.IntN(simSiblingForgeEvery) == 0 {
+		// Another container of its own Pod names it in its own
+		// termination message and exits: the kubelet reports that
+		// container terminated, truthfully.
+		ephemeral, uid := w.podRng.IntN(2) == 0, pod.uid
+		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() {
+			if pod.uid != uid || pod.running != id {
+				return
+			}
+			if ephemeral {
+				w.Fault("exit-forged-by-ephemeral-container")
+				pod.debug = proof.Marker(id)
+			} else {
+				w.Fault("exit-forged-by-sidecar")
+				pod.sidecar = proof.Marker(id)
+			}
+			w.kubeletReports(c)
+		})
+	}
 	if w.podRng.IntN(simForceDeleteEvery) == 0 {
 		uid := pod.uid
 		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() {
@@ -115,7 +141,7 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 			}
 		})
 	}
-	return &candidatepkg.ProofOfDeath{TerminationMessagePath: path, Pod: c.e.ns + "/" + pod.name, Instance: id}
+	return &candidatepkg.ProofOfDeath{TerminationMessagePath: path, Pod: c.e.ns + "/" + pod.name, Container: "app", Instance: id}
 }
 
 // forgeExit has a Pod of someone else's, in namespace ns, report as exited
@@ -178,11 +204,26 @@ func (w *simWorld) kubeletReports(c *simCandidate) {
 				cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Message: pod.last}
 			}
 		}
-		status.ContainerStatuses = []corev1.ContainerStatus{cs}
+		status.ContainerStatuses = []corev1.ContainerStatus{cs, exitedOrRunning("sidecar", pod.sidecar)}
+		if pod.debug != "" {
+			status.EphemeralContainerStatuses = []corev1.ContainerStatus{exitedOrRunning("debug", pod.debug)}
+		}
 		if _, err := w.WritePodStatus(c.e.ns, pod.name, pod.uid, status, "kubelet", w.podWatchers); err != nil {
 			w.Tracef("kubelet of %s: %v", pod.name, err)
 		}
 	})
+}
+
+// exitedOrRunning is the status of container name: terminated with message,
+// or running when message is "".
+func exitedOrRunning(name, message string) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{Name: name}
+	if message == "" {
+		cs.State.Running = &corev1.ContainerStateRunning{}
+	} else {
+		cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 0, Message: message}
+	}
+	return cs
 }
 
 // podWatchers are the watches Pod events go to: every controller's.

@@ -255,14 +255,14 @@ func TestDescribeSaysWhyCandidatesAreLeftOut(t *testing.T) {
 func TestDescribeSaysWhereCandidatesRun(t *testing.T) {
 	judge := Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: 30 * time.Minute, PingTimeout: 5 * time.Second, DefaultLeaseDuration: 15 * time.Second}
 	lc := cand(newer)
-	lc.Annotations = map[string]string{access.PodAnnotation: "team/app-0", access.InstanceAnnotation: "0123456789abcdef0123456789abcdef"}
+	lc.Annotations = map[string]string{access.PodAnnotation: "team/app-0", access.ContainerAnnotation: "app", access.InstanceAnnotation: "0123456789abcdef0123456789abcdef"}
 	in := Input{Key: types.NamespacedName{Namespace: "ns", Name: "l"}, Lease: lease(leaseSpec{holder: "newer"}), Candidates: []*coordinationv1beta1.LeaseCandidate{lc, cand(broken)}}
 	s := judge.Summarize(in, now)
 	got := map[string]string{}
 	for _, c := range Describe(&s, access.ModeNative, nil).Candidates {
-		got[c.Name] = c.Pod + " " + c.Instance
+		got[c.Name] = c.Pod + " " + c.Container + " " + c.Instance
 	}
-	if got["newer"] != "team/app-0 0123456789abcdef0123456789abcdef" || got["broken"] != " " {
+	if got["newer"] != "team/app-0 app 0123456789abcdef0123456789abcdef" || got["broken"] != "  " {
 		t.Errorf("candidates' Pods and instances: %q, want newer's only", got)
 	}
 }

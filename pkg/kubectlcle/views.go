@@ -134,10 +134,12 @@ type CandidateStatus struct {
 	// Excluded says why the candidate takes no part: expired,
 	// unresponsive (a ping unanswered), or invalid with the reason.
 	Excluded string `json:"excluded,omitempty"`
-	// Pod and Instance are where the candidate's process runs and which
-	// process it is, as it registered them for the proof of death.
-	Pod      string `json:"pod,omitempty"`
-	Instance string `json:"instance,omitempty"`
+	// Pod, Container and Instance are where the candidate's process runs
+	// and which process it is, as it registered them for the proof of
+	// death.
+	Pod       string `json:"pod,omitempty"`
+	Container string `json:"container,omitempty"`
+	Instance  string `json:"instance,omitempty"`
 }
 
 // EventStatus is one Event of a Lease.
@@ -232,6 +234,7 @@ func Describe(s *Summary, mode access.Mode, events []corev1.Event) *LeaseDescrip
 			Roles:            roles(lc.Name),
 			Excluded:         excluded,
 			Pod:              lc.Annotations[access.PodAnnotation],
+			Container:        lc.Annotations[access.ContainerAnnotation],
 			Instance:         lc.Annotations[access.InstanceAnnotation],
 		}
 		d.Candidates = append(d.Candidates, c)

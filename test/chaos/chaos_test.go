@@ -320,7 +320,7 @@ func (e *env) setUp() {
 		p := &proc{name: c.identity, kind: c.kind, emulation: c.emulation, bin: bins.byKind[c.kind],
 			logPath: filepath.Join(dir, c.identity+".log"), v: e.v, proxy: px}
 		if c.kind != kindControllerRuntime {
-			args = append(args, "--clock-offset="+c.clockOffset.String(), "--pod="+ns+"/"+c.identity)
+			args = append(args, "--clock-offset="+c.clockOffset.String(), "--pod="+ns+"/"+c.identity, "--container=candidate")
 			p.messageDir = filepath.Join(dir, "termination-messages")
 			if err := os.MkdirAll(p.messageDir, 0o700); err != nil {
 				t.Fatal(err)

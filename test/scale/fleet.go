@@ -215,7 +215,7 @@ func (f *fleet) createCandidates(ctx context.Context, rng *rand.Rand, workers in
 		}
 		if f.cfg.pods {
 			p := f.processOf(j.lease.Namespace, lc.Name)
-			lc.Annotations = map[string]string{access.InstanceAnnotation: p.Instance, access.PodAnnotation: p.Pod}
+			lc.Annotations = map[string]string{access.InstanceAnnotation: p.Instance, access.PodAnnotation: p.Pod, access.ContainerAnnotation: p.Container}
 		}
 		if _, err := f.acc.LeaseCandidates(j.lease.Namespace).Create(ctx, lc); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create LeaseCandidate %s/%s: %w", lc.Namespace, lc.Name, err)
@@ -500,7 +500,7 @@ func (f *fleet) nextWrite(lease *coordinationv1.Lease, t *term, now time.Time) (
 // after it, and an instance ID derived from the name.
 func (f *fleet) processOf(ns, name string) proof.Process {
 	sum := sha256.Sum256([]byte(ns + "/" + name))
-	return proof.Process{Instance: hex.EncodeToString(sum[:16]), Pod: proof.PodOf(ns, name)}
+	return proof.Process{Instance: hex.EncodeToString(sum[:16]), Pod: proof.PodOf(ns, name), Container: "candidate"}
 }
 
 // createPods creates a Pod for each candidate (--pods), with workers

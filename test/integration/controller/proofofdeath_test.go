@@ -55,27 +55,28 @@ func (e *env) startInPod(t *testing.T, lease, identity, pod, emulation string) *
 		BinaryVersion: "1.31.0", EmulationVersion: emulation,
 		LeaseDuration: podLeaseDuration, RenewDeadline: 40 * time.Second, RetryPeriod: 2 * time.Second,
 		ReleaseOnCancel: ptr.To(false), DeleteCandidateOnExit: ptr.To(false),
-		ProofOfDeath: &candidate.ProofOfDeath{TerminationMessagePath: p.messageFile, Pod: e.ns + "/" + pod, Instance: p.instance},
+		ProofOfDeath: &candidate.ProofOfDeath{TerminationMessagePath: p.messageFile, Pod: e.ns + "/" + pod, Container: "app", Instance: p.instance},
 	})
 	return p
 }
 
-// createPod creates a running Pod with one container, "app", as the
-// kubelet of node-1 reports it.
+// createPod creates a running Pod with two containers, "app" (the
+// candidate's) and "sidecar", as the kubelet of node-1 reports it.
 func (e *env) createPod(t *testing.T, name string) {
 	t.Helper()
 	pod, err := e.client.CoreV1().Pods(e.ns).Create(context.Background(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{NodeName: "node-1", AutomountServiceAccountToken: ptr.To(false),
-			Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
+			Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}, {Name: "sidecar", Image: "example.com/proxy:1"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create Pod %s: %v", name, err)
 	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: "app", Ready: true, Image: "example.com/app:1",
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
-	}}}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "app", Ready: true, Image: "example.com/app:1", State: running},
+		{Name: "sidecar", Ready: true, Image: "example.com/proxy:1", State: running},
+	}}
 	e.writePodStatus(t, pod)
 }
 
@@ -156,15 +157,29 @@ func testProofOfDeath(t *testing.T, m apiMode) {
 	// What is not proof: the Pod failed without its kubelet (Pod garbage
 	// collection on a node that is gone), an exit of another process
 	// instance (the container's previous one), and a's own instance named
-	// in the termination message of another Pod's container (instance IDs
-	// are public; anyone who runs a Pod writes its own message).
-	pod, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), "a-0", metav1.GetOptions{})
+	// in the termination message of another container (instance IDs are
+	// public; anyone who runs a container writes its own message): a's
+	// sidecar's, an ephemeral container's added to debug a's Pod, and
+	// another Pod's.
+	ctx := context.Background()
+	pod, err := e.client.CoreV1().Pods(e.ns).Get(ctx, "a-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	pod.Spec.EphemeralContainers = append(pod.Spec.EphemeralContainers, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "debugger", Image: "example.com/debug:1", TerminationMessagePolicy: corev1.TerminationMessageReadFile}})
+	if pod, err = e.client.CoreV1().Pods(e.ns).UpdateEphemeralContainers(ctx, "a-0", pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("add an ephemeral container to a's Pod: %v", err)
+	}
+	forgedBy := func(name string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: name, Image: "example.com/" + name + ":1", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 0, Message: proof.Marker(a.instance)}}}
 	}
 	pod.Status.Phase = corev1.PodFailed
 	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: 1, Message: proof.Marker(proof.NewInstance())}}
+	pod.Status.ContainerStatuses[1] = forgedBy("sidecar")
+	pod.Status.EphemeralContainerStatuses = []corev1.ContainerStatus{forgedBy("debugger")}
 	e.writePodStatus(t, pod)
 	e.createPod(t, "mallory-0")
 	forged, err := e.client.CoreV1().Pods(e.ns).Get(context.Background(), "mallory-0", metav1.GetOptions{})
@@ -174,7 +189,8 @@ func testProofOfDeath(t *testing.T, m apiMode) {
 	forged.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: proof.Marker(a.instance)}}
 	e.writePodStatus(t, forged)
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return promtest.Counter(e.metrics.ExitsRead) == 2, nil
+		// The previous instance's exit, the sidecar's and mallory's.
+		return promtest.Counter(e.metrics.ExitsRead) == 3, nil
 	}); err != nil {
 		t.Fatalf("the controller did not read the Pod's status: %v", err)
 	}
@@ -237,7 +253,7 @@ func testProofOfDeathLockElector(t *testing.T, m apiMode) {
 			"--namespace", e.ns, "--lease", "lock", "--identity", identity,
 			"--binary-version", "1.31.0", "--emulation-version", emulation,
 			"--lease-duration", podLeaseDuration.String(), "--renew-deadline", "40s", "--retry-period", "2s",
-			"--termination-message-path", p.messageFile, "--pod", e.ns+"/"+p.pod)
+			"--termination-message-path", p.messageFile, "--pod", e.ns+"/"+p.pod, "--container", "app")
 		// The process draws its instance: read it where the kubelet will.
 		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 			b, err := os.ReadFile(p.messageFile)
