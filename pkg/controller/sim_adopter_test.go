@@ -673,6 +673,7 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 	renewed := func(err error) {
 		if errors.Is(err, lead.ErrSlowRenewal) {
 			e.count("slow-renewals")
+			p.c.troubledAt = e.w().Now
 			e.tracef("renewal not counted: %v", err)
 		}
 		if !e.ctxDone {

@@ -54,6 +54,19 @@ type simCandidate struct {
 	// registeredAt is when its first registration reached the server
 	// (before it queued there), in a run with a fleet.
 	registeredAt time.Time
+	// troubledAt is when a fault last struck its process (see faultOn);
+	// troubledTerms are when its terms that a fault struck ended (see
+	// noteTermEnds): the world's truth of which of its terms may have
+	// ended unreleased.
+	troubledAt    time.Time
+	troubledTerms []simTermEnd
+}
+
+// simTermEnd is when a term struck by a fault ended: in true time, and on
+// the clock of the controller replica active then (ctrl 0: none).
+type simTermEnd struct {
+	at, ctrlAt time.Time
+	ctrl       int
 }
 
 // key is the key of its LeaseCandidate: its Lease's namespace and its name.
@@ -337,6 +350,7 @@ func (w *simWorld) checkElection(e *simElection) {
 	if e.unhandled {
 		return // nobody leads it (newTerm and the controller's writes check it)
 	}
+	w.noteTermEnds(e)
 	// Most steps have at most one leader: the slice stays on the stack.
 	var buf [2]*simCandidate
 	leaders := buf[:0]
@@ -445,24 +459,19 @@ func (w *simWorld) checkElection(e *simElection) {
 	}
 }
 
-// unsteadyUntil is until when, in true time, the active replica held or holds
-// best back from being preferred over a live holder because best's last terms
+// unsteadyUntil is until when, in true time, the controller may hold best
+// back from being preferred over a live holder because best's last terms
 // ended unreleased (Options.UnsteadyWindow: a Priority run's crashes and
 // pauses during the faults can make the best candidate unsteady for minutes
-// after they stop), past or not; zero when its records show no two losses.
-// The rule never holds back a candidate that emulates an older version than
-// the holder (so never under OldestEmulationVersion).
+// after they stop), past or not; zero when no two of its terms that faults
+// struck ended within the window. It asks the world, not the controller:
+// a term that no fault struck (a holder asked to hand over that lets its
+// Lease expire) is no excuse for holding its candidate back. The rule never
+// holds back a candidate that emulates an older version than the holder (so
+// never under OldestEmulationVersion).
 func (w *simWorld) unsteadyUntil(e *simElection, best *simCandidate) time.Time {
-	sc := w.ctrl
-	if sc == nil {
-		return time.Time{}
-	}
-	// The last two losses say until when it was, or is, held back (the
-	// replica trims older ones only at its next loss): the bound counts
-	// from then, whether or not that is past.
-	now := sc.clk.Now()
-	last := sc.c.obs.lossesOf(types.NamespacedName{Namespace: e.ns, Name: e.name}, best.name, now)
-	if len(last) < unsteadyLosses {
+	ends := best.troubledTerms
+	if len(ends) < unsteadyLosses {
 		return time.Time{}
 	}
 	if l, blc := e.lease(), best.registered(); l != nil && blc != nil {
@@ -470,30 +479,55 @@ func (w *simWorld) unsteadyUntil(e *simElection, best *simCandidate) time.Time {
 			return time.Time{}
 		}
 	}
-	return w.Now.Add(last[len(last)-unsteadyLosses].Add(DefaultUnsteadyWindow).Sub(now))
+	// The older of the last two, as the active replica's clock measures
+	// the window if it was active then (its clock may have been stepped),
+	// else in true time.
+	end := ends[len(ends)-unsteadyLosses]
+	until := end.at.Add(DefaultUnsteadyWindow)
+	if sc := w.ctrl; sc != nil && sc.id == end.ctrl {
+		until = maxTime(until, w.Now.Add(end.ctrlAt.Add(DefaultUnsteadyWindow).Sub(sc.clk.Now())))
+	}
+	return until
 }
 
-// lossesOf is when the terms of candidate name on the Lease key ended
-// unreleased, by the record observations.lease returns at now, without
-// copying it: the check asks at every step.
-func (o *observations) lossesOf(key types.NamespacedName, name string, now time.Time) []time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var h *leaseHistory
-	if rec, ok := o.leases[key]; ok {
-		h = &rec.leaseHistory
-	} else if t, ok := o.tombstones[key]; ok && now.Before(t.until) {
-		h = &t.history
-	} else {
-		return nil
+// faultOn records fault kind striking candidate c's process.
+func (w *simWorld) faultOn(c *simCandidate, kind string) {
+	w.World.Fault(kind)
+	c.troubledAt = w.Now
+}
+
+// Fault records fault kind striking the world at large (the API server, a
+// controller, a Lease): every process's term may suffer from it.
+func (w *simWorld) Fault(kind string) {
+	w.World.Fault(kind)
+	w.troubledAt = w.Now
+}
+
+// noteTermEnds follows who holds e's Lease, by the server's object: when
+// the holder or the term's number changes (or the Lease goes), the last
+// holder's term ended, and if a fault struck since it began, its
+// candidate's troubledTerms say when.
+func (w *simWorld) noteTermEnds(e *simElection) {
+	holder, term := "", int32(0)
+	if l := e.lease(); l != nil {
+		holder, term = holderIdentity(l), ptr.Deref(l.Spec.LeaseTransitions, 0)
 	}
-	var last []time.Time
-	for _, l := range h.losses {
-		if l.candidate == name {
-			last = append(last, l.at)
+	if holder == e.termHolder && term == e.termNumber {
+		return
+	}
+	if e.termHolder != "" {
+		for _, c := range e.cands {
+			if c.name != e.termHolder || (c.troubledAt.Before(e.termFrom) && w.troubledAt.Before(e.termFrom)) {
+				continue
+			}
+			end := simTermEnd{at: w.Now}
+			if sc := w.ctrl; sc != nil {
+				end.ctrl, end.ctrlAt = sc.id, sc.clk.Now()
+			}
+			c.troubledTerms = append(c.troubledTerms[max(0, len(c.troubledTerms)-unsteadyLosses+1):], end)
 		}
 	}
-	return last
+	e.termHolder, e.termNumber, e.termFrom = holder, term, w.Now
 }
 
 // exitedLately reports an adopter's process of e that exited on its own
@@ -749,7 +783,7 @@ func (w *simWorld) injectFault() {
 	case 0, 1: // SIGSTOP, then SIGCONT
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused {
-			w.Fault("pause")
+			w.faultOn(c, "pause")
 			p.paused = true
 			if p.ext != nil {
 				p.ext.stall()
@@ -759,7 +793,7 @@ func (w *simWorld) injectFault() {
 	case 2: // crash, restart later
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
-			w.Fault("crash")
+			w.faultOn(c, "crash")
 			p.lib.kill()
 			c.proc = nil
 			w.After(w.DurationBetween(time.Second, 60*time.Second), func() {
@@ -771,7 +805,7 @@ func (w *simWorld) injectFault() {
 	case 3: // graceful stop, restart later
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused && !p.stopping() {
-			w.Fault("stop")
+			w.faultOn(c, "stop")
 			p.stopGracefully(func() {
 				c.proc = nil
 				w.After(w.DurationBetween(time.Second, 30*time.Second), func() {
@@ -789,7 +823,7 @@ func (w *simWorld) injectFault() {
 	case 5: // a candidate is deleted
 		c := pick()
 		if lc := w.Candidate(c.key()); lc != nil {
-			w.Fault("delete-candidate")
+			w.faultOn(c, "delete-candidate")
 			_, _ = w.writeCandidate(c.e.ns, c.name, nil, lc.ResourceVersion, "fault")
 		}
 	case 6: // the active controller fails over to a new replica
@@ -839,7 +873,7 @@ func (w *simWorld) injectFault() {
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
 			d := w.DurationBetween(time.Second, 40*time.Second)
-			w.Fault("partition")
+			w.faultOn(c, "partition")
 			w.Tracef("%s/%d is partitioned from the API server for %s", c.shown(), p.id, d)
 			p.partitionedUntil = w.Now.Add(d)
 			p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = p.partitionedUntil, p.partitionedUntil
@@ -852,7 +886,7 @@ func (w *simWorld) injectFault() {
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
 			d := w.DurationBetween(time.Second, 30*time.Second)
-			w.Fault("watch-stall")
+			w.faultOn(c, "watch-stall")
 			w.Tracef("%s/%d's watches stall for %s", c.shown(), p.id, d)
 			p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = w.Now.Add(d), w.Now.Add(d)
 		}
@@ -1133,7 +1167,8 @@ func (w *simWorld) annotate(c *simCandidate) {
 	if cur == nil {
 		return
 	}
-	w.Fault("annotate-priority")
+	// An operator's change: no fault strikes a process.
+	w.World.Fault("annotate-priority")
 	w.rerank(c.e.ns, c.name)
 	next := cur.DeepCopy()
 	if value := simPriorities[w.Rng.IntN(len(simPriorities))]; value == "" {

@@ -80,11 +80,11 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 	}
 	switch rng.IntN(3) {
 	case 0:
-		w.Fault("suspend")
+		w.faultOn(p.c, "suspend")
 		p.suspend(simworld.DurationBetween(rng, time.Second, 40*time.Second))
 	default:
 		d := simClockStep(rng)
-		w.Fault("clock-step")
+		w.faultOn(p.c, "clock-step")
 		w.Tracef("%s/%d's wall clock steps %s", p.c.shown(), p.id, d)
 		p.clk.Step(d)
 	}

@@ -111,7 +111,7 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 	if w.podRng.IntN(simForgeEvery) == 0 {
 		// Someone's Pod names this process in its own termination
 		// message: instance IDs are public.
-		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() { w.forgeExit(c.e.ns, id) })
+		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() { w.forgeExit(c, id) })
 	}
 	if w.podRng.IntN(simSiblingForgeEvery) == 0 {
 		// Another container of its own Pod names it in its own
@@ -123,10 +123,10 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 				return
 			}
 			if ephemeral {
-				w.Fault("exit-forged-by-ephemeral-container")
+				w.faultOn(c, "exit-forged-by-ephemeral-container")
 				pod.debug = proof.Marker(id)
 			} else {
-				w.Fault("exit-forged-by-sidecar")
+				w.faultOn(c, "exit-forged-by-sidecar")
 				pod.sidecar = proof.Marker(id)
 			}
 			w.kubeletReports(c)
@@ -136,7 +136,7 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 		uid := pod.uid
 		w.After(simworld.DurationBetween(w.podRng, time.Second, time.Minute), func() {
 			if cur := w.Pod(simKey(c.e.ns, pod.name)); cur != nil && cur.UID == uid {
-				w.Fault("pod-force-deleted")
+				w.faultOn(c, "pod-force-deleted")
 				w.DeletePod(c.e.ns, pod.name, "kubectl delete --force", w.podWatchers)
 			}
 		})
@@ -144,10 +144,11 @@ func (w *simWorld) podProcessStarts(p *simProcess) *candidatepkg.ProofOfDeath {
 	return &candidatepkg.ProofOfDeath{TerminationMessagePath: path, Pod: c.e.ns + "/" + pod.name, Container: "app", Instance: id}
 }
 
-// forgeExit has a Pod of someone else's, in namespace ns, report as exited
-// its container whose termination message names instance id.
-func (w *simWorld) forgeExit(ns, id string) {
-	w.Fault("exit-forged")
+// forgeExit has a Pod of someone else's, in c's namespace, report as exited
+// its container whose termination message names instance id (c's process).
+func (w *simWorld) forgeExit(c *simCandidate, id string) {
+	ns := c.e.ns
+	w.faultOn(c, "exit-forged")
 	const name = "mallory"
 	if w.Pod(simKey(ns, name)) == nil {
 		if _, err := w.CreatePod(ns, name, &corev1.Pod{}, "mallory", w.podWatchers); err != nil {
@@ -181,12 +182,12 @@ func (w *simWorld) podProcessExits(p *simProcess) {
 func (w *simWorld) kubeletReports(c *simCandidate) {
 	pod := c.pod
 	if w.podRng.IntN(simKubeletLost) == 0 {
-		w.Fault("kubelet-status-lost")
+		w.faultOn(c, "kubelet-status-lost")
 		return
 	}
 	delay := simworld.DurationBetween(w.podRng, 100*time.Millisecond, 2*time.Second)
 	if w.podRng.IntN(simKubeletPartitioned) == 0 {
-		w.Fault("kubelet-partitioned")
+		w.faultOn(c, "kubelet-partitioned")
 		delay = simworld.DurationBetween(w.podRng, 10*time.Second, 90*time.Second)
 	}
 	w.Late(w.Now.Add(delay))

@@ -373,6 +373,9 @@ func btoi(b bool) int {
 type simWorld struct {
 	*simworld.World
 	*simworld.Server
+	// troubledAt is when a fault last struck the world at large (see
+	// Fault; faultOn is one process's).
+	troubledAt time.Time
 	// witnessRng draws what leader work's writes to the witness do, and
 	// adoptRng whether an adopter runs its elector with
 	// Lock.ElectorContext: streams of their own, so that neither moves
@@ -461,7 +464,12 @@ type simElection struct {
 	// heldBack is the last instant the active replica's unsteady rule held
 	// e.best back (see unsteadyUntil): the rule ends when the holder
 	// changes to one that emulates a newer version than e.best.
-	heldBack    time.Time
+	heldBack time.Time
+	// termHolder is who the Lease named since termFrom, in the term
+	// numbered termNumber (see noteTermEnds).
+	termHolder  string
+	termNumber  int32
+	termFrom    time.Time
 	quietLeader time.Time // when some candidate first led after faults stopped
 	noneRan     time.Time // the last instant after faults stopped at which no candidate process ran
 	quietBest   time.Time // when the best candidate first led after faults stopped
