@@ -72,7 +72,7 @@ type Options struct {
 	LeaseName string
 	// Identity names this replica: the LeaseCandidate's name and the
 	// Lease's holder. Default: controller-runtime's, the host name and a
-	// random UUID ("host_uuid"), made a valid name by lock.IdentityFor.
+	// random UUID ("host_uuid"), made a valid name by candidate.NameFor.
 	// Any identity is mapped that way; a stable, unique one (such as the
 	// pod name) lets a restarted replica refresh its LeaseCandidate.
 	Identity string

@@ -13,6 +13,10 @@
 // kube-apiserver without the CoordinatedLeaderElection gate drops the spec
 // fields. The mapping happens inside this package only: nothing outside it
 // branches on the mode.
+//
+// It is not a supported API: its exported names serve cle's own programs
+// (cle-controller, kubectl-cle, the tests) and may change in any release.
+// Components import pkg/candidate, pkg/lock or contrib/controller-runtime.
 package access
 
 import (

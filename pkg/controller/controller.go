@@ -8,6 +8,10 @@
 // Liveness and expiry are judged on the controller's own clock from what it
 // observed and when (see observations.go); the ranking itself lives in
 // pkg/strategy, and every API access goes through pkg/access.
+//
+// It is not a supported API: its exported names serve cle's own programs
+// (cle-controller, kubectl-cle, the tests) and may change in any release.
+// Components import pkg/candidate, pkg/lock or contrib/controller-runtime.
 package controller
 
 import (

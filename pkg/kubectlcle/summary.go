@@ -9,6 +9,10 @@
 // it sent each ping): it judges the expiry of Leases and candidates, and
 // pings left unanswered, from their renewTime and pingTime on the clock of
 // the machine it runs on, and says so.
+//
+// It is not a supported API: its exported names serve cle's own programs
+// (cle-controller, kubectl-cle, the tests) and may change in any release.
+// Components import pkg/candidate, pkg/lock or contrib/controller-runtime.
 package kubectlcle
 
 import (

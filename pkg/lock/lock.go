@@ -92,7 +92,7 @@ var (
 // Config configures a Lock.
 type Config struct {
 	// Candidate configures the candidate behind the Lock. Identity may be
-	// any identity client-go accepts: it is mapped with IdentityFor. It
+	// any identity client-go accepts: it is mapped with candidate.NameFor. It
 	// configures a candidate.External; ReleaseOnCancel is ignored (the elector's own
 	// ReleaseOnCancel decides). Callbacks are optional. Give the
 	// LeaderElector the timings of Lock.Timings: the candidate's
@@ -169,7 +169,7 @@ var _ resourcelock.Interface = (*Lock)(nil)
 func New(cfg Config) (*Lock, error) {
 	var l *Lock // set below, before the candidate can run
 	cc := cfg.Candidate
-	cc.Identity = IdentityFor(cc.Identity)
+	cc.Identity = candidate.NameFor(cc.Identity)
 	release := true
 	cc.ReleaseOnCancel = &release
 	stopped := cc.Callbacks.OnStoppedLeading
@@ -264,7 +264,7 @@ func (l *Lock) Callbacks(cb leaderelection.LeaderCallbacks) leaderelection.Leade
 func (l *Lock) Candidate() *candidate.External { return l.c }
 
 // Identity is the holder identity of this process (Config.Candidate.Identity
-// mapped by IdentityFor).
+// mapped by candidate.NameFor).
 func (l *Lock) Identity() string { return l.identity }
 
 // logger is Config.Candidate.Logger, or the logger of ctx.
@@ -535,4 +535,6 @@ const NoHolder = lockrule.NoHolder
 
 // IdentityFor maps an elector identity to a valid candidate name (a DNS-1123
 // subdomain, as LeaseCandidate names must be): candidate.NameFor.
+//
+// Deprecated: use candidate.NameFor.
 func IdentityFor(id string) string { return candidate.NameFor(id) }
