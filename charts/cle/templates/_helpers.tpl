@@ -20,6 +20,14 @@ then what runs (the release bundles name their image the same way).
 {{- end }}
 
 {{/*
+The ServiceAccount cle-controller runs as, created by the chart unless
+serviceAccount.create is false.
+*/}}
+{{- define "cle.serviceAccountName" -}}
+{{- .Values.serviceAccount.name -}}
+{{- end }}
+
+{{/*
 Whether the LeaseCandidate CRD is rendered: in portable mode, and in auto
 mode, which falls back to portable.
 */}}

@@ -383,6 +383,128 @@ func TestValues(t *testing.T) {
 			},
 		},
 		{
+			name: "a private registry: pull secrets and policy",
+			set:  []string{"imagePullSecrets[0].name=regcred", "image.pullPolicy=Always"},
+			check: func(t *testing.T, objs map[string]object) {
+				if got := at(t, podSpec(t, objs), "imagePullSecrets"); !cmp.Equal(got, []any{map[string]any{"name": "regcred"}}) {
+					t.Errorf("imagePullSecrets %v, want regcred", got)
+				}
+				if got := container(t, objs)["imagePullPolicy"]; got != "Always" {
+					t.Errorf("imagePullPolicy %v, want Always", got)
+				}
+			},
+		},
+		{
+			name: "an existing ServiceAccount, bound by its name",
+			set:  []string{"serviceAccount.create=false", "serviceAccount.name=platform-cle", "proofOfDeath.enabled=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantNoKinds(t, objs, "ServiceAccount")
+				if got := at(t, podSpec(t, objs), "serviceAccountName"); got != "platform-cle" {
+					t.Errorf("the Pods run as %v, want platform-cle", got)
+				}
+				for _, name := range []string{"cle-controller", "cle-controller-pods"} {
+					binding := find(t, objs, "ClusterRoleBinding", name)
+					if got := at(t, binding, "subjects").([]any)[0].(map[string]any)["name"]; got != "platform-cle" {
+						t.Errorf("%s binds %v, want platform-cle", name, got)
+					}
+				}
+			},
+		},
+		{
+			name: "a ServiceAccount with workload identity",
+			set:  []string{"serviceAccount.annotations.iam\\.gke\\.io/gcp-service-account=cle@project.iam.gserviceaccount.com"},
+			check: func(t *testing.T, objs map[string]object) {
+				sa := find(t, objs, "ServiceAccount", "cle-controller")
+				if got := at(t, sa, "metadata", "annotations", "iam.gke.io/gcp-service-account"); got != "cle@project.iam.gserviceaccount.com" {
+					t.Errorf("the ServiceAccount's annotations are %v", at(t, sa, "metadata", "annotations"))
+				}
+			},
+		},
+		{
+			name: "Pod annotations and labels; the selector's label stays",
+			set:  []string{"podAnnotations.team=platform", "podLabels.zone=a"},
+			check: func(t *testing.T, objs map[string]object) {
+				tmpl := at(t, find(t, objs, "Deployment", "cle-controller"), "spec", "template", "metadata")
+				if got := at(t, tmpl, "annotations", "team"); got != "platform" {
+					t.Errorf("Pod annotations %v", at(t, tmpl, "annotations"))
+				}
+				if got := at(t, tmpl, "labels"); !cmp.Equal(got, map[string]any{"app.kubernetes.io/name": "cle-controller", "zone": "a"}) {
+					t.Errorf("Pod labels %v", got)
+				}
+			},
+		},
+		{
+			name: "another priority class: no quota for system-cluster-critical",
+			set:  []string{"priorityClassName=platform-critical"},
+			check: func(t *testing.T, objs map[string]object) {
+				if got := at(t, podSpec(t, objs), "priorityClassName"); got != "platform-critical" {
+					t.Errorf("priorityClassName %v", got)
+				}
+				wantNoKinds(t, objs, "ResourceQuota")
+			},
+		},
+		{
+			name: "no priority class",
+			set:  []string{"priorityClassName="},
+			check: func(t *testing.T, objs map[string]object) {
+				if got, ok := podSpec(t, objs)["priorityClassName"]; ok {
+					t.Errorf("priorityClassName %v, want none", got)
+				}
+				wantNoKinds(t, objs, "ResourceQuota")
+			},
+		},
+		{
+			name: "log level",
+			set:  []string{"logLevel=4"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantArg(t, objs, "--v=4")
+				if args := deploymentArgs(t, objs); slices.Contains(args, "--v=2") {
+					t.Errorf("the arguments %q keep --v=2", args)
+				}
+			},
+		},
+		{
+			name: "placement and security contexts replace the defaults",
+			set: []string{"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool",
+				"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+				"topologySpreadConstraints[0].maxSkew=1", "topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname",
+				"topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+				"podSecurityContext.runAsNonRoot=true", "podSecurityContext.runAsUser=1000",
+				"securityContext.readOnlyRootFilesystem=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				spec := podSpec(t, objs)
+				if at(t, spec, "affinity", "nodeAffinity") == nil {
+					t.Errorf("no node affinity: %v", spec["affinity"])
+				}
+				if got := spec["topologySpreadConstraints"].([]any); len(got) != 1 || at(t, got[0], "whenUnsatisfiable") != "DoNotSchedule" {
+					t.Errorf("topologySpreadConstraints %v, want the one set", got)
+				}
+				if got := spec["securityContext"]; !cmp.Equal(got, map[string]any{"runAsNonRoot": true, "runAsUser": float64(1000)}) {
+					t.Errorf("the Pod's securityContext %v, want the one set", got)
+				}
+				if got := container(t, objs)["securityContext"]; !cmp.Equal(got, map[string]any{"readOnlyRootFilesystem": true}) {
+					t.Errorf("the container's securityContext %v, want the one set", got)
+				}
+			},
+		},
+		{
+			name: "monitoring without the dashboard and the alerts",
+			set:  []string{"monitoring.enabled=true", "monitoring.dashboard.enabled=false", "monitoring.prometheusRule.enabled=false"},
+			check: func(t *testing.T, objs map[string]object) {
+				find(t, objs, "ServiceMonitor", "cle-controller")
+				find(t, objs, "ClusterRole", "cle-metrics-reader")
+				wantNoKinds(t, objs, "PrometheusRule", "ConfigMap")
+			},
+		},
+		{
+			name: "monitoring without the ServiceMonitor",
+			set:  []string{"monitoring.enabled=true", "monitoring.serviceMonitor.enabled=false"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantNoKinds(t, objs, "ServiceMonitor")
+				wantKinds(t, objs, "PrometheusRule", "ConfigMap")
+			},
+		},
+		{
 			name: "policies",
 			set:  []string{"policies.enabled=true"},
 			check: func(t *testing.T, objs map[string]object) {
@@ -435,6 +557,20 @@ func TestSchema(t *testing.T) {
 		{"monitoring.labels.release=null", "monitoring.labels.x=1"},
 		{"policies=true"},
 		{"podDisruptionBudget.maxUnavailable=2"},
+		{"image.pullPolicy=Sometimes"},
+		{"imagePullSecrets[0].secret=regcred"},
+		{"serviceAccount.name=Not_A_Name"},
+		{"serviceAccount.create=maybe"},
+		{"podLabels.app\\.kubernetes\\.io/name=other"},
+		{"podAnnotations.x=null", "podAnnotations.y=1"},
+		{"priorityClassName=Critical"},
+		{"logLevel=11"},
+		{"logLevel=-1"},
+		{"affinity=pool"},
+		{"topologySpreadConstraints=hostname"},
+		{"securityContext=root"},
+		{"monitoring.dashboard.enabled=maybe"},
+		{"monitoring.grafana.enabled=true"},
 	} {
 		t.Run(strings.Join(set, ","), func(t *testing.T) {
 			args := []string{"template", release, chart}
@@ -554,6 +690,16 @@ func container(t *testing.T, objs map[string]object) map[string]any {
 	t.Helper()
 	cs := at(t, find(t, objs, "Deployment", "cle-controller"), "spec", "template", "spec", "containers").([]any)
 	return cs[0].(map[string]any)
+}
+
+// podSpec is the spec of cle-controller's Pod template.
+func podSpec(t *testing.T, objs map[string]object) map[string]any {
+	t.Helper()
+	spec, ok := at(t, find(t, objs, "Deployment", "cle-controller"), "spec", "template", "spec").(map[string]any)
+	if !ok {
+		t.Fatal("the Deployment has no Pod spec")
+	}
+	return spec
 }
 
 func deploymentArgs(t *testing.T, objs map[string]object) []string {
