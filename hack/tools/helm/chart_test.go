@@ -505,6 +505,52 @@ func TestValues(t *testing.T) {
 			},
 		},
 		{
+			name: "namespaced RBAC: Roles where it elects and for its lock, --namespaces, Pods read there",
+			set:  []string{"rbac.namespaced=true", "rbac.namespaces={team-a,team-b}", "proofOfDeath.enabled=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantArg(t, objs, "--namespaces=team-a,team-b")
+				for _, name := range []string{"cle-controller", "cle-controller-pods"} {
+					if hasObject(objs, "ClusterRoleBinding", name) {
+						t.Errorf("ClusterRoleBinding %s rendered: the controller is bound cluster-wide", name)
+					}
+				}
+				if hasObject(objs, "ClusterRole", "cle-controller") {
+					t.Error("ClusterRole cle-controller rendered")
+				}
+				granted := ruleSet(t, find(t, byKey(t, helmTemplate(t, "cle-system")), "ClusterRole", "cle-controller"))
+				for _, ref := range []struct{ ns, name string }{{"team-a", "cle-controller"}, {"team-b", "cle-controller"}, {"kube-system", "cle-controller-lock"}} {
+					role := objs["rbac.authorization.k8s.io/v1 Role "+ref.ns+"/"+ref.name]
+					if role == nil {
+						t.Errorf("no Role %s/%s", ref.ns, ref.name)
+						continue
+					}
+					// The Roles grant nothing the cluster-wide ClusterRole
+					// does not: they narrow it, never widen it.
+					for rule := range ruleSet(t, role) {
+						if !granted[rule] {
+							t.Errorf("Role %s/%s grants %s, which the ClusterRole cle-controller does not", ref.ns, ref.name, rule)
+						}
+					}
+					binding := objs["rbac.authorization.k8s.io/v1 RoleBinding "+ref.ns+"/"+ref.name]
+					if got := at(t, binding, "subjects"); !cmp.Equal(got, []any{map[string]any{"kind": "ServiceAccount", "name": "cle-controller", "namespace": "cle-system"}}) {
+						t.Errorf("RoleBinding %s/%s binds %v", ref.ns, ref.name, got)
+					}
+				}
+				for _, ns := range []string{"team-a", "team-b"} {
+					if objs["rbac.authorization.k8s.io/v1 RoleBinding "+ns+"/cle-controller-pods"] == nil {
+						t.Errorf("cle-controller-pods is not bound in %s", ns)
+					}
+				}
+				find(t, objs, "ClusterRoleBinding", "cle-controller-reviews")
+				reviews := ruleSet(t, find(t, objs, "ClusterRole", "cle-controller-reviews"))
+				for rule := range reviews {
+					if !granted[rule] {
+						t.Errorf("ClusterRole cle-controller-reviews grants %s, which the ClusterRole cle-controller does not", rule)
+					}
+				}
+			},
+		},
+		{
 			name: "policies",
 			set:  []string{"policies.enabled=true"},
 			check: func(t *testing.T, objs map[string]object) {
@@ -571,6 +617,10 @@ func TestSchema(t *testing.T) {
 		{"securityContext=root"},
 		{"monitoring.dashboard.enabled=maybe"},
 		{"monitoring.grafana.enabled=true"},
+		{"rbac.namespaced=true"},
+		{"rbac.namespaced=true", "rbac.namespaces={kube-node-lease}"},
+		{"rbac.namespaces={Team-A}"},
+		{"rbac.clusterWide=false"},
 	} {
 		t.Run(strings.Join(set, ","), func(t *testing.T) {
 			args := []string{"template", release, chart}
@@ -690,6 +740,24 @@ func container(t *testing.T, objs map[string]object) map[string]any {
 	t.Helper()
 	cs := at(t, find(t, objs, "Deployment", "cle-controller"), "spec", "template", "spec", "containers").([]any)
 	return cs[0].(map[string]any)
+}
+
+// ruleSet is what a Role or ClusterRole grants, one "group resource verb"
+// each (resourceNames aside).
+func ruleSet(t *testing.T, role object) map[string]bool {
+	t.Helper()
+	set := map[string]bool{}
+	rules, _ := role["rules"].([]any)
+	for _, r := range rules {
+		for _, g := range at(t, r, "apiGroups").([]any) {
+			for _, res := range at(t, r, "resources").([]any) {
+				for _, v := range at(t, r, "verbs").([]any) {
+					set[fmt.Sprintf("%v %v %v", g, res, v)] = true
+				}
+			}
+		}
+	}
+	return set
 }
 
 // podSpec is the spec of cle-controller's Pod template.
