@@ -25,6 +25,8 @@ for values in \
   "monitoring.enabled=true,monitoring.labels.release=prometheus" \
   "policies.enabled=true" \
   "proofOfDeath.enabled=true,proofOfDeath.namespaces={team-a},proofOfDeath.labelSelector=app=x" \
+  "rbac.namespaced=true,rbac.namespaces={team-a,team-b},proofOfDeath.enabled=true" \
+  "serviceAccount.create=false,serviceAccount.name=platform-cle,priorityClassName=,logLevel=4" \
   "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"; do
   echo "test-chart: helm lint --strict charts/cle ${values:+--set ${values}}" >&2
   "${helm}" lint --strict --quiet charts/cle ${values:+--set "${values}"} >/dev/null
