@@ -166,11 +166,19 @@ chart_version=${version#v}
 mkdir -p "${build}/chart" "${build}/chart-archive"
 cp -R charts/cle "${build}/chart/cle"
 sed -i -e "s|^  repository: ghcr.io/cle-dev/cle\$|  repository: ${repo}|" -e "s|^  digest: \"\"\$|  digest: ${digest}|" "${build}/chart/cle/values.yaml"
+# Its documentation links lead to the release's docs, not to main's.
+sed -i -e "s|github.com/cle-dev/cle/blob/main/|github.com/cle-dev/cle/blob/${version}/|g" \
+	-e "s|github.com/cle-dev/cle/tree/main/|github.com/cle-dev/cle/tree/${version}/|g" \
+	"${build}/chart/cle/README.md" "${build}/chart/cle/Chart.yaml"
 "${helm}" package --version "${chart_version}" --app-version "${version}" -d "${build}/chart" "${build}/chart/cle" >/dev/null
 tar -xzmf "${build}/chart/cle-${chart_version}.tgz" -C "${build}/chart-archive"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "${build}/chart-archive" -cf - cle | gzip -n >"${out}/cle-${chart_version}.tgz"
 if ! grep -qF "image: ${repo}:${version}@${digest}" <<<"$("${helm}" template cle "${out}/cle-${chart_version}.tgz")"; then
 	echo "release: the chart cle-${chart_version}.tgz does not run ${repo}:${version}@${digest} by default" >&2
+	exit 1
+fi
+if grep -q 'github.com/cle-dev/cle/\(blob\|tree\)/main/' <<<"$(tar -xzOf "${out}/cle-${chart_version}.tgz" cle/README.md cle/Chart.yaml)"; then
+	echo "release: the chart cle-${chart_version}.tgz links to the docs of main, not of ${version}" >&2
 	exit 1
 fi
 
