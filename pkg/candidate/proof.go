@@ -80,12 +80,7 @@ var kubeletContainerFile = regexp.MustCompile(`/pods/[0-9a-f-]+/containers/([^/]
 // them (downward API), else the service account's namespace and the host
 // name, which is the Pod's name unless the Pod sets spec.hostname.
 func DetectProofOfDeath() (*ProofOfDeath, error) {
-	f, err := os.Open(mountinfo)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotInPod, err)
-	}
-	defer func() { _ = f.Close() }()
-	m, err := terminationMessageMount(f, "")
+	m, err := kubeletMount("")
 	if err != nil {
 		return nil, err
 	}
@@ -128,16 +123,14 @@ func terminationMessageMount(r io.Reader, path string) (messageMount, error) {
 	return messageMount{}, ErrNotInPod
 }
 
-// containerOfFile is the container whose termination message file the
-// kubelet mounted at path, found in this process's mounts.
-func containerOfFile(path string) (string, error) {
+// kubeletMount is terminationMessageMount of this process's mounts.
+func kubeletMount(path string) (messageMount, error) {
 	f, err := os.Open(mountinfo)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNotInPod, err)
+		return messageMount{}, fmt.Errorf("%w: %w", ErrNotInPod, err)
 	}
 	defer func() { _ = f.Close() }()
-	m, err := terminationMessageMount(f, path)
-	return m.container, err
+	return terminationMessageMount(f, path)
 }
 
 // unescapeMount undoes mountinfo's octal escapes of space, tab, newline and
@@ -186,12 +179,12 @@ func (c *Config) completeProofOfDeath() error {
 	}
 	p := *c.ProofOfDeath
 	if p.Container == "" {
-		container, err := containerOfFile(p.TerminationMessagePath)
+		m, err := kubeletMount(p.TerminationMessagePath)
 		if err != nil {
 			return fmt.Errorf("ProofOfDeath.Container is not set, and no termination message file of the kubelet's is mounted at %s to name it: a report of this process's exit counts only for its own container: %w",
 				p.TerminationMessagePath, err)
 		}
-		p.Container = container
+		p.Container = m.container
 	}
 	if errs := validation.IsDNS1123Label(p.Container); len(errs) > 0 {
 		return fmt.Errorf("ProofOfDeath.Container %q is not a container name: %s", p.Container, strings.Join(errs, "; "))
