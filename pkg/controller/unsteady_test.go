@@ -33,11 +33,7 @@ func TestUnsteadyCandidate(t *testing.T) {
 	}
 	dead := func(c obsCand) obsCand { return withRec(c, func(r *candidateRecord) { r.unresponsive = true }) }
 	lo := seen(candidate("lo", "1.31.0", "1.31.0", withStrategy(strategy.PriorityName)), now.Add(-time.Second))
-	heldByLo := func() *coordinationv1.Lease {
-		l := lease(heldBy("lo"), transitions(4))
-		l.Spec.Strategy = ptr.To(strategy.PriorityName)
-		return l
-	}
+	heldByLo := func() *coordinationv1.Lease { return priorityLease("lo", 4) }
 	live := leaseObject{observed: true, holder: "lo", transitions: 4, observedAt: now.Add(-time.Second)}
 	lost := func(agos ...time.Duration) leaseHistory {
 		h := leaseHistory{held: true, maxTransitions: 4}
@@ -183,13 +179,8 @@ func TestTermLossRecorded(t *testing.T) {
 // and prefers it again once the older loss has left the unsteady window.
 func TestUnsteadyCandidateKeepsTheLiveHolder(t *testing.T) {
 	h := newHarness(t)
-	prio := func(name, p string) *coordinationv1beta1.LeaseCandidate {
-		return candidate(name, "1.31.0", "1.31.0", withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, p))
-	}
-	h.create(prio("hi", "10"), prio("lo", "0"))
-	l := lease(heldBy("hi"), transitions(1))
-	l.Spec.Strategy = ptr.To(strategy.PriorityName)
-	h.create(l)
+	h.create(priorityCandidate("hi", "10"), priorityCandidate("lo", "0"))
+	h.create(priorityLease("hi", 1))
 	h.reconcile()
 	// elect runs steps until the Lease names want, lo renewing and hi
 	// silent (hi's pings go unanswered).
@@ -254,13 +245,8 @@ func TestUnsteadyCandidateKeepsTheLiveHolder(t *testing.T) {
 // again, twice, must not leave the best candidate held back as unsteady.
 func TestHandoverByExpiryIsNoLoss(t *testing.T) {
 	h := newHarness(t)
-	prio := func(name, p string) *coordinationv1beta1.LeaseCandidate {
-		return candidate(name, "1.31.0", "1.31.0", withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, p))
-	}
-	h.create(prio("hi", "10"), prio("lo", "0"))
-	l := lease(heldBy("hi"), transitions(1))
-	l.Spec.Strategy = ptr.To(strategy.PriorityName)
-	h.create(l)
+	h.create(priorityCandidate("hi", "10"), priorityCandidate("lo", "0"))
+	h.create(priorityLease("hi", 1))
 	h.renew("hi", h.clock.Now())
 	h.renew("lo", h.clock.Now())
 	h.reconcile()
@@ -305,4 +291,18 @@ func TestHandoverByExpiryIsNoLoss(t *testing.T) {
 	if rec := h.c.obs.lease(keyOf(testLease), nil, h.clock.Now()); len(rec.losses) != 0 {
 		t.Errorf("losses recorded %v, want none: every term ended by a requested handover", rec.losses)
 	}
+}
+
+// priorityCandidate is a candidate of versions 1.31.0 under cle.dev/Priority,
+// of priority p.
+func priorityCandidate(name, p string) *coordinationv1beta1.LeaseCandidate {
+	return candidate(name, "1.31.0", "1.31.0", withStrategy(strategy.PriorityName), withAnnotation(strategy.PriorityAnnotation, p))
+}
+
+// priorityLease is the test Lease under cle.dev/Priority, held by holder in
+// term term.
+func priorityLease(holder string, term int32) *coordinationv1.Lease {
+	l := lease(heldBy(holder), transitions(term))
+	l.Spec.Strategy = ptr.To(strategy.PriorityName)
+	return l
 }
