@@ -16,6 +16,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/rest"
 )
 
 // Loops are the loops of one candidate process, built but not running.
@@ -36,9 +37,18 @@ type Loops interface {
 	// Shutdown is what Run does once its context is done: stop leading,
 	// delete the LeaseCandidate and release the Lease, as configured.
 	Shutdown(ctx context.Context)
-	// IsLeader and Token are the Candidate's.
+	// IsLeader and Token are the Candidate's: like them, finding the
+	// term lapsed ends it and wakes the elector.
 	IsLeader() bool
 	Token() (int32, bool)
+	// Peek is Token without its effect: a term found lapsed is left as it
+	// is. A simulation's checks read with it, so that looking does not
+	// step a leader down in its elector's place.
+	Peek() (int32, bool)
+	// WrapConfig is the Candidate's: clients of the config it returns
+	// refuse mutating requests with ErrNotLeader while the process is not
+	// leader.
+	WrapConfig(cfg *rest.Config) *rest.Config
 	// Termed reports whether the elector has published a term (lapsed or
 	// ended, perhaps). It reads no clock and has no effect: when it is
 	// false, Token reports no leader and does nothing else either.
@@ -80,20 +90,22 @@ var New func(cfg any) (Loops, error)
 // NewExternal builds the loops of an External as New does a Candidate's.
 var NewExternal func(cfg any) (ExternalLoops, error)
 
-// timeoutKey is the context key of a request's timeout.
-type timeoutKey struct{}
+// deadlineKey is the context key of a request's deadline.
+type deadlineKey struct{}
 
-// WithTimeout records on ctx the timeout d the library gave a request (it
-// also sets the context's deadline, on the wall clock). A simulated server
-// reads it with Timeout to end the request after d of the process's own
-// clock, which is not the wall clock.
-func WithTimeout(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, timeoutKey{}, d)
+// WithDeadline records on ctx the deadline the library gave its requests,
+// an instant read from the candidate's clock (the context's own deadline is
+// on the wall clock). A simulated server reads it with Deadline to end the
+// requests once that instant has passed on the process's own clock, which is
+// not the wall clock; requests made on one context share it, as they share
+// the context's deadline.
+func WithDeadline(ctx context.Context, deadline time.Time) context.Context {
+	return context.WithValue(ctx, deadlineKey{}, deadline)
 }
 
-// Timeout is the timeout recorded on ctx by WithTimeout, if any; the
+// Deadline is the deadline recorded on ctx by WithDeadline, if any; the
 // innermost one counts.
-func Timeout(ctx context.Context) (time.Duration, bool) {
-	d, ok := ctx.Value(timeoutKey{}).(time.Duration)
+func Deadline(ctx context.Context) (time.Time, bool) {
+	d, ok := ctx.Value(deadlineKey{}).(time.Time)
 	return d, ok
 }

@@ -285,12 +285,13 @@ func (c *Candidate) shutdown(ctx context.Context, el *elector, reg *registrar) {
 	}
 }
 
-// withTimeout is context.WithTimeout for one request, with the timeout also
-// recorded for a simulated server, whose time is the candidate's clock's
-// (see stepped.WithTimeout).
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+// withTimeout is context.WithTimeout for requests, with the deadline also
+// recorded as an instant of the library's clock, for a simulated server,
+// whose time is that clock's (see stepped.WithDeadline): requests made on
+// the context share one deadline.
+func (c *Candidate) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, d)
-	return stepped.WithTimeout(ctx, d), cancel
+	return stepped.WithDeadline(ctx, c.cfg.Clock.Now().Add(d)), cancel
 }
 
 // accessLayer returns the injected access layer, or detects one, retrying

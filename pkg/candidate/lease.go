@@ -301,7 +301,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 	if leading {
 		timeout = cfg.RenewDeadline - e.c.since(t.renewedAt)
 	}
-	reqCtx, cancel := withTimeout(ctx, timeout)
+	reqCtx, cancel := e.c.withTimeout(ctx, timeout)
 	defer cancel()
 	if caller != nil {
 		defer context.AfterFunc(caller, cancel)()
@@ -530,7 +530,7 @@ func (e *elector) giveUp(ctx context.Context, release bool) {
 
 // withTimeout runs one API call with the renew deadline as its timeout.
 func (e *elector) withTimeout(ctx context.Context, call func(context.Context) (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
-	ctx, cancel := withTimeout(ctx, e.c.cfg.RenewDeadline)
+	ctx, cancel := e.c.withTimeout(ctx, e.c.cfg.RenewDeadline)
 	defer cancel()
 	return call(ctx)
 }

@@ -81,7 +81,7 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 		storeRV = stored.ResourceVersion
 	}
 	lc := r.current()
-	reqCtx, cancel := withTimeout(ctx, cfg.RenewDeadline)
+	reqCtx, cancel := r.c.withTimeout(ctx, cfg.RenewDeadline)
 	defer cancel()
 	var (
 		written *coordinationv1beta1.LeaseCandidate
@@ -245,7 +245,7 @@ func (r *registrar) delete(ctx context.Context) {
 	if lc == nil {
 		return
 	}
-	ctx, cancel := withTimeout(ctx, r.c.cfg.RenewDeadline)
+	ctx, cancel := r.c.withTimeout(ctx, r.c.cfg.RenewDeadline)
 	defer cancel()
 	err := r.client.Delete(ctx, lc.Name, &metav1.Preconditions{UID: ptr.To(lc.UID)})
 	switch {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/cle-dev/cle/internal/stepped"
 )
@@ -121,6 +122,15 @@ func (s *steppedLoops) Shutdown(ctx context.Context) {
 
 func (s *steppedLoops) IsLeader() bool       { return s.c.IsLeader() }
 func (s *steppedLoops) Token() (int32, bool) { return s.c.Token() }
+
+func (s *steppedLoops) Peek() (int32, bool) {
+	if t := s.c.leading(); s.c.mayAct(t) {
+		return t.token, true
+	}
+	return 0, false
+}
+
+func (s *steppedLoops) WrapConfig(cfg *rest.Config) *rest.Config { return s.c.WrapConfig(cfg) }
 
 func (s *steppedLoops) Termed() bool { return s.c.leading() != nil }
 

@@ -46,7 +46,7 @@ func (c *Candidate) live(t *term) bool {
 	if t == nil || t.ctx.Err() != nil {
 		return false
 	}
-	if c.since(t.renewedAt) < c.cfg.RenewDeadline {
+	if c.mayAct(t) {
 		return true
 	}
 	t.end()
@@ -55,6 +55,12 @@ func (c *Candidate) live(t *term) bool {
 	default:
 	}
 	return false
+}
+
+// mayAct reports what live reports, and does nothing else: a term found
+// lapsed is left to whoever looks next (a simulation's checks read with it).
+func (c *Candidate) mayAct(t *term) bool {
+	return t != nil && t.ctx.Err() == nil && c.since(t.renewedAt) < c.cfg.RenewDeadline
 }
 
 // leading is the published term, nil when not leading; it may have lapsed.

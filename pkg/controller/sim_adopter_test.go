@@ -529,9 +529,19 @@ func (e *simElector) stall() {
 	}
 }
 
-// acts reports whether leader work may act now.
+// acts reports whether leader work may act now, as the work asks it.
 func (e *simElector) acts() bool {
 	return e.work && (!e.stalled || e.p.isLeader())
+}
+
+// mayAct is acts for the checks: it reads the library's term without
+// ending a lapsed one.
+func (e *simElector) mayAct() bool {
+	if !e.work {
+		return false
+	}
+	_, live := e.p.lib.peek()
+	return !e.stalled || live
 }
 
 // ---- pkg/lock's Lock ----
@@ -914,11 +924,10 @@ func (l *simLib) cancelCalls() {
 	}
 }
 
-// acts reports whether the process may act as leader now: for the library,
-// IsLeader; for an adopter, whether its leader work may act.
-func (p *simProcess) acts() bool {
-	if p.ext != nil {
-		return p.ext.acts()
-	}
-	return p.isLeader()
+// simActs reports whether the process may act as leader now: for the
+// library, whether its term is live; for an adopter, whether its leader work
+// may act. Asking changes nothing.
+func simActs(p *simProcess) bool {
+	_, ok := p.mayAct()
+	return ok
 }

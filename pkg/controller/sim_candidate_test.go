@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/cle-dev/cle/internal/promtest"
 	"github.com/cle-dev/cle/internal/simworld"
+	candidatepkg "github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -106,10 +108,20 @@ type simProcess struct {
 // context is cancelled; stepping down waits for it.
 const simWorkReturn = time.Second
 
-// isLeader is the library's IsLeader.
+// isLeader is the library's IsLeader, as an adopter's code asks it.
 func (p *simProcess) isLeader() bool {
 	_, ok := p.lib.leaderToken()
 	return ok
+}
+
+// mayAct is what the checks read, and reading it changes nothing: whether
+// the process may act as leader now, and with which token (the library's
+// Peek; an adopter's leader work's, see simElector.mayAct).
+func (p *simProcess) mayAct() (int32, bool) {
+	if p.ext != nil {
+		return p.ext.workToken, p.ext.mayAct()
+	}
+	return p.lib.peek()
 }
 
 // stopping reports whether the candidate's Run is stopping or stopped.
@@ -271,22 +283,48 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 		// The documented deletion case: whoever deletes a Lease a fenced
 		// resource depends on resets the fence (docs/library.md).
 		w.Tracef("the witness's fence is reset: the Lease's token history was lost")
-		e.witness = 0
+		e.witness, e.witnessBy = 0, nil
 	}
 	e.anyTerm, e.historyLost = true, false
 	e.maxToken = max(e.maxToken, token)
 }
 
-// leaderWrites is leader work, from the start of a term: it writes to the
-// fenced witness every 0.5 to 3 s of its clock, with its term's token,
-// asking first whether it may act (a paused process asks when it resumes);
-// it ends when the answer is no. Its draws come from a stream of their own,
-// so that they change nothing else a seed draws.
+// libraryWork is a library candidate's leader work, written as the
+// library's documentation tells users to write it: it runs on the context
+// OnStartedLeading gives it and returns when that ends, and every 0.5 to
+// 3 s of its clock it writes to the witness, either to its fenced part with
+// its context's token (TokenFrom) or to its unfenced part through a client
+// of the Candidate's WrapConfig. A write the guard refuses ends it: its
+// context has ended with its term (the guard ends a lapsed term), and
+// leader work returns. Its draws come from a stream of their own, so that
+// they change nothing else a seed draws.
+func (p *simProcess) libraryWork(ctx context.Context, guarded *http.Client) {
+	w := p.c.w
+	p.clk.After(simworld.DurationBetween(w.witnessRng, 500*time.Millisecond, 3*time.Second), func() {
+		p.act(func() {
+			if ctx.Err() != nil {
+				return
+			}
+			token, _ := candidatepkg.TokenFrom(ctx)
+			if w.witnessRng.IntN(2) == 0 {
+				w.witnessWrite(p, token)
+			} else if !p.lib.guardedWrite(ctx, guarded) {
+				return
+			}
+			p.libraryWork(ctx, guarded)
+		})
+	})
+}
+
+// leaderWrites is an adopter's leader work, from the start of a term: it
+// writes to the fenced witness every 0.5 to 3 s of its clock, with the token
+// of the term it started in, asking first whether it may act (a paused
+// process asks when it resumes); it ends when the answer is no.
 func (p *simProcess) leaderWrites(token int32) {
 	w := p.c.w
 	p.clk.After(simworld.DurationBetween(w.witnessRng, 500*time.Millisecond, 3*time.Second), func() {
 		p.act(func() {
-			if now, ok := p.leaderToken(); ok && now == token {
+			if p.ext.workToken == token && p.ext.acts() {
 				w.witnessWrite(p, token)
 				p.leaderWrites(token)
 			}
@@ -294,38 +332,93 @@ func (p *simProcess) leaderWrites(token int32) {
 	})
 }
 
-// leaderToken is the token leader work writes with, when it may act: the
-// library's Token; an adopter's, the token of the term its leader work
-// started in.
-func (p *simProcess) leaderToken() (int32, bool) {
-	if p.ext != nil {
-		return p.ext.workToken, p.ext.acts()
-	}
-	return p.lib.leaderToken()
-}
-
-// witnessWrite sends one write of leader work to the witness, a resource
-// that rejects tokens below the highest it accepted. It arrives after a
-// latency (never, from a partitioned process). A rejection is the fence
-// doing its work when the writer no longer leads (a write held by a pause,
-// or slow), and a violation when the writer's term may still act as
-// leader: then a term with a higher token wrote while it led.
+// witnessWrite sends one write of leader work to the witness's fenced part,
+// a resource of its own that rejects tokens below the highest it accepted.
+// It arrives after a latency, also from a process partitioned from the API
+// server: a partition between a leader and the API server leaves it its
+// resources. A token equal to the highest accepted is accepted from the
+// process that wrote it: from any other, two terms share a token, and the
+// fence cannot tell them apart. A rejection is the fence doing its work when
+// the writer's term has ended (a write held by a pause, or slow), and a
+// violation when the term may still act as leader: then a term with a higher
+// token wrote while it led.
 func (w *simWorld) witnessWrite(p *simProcess, token int32) {
-	if w.Now.Before(p.partitionedUntil) {
-		return
-	}
 	e := p.c.e
 	w.After(simworld.DurationBetween(w.witnessRng, time.Millisecond, 20*time.Millisecond+w.LagBase), func() {
 		w.res.witnessWrites++
-		if token >= e.witness {
-			e.witness = token
-			return
-		}
-		w.res.fenced++
-		if now, leads := p.leaderToken(); leads && now == token && !p.dead && p.c.proc == p {
-			w.Fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.shown(), p.id, e.witness)
+		switch {
+		case token > e.witness || e.witnessBy == nil:
+			e.witness, e.witnessBy = token, p
+		case token == e.witness:
+			if e.witnessBy != p {
+				w.Fail("the witness accepted token %d from %s/%d and from %s/%d: two terms share a fencing token", token, e.witnessBy.c.shown(), e.witnessBy.id, p.c.shown(), p.id)
+			}
+		default:
+			w.res.fenced++
+			if now, leads := p.mayAct(); leads && now == token && !p.dead && p.c.proc == p {
+				w.Fail("the witness rejected token %d of %s/%d, whose term may still act as leader: a token %d was accepted", token, p.c.shown(), p.id, e.witness)
+			}
 		}
 	})
+}
+
+// guardedWrite is one write of leader work through the write guard
+// (WrapConfig) to the witness's unfenced part; it reports whether the guard
+// let it through. A refusal waits for the work's context to end: the guard
+// ended the term, and the library cancels the work of a term that ended
+// (at once, on a goroutine of its own).
+func (l *simLib) guardedWrite(ctx context.Context, client *http.Client) bool {
+	e := l.p.c.e
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "https://witness.sim/apis/witness.cle.dev/v1/namespaces/"+e.ns+"/records/"+e.name, http.NoBody)
+	if err != nil {
+		panic(err)
+	}
+	l.sync()
+	resp, err := client.Do(req)
+	l.woken()
+	if err != nil {
+		if !errors.Is(err, candidatepkg.ErrNotLeader) {
+			l.p.c.w.Fail("a write through the guard failed: %v", err)
+		}
+		<-ctx.Done()
+		return false
+	}
+	_ = resp.Body.Close()
+	return true
+}
+
+// simWitnessTransport is the witness's unfenced part as a process's guarded
+// client reaches it: a write counts when it is sent, whatever becomes of it
+// on the way. What the writes of two terms must not do is interleave: once
+// a term wrote after another, the other never writes again, or two leaders
+// acted at once.
+type simWitnessTransport struct{ p *simProcess }
+
+func (t simWitnessTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := t.p
+	w, e := p.c.w, p.c.e
+	token, _ := candidatepkg.TokenFrom(req.Context())
+	writer := simWriter{p: p, token: token}
+	w.res.guardedWrites++
+	if last := e.lastWriter; last != writer {
+		if e.pastWriters[writer] {
+			w.Fail("%s/%d wrote through its write guard with token %d after %s/%d wrote with token %d: two leaders acted at once", p.c.shown(), p.id, token, last.p.c.shown(), last.p.id, last.token)
+		}
+		if last.p != nil {
+			if e.pastWriters == nil {
+				e.pastWriters = map[simWriter]bool{}
+			}
+			e.pastWriters[last] = true
+		}
+		e.lastWriter = writer
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// simWriter is one term of one process, as the witness tells writers apart.
+type simWriter struct {
+	p     *simProcess
+	token int32
 }
 
 // checkLeaders checks, at the present true instant, that at most one process
@@ -355,7 +448,7 @@ func (w *simWorld) checkElection(e *simElection) {
 	var buf [2]*simCandidate
 	leaders := buf[:0]
 	for _, c := range e.cands {
-		if p := c.proc; p != nil && !p.dead && p.acts() {
+		if p := c.proc; p != nil && !p.dead && simActs(p) {
 			leaders = append(leaders, c)
 		}
 	}

@@ -130,7 +130,7 @@ func testBinaryDigest() (string, error) {
 func (r *simResult) figures() map[string]any {
 	return map[string]any{
 		"elections": &r.elections, "terms": &r.terms, "handovers": &r.handovers, "controllerWrites": &r.controllerWrites, "pings": &r.pings,
-		"witnessWrites": &r.witnessWrites, "fenced": &r.fenced, "collected": &r.collected, "identityInUse": &r.identityInUse,
+		"witnessWrites": &r.witnessWrites, "fenced": &r.fenced, "guardedWrites": &r.guardedWrites, "collected": &r.collected, "identityInUse": &r.identityInUse,
 		"holderExits": &r.holderExits, "fleets": &r.fleets, "firstHolders": &r.firstHolders, "maxQueued": &r.maxQueued,
 		"simulated": &r.simulated, "toLeader": &r.toLeader, "toBest": &r.toBest, "faults": &r.faults, "adopters": &r.adopters,
 	}

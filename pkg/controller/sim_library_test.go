@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -65,6 +68,14 @@ type simLib struct {
 	// it was led when last looked at, for the term history.
 	token   int32
 	leading bool
+	// works are the contexts OnStartedLeading was given, for workFor;
+	// work is the context of the last term's leader work; guarded is
+	// leader work's client of the witness, through the guard.
+	worksMu   sync.Mutex
+	worksCond *sync.Cond
+	works     []context.Context
+	work      context.Context
+	guarded   *http.Client
 	// An External's calls waiting for the elector's loop; inCall: one runs
 	// on the elector's thread, its requests ending at callDeadline (local;
 	// zero: none) too, as its caller's context ends them. stepFirst: a
@@ -87,7 +98,8 @@ type simLoop struct {
 
 func (p *simProcess) startLibrary() {
 	w, c := p.c.w, p.c
-	l := &simLib{p: p, clock: &simClock{now: p.clk.Now()}}
+	l := &simLib{p: p, clock: &simClock{now: p.clk.Now(), p: p}}
+	l.worksCond = sync.NewCond(&l.worksMu)
 	p.lib = l
 	w.libs = append(w.libs, l)
 	l.leases = newSimInformer(func(obj any) (string, error) { return c.e.key(), nil })
@@ -110,7 +122,10 @@ func (p *simProcess) startLibrary() {
 		CandidateRenewInterval: simCandRenew,
 		ProofOfDeath:           proof,
 		Callbacks: candidatepkg.Callbacks{
-			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+			OnStartedLeading: func(ctx context.Context) {
+				l.workStarted(ctx)
+				<-ctx.Done()
+			},
 			OnStoppedLeading: l.workReturns,
 		},
 	}
@@ -192,14 +207,41 @@ func (l *simLib) sync() { l.clock.now = l.p.clk.Now() }
 
 // simClock is a process's clock as the stepped loops read it: set by the
 // simulation before it lets the process's code run. The loops set no
-// timers; the simulation keeps their timers.
+// timers; the simulation keeps their timers. The write guard's timer (the
+// end of a request's leadership) runs on the process's clock.
 type simClock struct {
 	clock.WithTicker // timers: not used
 	now              time.Time
+	p                *simProcess
 }
 
 func (c *simClock) Now() time.Time                  { return c.now }
 func (c *simClock) Since(t time.Time) time.Duration { return c.now.Sub(t) }
+
+// AfterFunc runs f after d of the process's clock, unless stopped first.
+func (c *simClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := &simTimer{}
+	c.p.clk.After(d, func() {
+		if !t.stopped {
+			t.stopped = true
+			f()
+		}
+	})
+	return t
+}
+
+// simTimer is a timer of simClock.AfterFunc; it cannot be reset.
+type simTimer struct{ stopped bool }
+
+func (t *simTimer) C() <-chan time.Time { return nil }
+
+func (t *simTimer) Stop() bool {
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+func (t *simTimer) Reset(time.Duration) bool { panic("simTimer: Reset is not used") }
 
 // deliver is one watch event reaching an informer, which wakes the loops
 // it concerns.
@@ -318,17 +360,66 @@ func (l *simLib) termEnded() {
 	p.c.w.After(0, func() { p.act(p.ext.termEnded) })
 }
 
-// noteTerm records a term that began, for the term history.
+// noteTerm records a term that began, for the term history, and starts a
+// library candidate's leader work on the context the library gave it (an
+// adopter's elector runs its own).
 func (l *simLib) noteTerm() {
-	token, leading := l.loops.Token()
-	if leading && (!l.leading || token != l.token) {
+	token, leading := l.loops.Peek()
+	// A term that lapsed unseen and then got a renewal sent before it
+	// lapsed is the same term, its work still running: no new one.
+	revived := token == l.token && l.work != nil && l.work.Err() == nil
+	if leading && (!l.leading || token != l.token) && !revived {
 		l.p.c.w.newTerm(l.p, token, l.loops.SeenBefore())
 		l.token = token
 		if l.p.ext == nil {
-			l.p.leaderWrites(token) // an adopter's elector runs its own
+			if l.guarded == nil {
+				client, err := rest.HTTPClientFor(l.loops.WrapConfig(&rest.Config{Host: "https://witness.sim", Transport: simWitnessTransport{l.p}}))
+				if err != nil {
+					panic(err)
+				}
+				l.guarded = client
+			}
+			l.work = l.workFor(token)
+			l.p.libraryWork(l.work, l.guarded)
 		}
 	}
 	l.leading = leading
+}
+
+// workStarted is called by OnStartedLeading, on the goroutine the library
+// runs leader work on, with the context it gives it.
+func (l *simLib) workStarted(ctx context.Context) {
+	l.worksMu.Lock()
+	defer l.worksMu.Unlock()
+	l.works = append(l.works, ctx)
+	l.worksCond.Broadcast()
+}
+
+// workFor is the context OnStartedLeading was given for the term with token,
+// once the library's goroutine has called it (the step that began the term
+// started that goroutine). Contexts of terms that ended unseen are dropped.
+func (l *simLib) workFor(token int32) context.Context {
+	l.worksMu.Lock()
+	defer l.worksMu.Unlock()
+	for {
+		for i, ctx := range l.works {
+			if t, _ := candidatepkg.TokenFrom(ctx); t == token && ctx.Err() == nil {
+				l.works = slices.Delete(l.works, 0, i+1)
+				return ctx
+			}
+		}
+		l.worksCond.Wait()
+	}
+}
+
+// peek is Peek on the process's clock now: the checks' view of its term,
+// which ends nothing.
+func (l *simLib) peek() (int32, bool) {
+	if !l.loops.Termed() {
+		return 0, false
+	}
+	l.sync()
+	return l.loops.Peek()
 }
 
 // leaderToken is Token on the process's clock now, what leader work asks
@@ -365,8 +456,11 @@ func (l *simLib) send(th *simThread, r *simRequest) {
 		return
 	}
 	var deadline time.Time
-	if r.timeout > 0 {
-		deadline = p.clk.Wall().Add(r.timeout)
+	if !r.deadline.IsZero() {
+		// The library's deadline is an instant of the process's clock: what
+		// is left of it is counted as Go's timers count, on the monotonic
+		// clock when the instant has a reading of it.
+		deadline = p.clk.Wall().Add(r.deadline.Sub(p.clk.Now()))
 	}
 	if th == &l.elector.th && l.inCall && !l.callDeadline.IsZero() && (deadline.IsZero() || l.callDeadline.Before(deadline)) {
 		deadline = l.callDeadline // the call's caller gives up first
@@ -440,14 +534,16 @@ func (l *simLib) end() {
 }
 
 // call makes one request of the running thread; do is what the server does
-// when it arrives. A request whose context has ended fails at once, as
-// client-go's does.
+// when it arrives. A request whose context was cancelled fails at once, as
+// client-go's does. The context's deadline on the wall clock is not looked
+// at: the request ends at the deadline the library recorded on the process's
+// clock (stepped.Deadline), which the simulation keeps.
 func (l *simLib) call(ctx context.Context, do func() (runtime.Object, error)) (runtime.Object, error) {
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return nil, err
 	}
-	timeout, _ := stepped.Timeout(ctx)
-	return l.cur.request(&simRequest{do: do, timeout: timeout})
+	deadline, _ := stepped.Deadline(ctx)
+	return l.cur.request(&simRequest{do: do, deadline: deadline})
 }
 
 func (l *simLib) who() string { return fmt.Sprintf("%s/%d", l.p.c.shown(), l.p.id) }

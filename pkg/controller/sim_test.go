@@ -289,9 +289,11 @@ func tail(s []string, n int) []string {
 // simResult is what one or more runs did.
 type simResult struct {
 	elections, terms, handovers, controllerWrites, pings int
-	// witnessWrites are leader work's writes that reached the witness;
-	// fenced, those it rejected for an older token.
-	witnessWrites, fenced int
+	// witnessWrites are leader work's writes that reached the witness's
+	// fenced part; fenced, those it rejected for an older token;
+	// guardedWrites, those the write guard let through to its unfenced
+	// part.
+	witnessWrites, fenced, guardedWrites int
 	// collected counts candidates the garbage collector deleted;
 	// identityInUse, library processes that found their Identity taken by
 	// another Lease's candidate when they started.
@@ -324,6 +326,7 @@ func (r *simResult) add(o simResult) {
 	r.controllerWrites += o.controllerWrites
 	r.pings += o.pings
 	r.witnessWrites += o.witnessWrites
+	r.guardedWrites += o.guardedWrites
 	r.fenced += o.fenced
 	r.collected += o.collected
 	r.identityInUse += o.identityInUse
@@ -355,8 +358,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness (%d fenced), %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -447,8 +450,14 @@ type simElection struct {
 	maxToken    int32
 	anyTerm     bool
 	historyLost bool // the next term may restart the tokens
-	// witness is the highest token the Lease's fenced witness accepted.
-	witness int32
+	// witness is the highest token the fenced part of the Lease's witness
+	// accepted, and witnessBy the process it came from; lastWriter is the
+	// term that last wrote to its unfenced part, pastWriters the terms that
+	// wrote to it before (see simWitnessTransport).
+	witness     int32
+	witnessBy   *simProcess
+	lastWriter  simWriter
+	pastWriters map[simWriter]bool
 	// exitedAt is when one of its adopters' processes last exited on its
 	// own (after losing its term).
 	exitedAt time.Time
@@ -1070,14 +1079,14 @@ type simTurn struct {
 }
 
 // simRequest is a request of a simThread: do is what the server does when
-// it arrives, and the answer goes back on reply. timeout (zero: none) is
-// the request's own, on its process's clock; sleep makes it no request at
-// all, but a wait the world draws.
+// it arrives, and the answer goes back on reply. deadline (zero: none) is
+// the library's for the request, an instant of its process's clock; sleep
+// makes it no request at all, but a wait the world draws.
 type simRequest struct {
-	do      func() (runtime.Object, error)
-	timeout time.Duration
-	sleep   bool
-	reply   chan simReply
+	do       func() (runtime.Object, error)
+	deadline time.Time
+	sleep    bool
+	reply    chan simReply
 }
 
 // simThread is one goroutine of a process's real code, taking turns with
