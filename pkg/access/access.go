@@ -22,6 +22,7 @@ package access
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -79,6 +80,27 @@ const (
 	ContainerAnnotation      = "cle.dev/container"
 	HolderInstanceAnnotation = "cle.dev/holder-instance"
 )
+
+// HighestTokenAnnotation records, on a LeaseCandidate of either mode, the
+// highest fencing token (a leaseTransitions) that the candidate's processes
+// held a term with, or saw on its Lease, as a decimal number. It outlives the
+// Lease: an election controller that numbers a Lease's next term without
+// having seen its history (the Lease was deleted, and the controller started
+// or took over since) numbers it above every candidate's, so that a fenced
+// resource that accepted a token never sees a lower one. A candidate writes
+// it when a term of its starts, and with the writes it makes anyway; it
+// never lowers it.
+const HighestTokenAnnotation = "cle.dev/highest-token"
+
+// HighestToken is the token HighestTokenAnnotation records in annotations,
+// 0 when there is none or it is not a number from 1 to 2^31-1.
+func HighestToken(annotations map[string]string) int32 {
+	n, err := strconv.ParseInt(annotations[HighestTokenAnnotation], 10, 32)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return int32(n)
+}
 
 // Default names of the election controller's own leader-election Lease, in
 // kube-system. In native mode it is the Lease of the controller built into

@@ -111,6 +111,10 @@ type Candidate struct {
 	stepDownNow chan struct{}
 	// holder is the Lease's holder as last observed.
 	holder atomic.Pointer[string]
+	// held is the highest token a term of this process has had; the
+	// registrar records it on the LeaseCandidate (see
+	// access.HighestTokenAnnotation).
+	held atomic.Int32
 	// metrics are nil unless Config.Metrics is set.
 	metrics *metrics
 	// process is the process instance the kubelet will report exited, and
@@ -256,7 +260,10 @@ func (c *Candidate) withLogger(ctx context.Context) context.Context {
 // loops builds the elector and the registrar on acc, with their informers
 // not started.
 func (c *Candidate) loops(acc access.Interface, writer string) (*elector, *registrar) {
-	return newElector(c, acc), newRegistrar(c, acc, writer)
+	el, reg := newElector(c, acc), newRegistrar(c, acc, writer)
+	reg.seen = &el.seen
+	el.termStarted = reg.wakeSoon
+	return el, reg
 }
 
 // start is what happens once both informers have synced, before the loops

@@ -32,6 +32,9 @@ type elector struct {
 	// wake makes run step at once: a change of the Lease, or a term that
 	// lapsed (it is the Candidate's stepDownNow).
 	wake chan struct{}
+	// termStarted wakes the registrar when a term raised the highest token
+	// this process held.
+	termStarted func()
 
 	// own tells the Lease versions this process may take from those another
 	// process with the same identity renewed.
@@ -373,6 +376,12 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 	}
 	if t := e.c.recordRenewal(sent, ptr.Deref(updated.Spec.LeaseTransitions, 0), seenBefore); t != nil {
 		e.c.mode.termStarted()
+		if t.token > e.c.held.Load() {
+			e.c.held.Store(t.token)
+			if e.termStarted != nil {
+				e.termStarted() // the registrar records the token
+			}
+		}
 		e.startWork(ctx, t)
 	}
 	return nil

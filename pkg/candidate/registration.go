@@ -2,6 +2,7 @@ package candidate
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -24,6 +25,10 @@ type registrar struct {
 	// writer is the user name recorded in access.WriterAnnotation; empty
 	// when unknown, and then the annotation is left as it is.
 	writer string
+	// seen is what leaseTransitions the elector has seen the Lease carry;
+	// with the tokens held (Candidate.held) it makes the highest token
+	// recorded in access.HighestTokenAnnotation.
+	seen *lead.SeenTerms
 
 	// renewedAt is when this process last wrote its candidate, on its own
 	// clock; zero until the first write of this run, so a restart always
@@ -181,10 +186,15 @@ func (r *registrar) update(ctx context.Context, lc *coordinationv1beta1.LeaseCan
 	return r.client.Update(ctx, clone)
 }
 
-// annotate records in m the writer's user name, when known, and the process
-// instance and Pod of the proof of death, when there is one.
+// annotate records in m the writer's user name, when known, the process
+// instance and Pod of the proof of death, when there is one, and the highest
+// token the candidate held or saw.
 func (r *registrar) annotate(m *metav1.ObjectMeta) {
-	for key, want := range r.annotations() {
+	want := r.annotations()
+	if highest := r.highestToken(m.Annotations); highest > 0 {
+		want[access.HighestTokenAnnotation] = strconv.FormatInt(int64(highest), 10)
+	}
+	for key, want := range want {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
@@ -196,6 +206,26 @@ func (r *registrar) annotate(m *metav1.ObjectMeta) {
 	}
 	if len(m.Annotations) == 0 {
 		m.Annotations = nil
+	}
+}
+
+// highestToken is the highest token to record beside annotations, the
+// candidate's as stored: what it records already (perhaps by an earlier
+// process), the highest token a term of this process had, and the highest
+// the elector saw the Lease carry.
+func (r *registrar) highestToken(annotations map[string]string) int32 {
+	highest := max(access.HighestToken(annotations), r.c.held.Load())
+	if r.seen != nil {
+		highest = max(highest, r.seen.Max())
+	}
+	return highest
+}
+
+// wakeSoon makes the registrar step at once.
+func (r *registrar) wakeSoon() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -220,7 +250,8 @@ func (r *registrar) pinged(lc *coordinationv1beta1.LeaseCandidate) bool {
 
 // outdated reports a candidate that does not say what this process is (e.g.
 // it restarted with new versions, or runs as another user or process
-// instance, or somebody edited it).
+// instance, or somebody edited it), or not yet the token of a term this
+// process started.
 func (r *registrar) outdated(lc *coordinationv1beta1.LeaseCandidate) bool {
 	cfg := &r.c.cfg
 	s := lc.Spec
@@ -233,7 +264,9 @@ func (r *registrar) outdated(lc *coordinationv1beta1.LeaseCandidate) bool {
 			return true
 		}
 	}
-	return false
+	// A token this process held is recorded at once; one it only saw goes
+	// with the next write it makes anyway.
+	return r.c.held.Load() > access.HighestToken(lc.Annotations)
 }
 
 // delete removes the LeaseCandidate, conditional on its UID so that a

@@ -962,3 +962,42 @@ func TestNoHolderIsSaidAtLevelZero(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordsHighestToken: a record left by an earlier process is never
+// lowered; a token only seen goes with the next write the registrar makes
+// anyway; a term's token is recorded as soon as the term starts.
+func TestRecordsHighestToken(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		lcs := coordinationv1beta1.SchemeGroupVersion.WithResource("leasecandidates")
+		recorded := func() int32 { return access.HighestToken(h.candidate(me).Annotations) }
+		h.put(&coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: me, Annotations: map[string]string{access.HighestTokenAnnotation: "3"}},
+			Spec: coordinationv1beta1.LeaseCandidateSpec{LeaseName: testLease, BinaryVersion: "1.36.0", EmulationVersion: "1.35.0",
+				Strategy: coordinationv1.OldestEmulationVersion, RenewTime: ptr.To(metav1.NewMicroTime(h.clock.Now()))},
+		})
+		c := h.start()
+		if got := recorded(); got != 3 {
+			t.Fatalf("an earlier process's record 3 became %d", got)
+		}
+		for range 5 {
+			h.elect("other")
+		}
+		writes := h.countActions("update", lcs)
+		h.step(DefaultRetryPeriod)
+		if n := h.countActions("update", lcs); n != writes {
+			t.Errorf("seeing other terms wrote the LeaseCandidate %d times, want none before its renewal", n-writes)
+		}
+		h.step(DefaultCandidateRenewInterval)
+		if got := recorded(); got != 5 {
+			t.Errorf("after its renewal the record is %d, want the 5 it saw", got)
+		}
+		h.elect(me)
+		if !c.IsLeader() {
+			t.Fatal("not leader")
+		}
+		synctest.Wait()
+		if token, _ := c.Token(); token <= 5 || recorded() != token {
+			t.Errorf("once a term with token %d started the record is %d, want the token", token, recorded())
+		}
+	})
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/proof"
+	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -1101,17 +1102,22 @@ func askedToHandOver(l *coordinationv1.Lease) bool {
 
 // nextTerm returns the leaseTransitions of the next election: above every
 // value this Lease has had that the controller saw, even across its
-// deletion, and 1 for the first holder of a Lease with no history. The
-// candidate library leads with this count as its fencing token (a naming
-// with acquireTime equal to renewTime counts the term), so one term is one
-// number from the election on. It reports false when the token is at its
-// highest value and cannot go above it.
+// deletion, and above the highest token any of its candidates records
+// (access.HighestTokenAnnotation: what they held or saw, which outlives the
+// Lease and this controller's memory of it); 1 for the first holder of a
+// Lease with no history. The candidate library leads with this count as its
+// fencing token (a naming with acquireTime equal to renewTime counts the
+// term), so one term is one number from the election on. It reports false
+// when the token is at its highest value and cannot go above it.
 func (e *election) nextTerm() (int32, bool) {
-	highest := e.v.record.maxTransitions
+	var highest int32
+	for _, c := range e.v.candidates {
+		highest = max(highest, access.HighestToken(c.lc.Annotations))
+	}
 	if e.v.lease != nil {
-		highest = max(highest, ptr.Deref(e.v.lease.Spec.LeaseTransitions, 0))
-	} else if !e.v.record.held {
-		return 1, true
+		highest = max(highest, e.v.record.maxTransitions, ptr.Deref(e.v.lease.Spec.LeaseTransitions, 0))
+	} else if e.v.record.held {
+		highest = max(highest, e.v.record.maxTransitions)
 	}
 	if highest == math.MaxInt32 {
 		return 0, false

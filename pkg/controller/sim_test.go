@@ -1297,6 +1297,17 @@ func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordina
 	return l, err
 }
 
+// recordedToken is the highest token a LeaseCandidate of e records now.
+func (w *simWorld) recordedToken(e *simElection) int32 {
+	var highest int32
+	for _, c := range e.cands {
+		if lc := w.Candidate(c.key()); lc != nil && lc.Spec.LeaseName == e.name {
+			highest = max(highest, access.HighestToken(lc.Annotations))
+		}
+	}
+	return highest
+}
+
 // serve is the server's side of a Lease write of the controller.
 func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordinationv1.Lease, error) {
 	w := c.sc.w
@@ -1323,11 +1334,17 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 	if e.anyTerm && c.sc.sawToken[e.key()] < e.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken {
 		// A replica that never saw the Lease's highest token while
 		// candidates referenced it creates it again after a deletion, or
-		// names a holder of a Lease someone else created again: the
-		// token's history is lost (docs/library.md: a Lease deleted during
-		// a controller failover may start over).
-		e.historyLost = true
-		w.Fault("token-history-lost")
+		// names a holder of a Lease someone else created again, below that
+		// token. While a LeaseCandidate of the Lease records that token
+		// (access.HighestTokenAnnotation), that is the controller's error
+		// (newTerm finds the term numbered too low); when none does (the
+		// candidates that held or saw it left, deleting theirs, and those
+		// that run never saw it) the token's history is lost
+		// (docs/library.md: the Lease may start over).
+		if w.recordedToken(e) < e.maxToken {
+			e.historyLost = true
+			w.Fault("token-history-lost")
+		}
 	}
 	w.checkPreference(before, written)
 	if holderIdentity(written) != "" && (before == nil || holderIdentity(before) != holderIdentity(written)) {

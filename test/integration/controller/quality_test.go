@@ -245,11 +245,17 @@ func testSteadyStateWithLibraryCandidates(t *testing.T, m apiMode) {
 		e.runCandidate("steady-lib", fmt.Sprintf("lib-%d", i), emulation, start, func() {})
 	}
 	e.waitLease("steady-lib", 15*time.Second, "holder lib-0", holderIs("lib-0"))
-	// Let the election settle: registration writes and the first renewal of
-	// the term are done.
-	e.waitLease("steady-lib", 15*time.Second, "renewed by lib-0", func(l *coordinationv1.Lease) bool {
+	// Let the election settle: registration writes, the first renewal of
+	// the term and the holder's record of its token are done.
+	held := e.waitLease("steady-lib", 15*time.Second, "renewed by lib-0", func(l *coordinationv1.Lease) bool {
 		return holderIs("lib-0")(l) && ptr.Deref(l.Spec.LeaseTransitions, 0) > 0
 	})
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		lc, err := e.acc.LeaseCandidates(e.ns).Get(ctx, "lib-0")
+		return err == nil && access.HighestToken(lc.Annotations) >= ptr.Deref(held.Spec.LeaseTransitions, 0), nil
+	}); err != nil {
+		t.Fatalf("lib-0 did not record its token: %v", err)
+	}
 
 	w := e.watchControllerWrites(t)
 	candidateWrites := e.countCandidateWrites(t)

@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/pkg/controller"
+	"github.com/cle-dev/cle/test/integration/framework"
+)
+
+// TestTokenSurvivesDeletionDuringRestart: a Lease whose terms reached token T
+// is deleted while cle-controller is down, and a candidate that never saw it
+// starts; the controller, started again with no memory of the Lease, creates
+// it for that candidate numbered above T, from the highest token the
+// candidates that held or saw T record on their LeaseCandidates. Without
+// those records the Lease started over at 1, below a fence that accepted T.
+func TestTokenSurvivesDeletionDuringRestart(t *testing.T) {
+	forEachMode(t, testTokenSurvivesDeletionDuringRestart)
+}
+
+func testTokenSurvivesDeletionDuringRestart(t *testing.T, m apiMode) {
+	const lease = "fenced"
+	ns := m.server.CreateNamespace(t)
+	o := framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: 3 * time.Second}}
+	first := m.server.StartController(t, o)
+	e := newEnv(t, m, ns)
+
+	// Terms one after another: a leads, hands over to b as it stops, and
+	// a's next process takes the Lease back.
+	stopA, _ := e.runShortCandidate(lease, "a", "1.34.0")
+	e.runShortCandidate(lease, "b", "1.35.0")
+	e.waitLease(lease, 20*time.Second, "a leads", renewedBy("a"))
+	for range 2 {
+		stopA()
+		e.waitLease(lease, 20*time.Second, "b leads", renewedBy("b"))
+		stopA, _ = e.runShortCandidate(lease, "a", "1.34.0")
+		e.waitLease(lease, 20*time.Second, "a leads again", renewedBy("a"))
+	}
+	held := ptr.Deref(e.waitLease(lease, 20*time.Second, "a leads", renewedBy("a")).Spec.LeaseTransitions, 0)
+	if held < 5 {
+		t.Fatalf("five terms were led, but the token is %d", held)
+	}
+	// The holder records its token at once.
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		lc, err := e.acc.LeaseCandidates(ns).Get(ctx, "a")
+		return err == nil && access.HighestToken(lc.Annotations) >= held, nil
+	}); err != nil {
+		t.Fatalf("a did not record its token %d on its LeaseCandidate: %v", held, err)
+	}
+
+	first.Stop()
+	if err := e.client.CoordinationV1().Leases(ns).Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The best candidate starts after the deletion: its process never saw
+	// the Lease, so its own memory cannot number its term above held.
+	_, tokens := e.runShortCandidate(lease, "c", "1.33.0")
+	m.server.StartController(t, o)
+
+	got := e.waitLease(lease, 30*time.Second, "c leads the re-created Lease", renewedBy("c"))
+	if n := ptr.Deref(got.Spec.LeaseTransitions, 0); n <= held {
+		t.Errorf("the re-created Lease's term is numbered %d, not above the deleted Lease's %d", n, held)
+	}
+	select {
+	case token := <-tokens:
+		if token <= held {
+			t.Errorf("c leads with token %d, not above the %d a fenced resource may have accepted", token, held)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("c's leader work did not start")
+	}
+}
+
+// renewedBy holds for a Lease held by id that id's process has renewed
+// since it was named: its term has begun.
+func renewedBy(id string) func(*coordinationv1.Lease) bool {
+	return func(l *coordinationv1.Lease) bool {
+		return holderIs(id)(l) && l.Spec.AcquireTime != nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Equal(l.Spec.AcquireTime)
+	}
+}
+
+// runShortCandidate runs a library candidate of the Lease with short timings
+// until the test ends or stop is called (a graceful stop: it hands over and
+// deletes its LeaseCandidate). Each term's token, from its leader work's
+// context, is sent on tokens.
+func (e *env) runShortCandidate(lease, name, emulation string) (stop func(), tokens <-chan int32) {
+	e.t.Helper()
+	clients, err := access.NewClients(e.mode.server.Config())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ch := make(chan int32, 16)
+	c, err := candidate.New(candidate.Config{
+		Clients: clients, APIMode: e.mode.name, Namespace: e.ns, LeaseName: lease, Identity: name,
+		BinaryVersion: "1.36.0", EmulationVersion: emulation,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		Callbacks: candidate.Callbacks{OnStartedLeading: func(ctx context.Context) {
+			if token, ok := candidate.TokenFrom(ctx); ok {
+				select {
+				case ch <- token:
+				default:
+				}
+			}
+			<-ctx.Done()
+		}},
+	})
+	if err != nil {
+		e.t.Fatalf("candidate %s: %v", name, err)
+	}
+	_, ctx := ktesting.NewTestContext(e.t)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil {
+			e.t.Errorf("candidate %s: %v", name, err)
+		}
+	}()
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	e.t.Cleanup(stop)
+	return stop, ch
+}
