@@ -56,7 +56,8 @@ type simCandidate struct {
 	// registeredAt is when its first registration reached the server
 	// (before it queued there), in a run with a fleet.
 	registeredAt time.Time
-	// troubledAt is when a fault last struck its process (see faultOn);
+	// troubledAt is when a fault last struck its process (see faultOn; a
+	// pause, until a renew deadline after it ended: see resume);
 	// troubledTerms are when its terms that a fault struck ended (see
 	// noteTermEnds): the world's truth of which of its terms may have
 	// ended unreleased.
@@ -180,6 +181,15 @@ func (p *simProcess) resume() {
 	p.paused = false
 	p.clk.Resume()
 	p.c.w.Tracef("%s/%d resumes", p.c.shown(), p.id)
+	// The pause strikes on after it ends: what was held runs now, and a
+	// renewal sent before the pause may start a term that the process's
+	// loops, finding their deadline passed, leave to run out (seed 3254: a
+	// client-go elector gave up as the renewal it had waited on began a
+	// term). A term that begins within a renew deadline of waking is one
+	// the pause struck.
+	if until := p.c.w.Now.Add(simRenewDeadline); until.After(p.c.troubledAt) {
+		p.c.troubledAt = until
+	}
 	held := p.held
 	p.held = nil
 	for _, fn := range held {
