@@ -136,7 +136,7 @@ only read.
 	fs.DurationVar(&o.PingTimeout, "ping-timeout", o.PingTimeout, "Candidates pinged this long ago that have not renewed since are passed over, as with cle-controller's --ping-timeout.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "Lease duration of Leases without leaseDurationSeconds, as with cle-controller's --lease-duration.")
 
-	root.AddCommand(o.statusCommand(), o.describeCommand(), o.watchCommand(), o.versionCommand())
+	root.AddCommand(o.statusCommand(), o.describeCommand(), o.watchCommand(), o.fenceCommand(), o.versionCommand())
 	o.registerFlagCompletions(root)
 	return root
 }

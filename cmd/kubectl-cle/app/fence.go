@@ -1,0 +1,133 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cle-dev/cle/pkg/fence"
+)
+
+// fenceOptions are the flags of kubectl cle fence.
+type fenceOptions struct {
+	serviceAccount, serviceAccountNamespace string
+	resources, verbs, namespaces            []string
+	warnOnly                                bool
+	output                                  string
+}
+
+func (o *Options) fenceCommand() *cobra.Command {
+	f := &fenceOptions{verbs: []string{"create", "update", "patch", "delete", "deletecollection"}, output: "yaml"}
+	cmd := &cobra.Command{
+		Use:   "fence LEASE --service-account=NAME --resource=RESOURCE[.GROUP] ...",
+		Short: "Print the admission policy that lets only the Lease's holder make its leader's writes",
+		Long: `Print a ValidatingAdmissionPolicy and its binding (apply them with kubectl apply -f -) that make
+kube-apiserver refuse the writes named by --resource and --verbs, made by the ServiceAccount the
+replicas run as, from any Pod but the one whose process holds the Lease now, as the holder's last
+renewal says (its cle.dev/holder-instance stamp: candidates of pkg/candidate with a proof of death
+write it). A leader that was paused, killed with writes queued, or preempted is refused from the
+moment the Lease names another holder, whatever its own process does.
+
+Refused as well: every such write while the Lease has no holder, or one without a stamp (outside a
+Pod, or without a proof of death); and one made with a token of the ServiceAccount bound to no Pod.
+Never matched: other users, and the election's own objects (Leases, LeaseCandidates, Events) and the
+review APIs, whatever --resource says. Nothing is written: the command prints, and needs no cluster.
+
+In an emergency, --warn-only prints a binding that lets the writes through with a warning and an
+audit annotation each; deleting the binding turns fencing off.`,
+		Example: `  kubectl cle fence my-controller -n team-a --service-account=my-controller \
+    --resource=deployments.apps --resource=configmaps | kubectl apply -f -
+  kubectl cle fence my-controller -n team-a --service-account=my-controller \
+    --resource=deployments.apps --namespaces=team-a,team-b --verbs=create,update,patch`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: o.completeLeases,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// -n needs no kubeconfig; without it, the context's namespace.
+			namespace := ptr.Deref(o.ConfigFlags.Namespace, "")
+			if namespace == "" {
+				var err error
+				if namespace, _, err = o.ConfigFlags.ToRawKubeConfigLoader().Namespace(); err != nil {
+					return fmt.Errorf("the Lease's namespace (or give it with -n): %w", err)
+				}
+			}
+			return f.print(o.streams.Out, namespace, args[0])
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.serviceAccount, "service-account", "", "The ServiceAccount the replicas run as (required).")
+	fs.StringVar(&f.serviceAccountNamespace, "service-account-namespace", "", "The ServiceAccount's namespace (default: the Lease's).")
+	fs.StringArrayVar(&f.resources, "resource", nil, "A resource the leader writes, as kubectl names it: RESOURCE[.GROUP][/SUBRESOURCE] (configmaps, deployments.apps, deployments.apps/scale, *.apps); repeat it for more (required).")
+	fs.StringSliceVar(&f.verbs, "verbs", f.verbs, "The writes fenced: create, update, patch, delete, deletecollection.")
+	fs.StringSliceVar(&f.namespaces, "namespaces", nil, "Fence the writes to objects of these namespaces only (default: every namespace, and cluster-scoped objects).")
+	fs.BoolVar(&f.warnOnly, "warn-only", false, "Admit the writes the policy would refuse, with a warning and an audit annotation each: an emergency override.")
+	fs.StringVarP(&f.output, "output", "o", f.output, "Output format: yaml or json (a List).")
+	_ = cmd.MarkFlagRequired("service-account")
+	_ = cmd.MarkFlagRequired("resource")
+	return cmd
+}
+
+// print writes the policy and binding of the Lease namespace/lease.
+func (f *fenceOptions) print(out io.Writer, namespace, lease string) error {
+	if f.output != "yaml" && f.output != "json" {
+		return fmt.Errorf("unsupported output format %q: want yaml or json", f.output)
+	}
+	e := fence.Election{
+		Namespace: namespace, Lease: lease, ServiceAccount: f.serviceAccount, ServiceAccountNamespace: f.serviceAccountNamespace,
+		Namespaces: f.namespaces, WarnOnly: f.warnOnly,
+	}
+	var errs []error
+	for _, r := range f.resources {
+		rule, err := fence.ParseResource(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, v := range f.verbs {
+			rule.Verbs = append(rule.Verbs, strings.ToLower(strings.TrimSpace(v)))
+		}
+		e.Rules = append(e.Rules, rule)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	policy, binding, err := fence.Objects(e)
+	if err != nil {
+		return err
+	}
+	objs := []runtime.Object{policy, binding}
+	if f.output == "json" {
+		list := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+		for _, obj := range objs {
+			list.Items = append(list.Items, runtime.RawExtension{Object: obj})
+		}
+		data, err := json.MarshalIndent(list, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode the objects: %w", err)
+		}
+		_, err = out.Write(append(data, '\n'))
+		return err
+	}
+	for i, obj := range objs {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("encode the objects: %w", err)
+		}
+		if i > 0 {
+			if _, err := io.WriteString(out, "---\n"); err != nil {
+				return err
+			}
+		}
+		if _, err := out.Write(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
