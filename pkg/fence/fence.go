@@ -23,6 +23,11 @@
 //     election from moving on;
 //   - a missing Lease: refused (the binding's parameterNotFoundAction is Deny).
 //
+// For objects a leader writes from outside any Pod, or without a proof of
+// death, an Election that is ByToken fences by the fencing token instead:
+// leader work stamps each object it writes with its term's token (Stamp),
+// and the policy refuses an update whose token is below the object's.
+//
 // In an emergency, WarnOnly turns refusals into warnings and audit
 // annotations, and deleting the binding turns fencing off; both need the
 // right to write ValidatingAdmissionPolicyBindings, which leaders should not
@@ -35,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -61,6 +67,40 @@ type Election struct {
 	// WarnOnly admits the writes the policy would refuse, with a warning and
 	// an audit annotation each: an emergency override.
 	WarnOnly bool
+	// ByToken judges the writes by the fencing token they carry instead of
+	// by the Pod they come from (see TokenAnnotation): an update whose
+	// token is below the one stored on the object is refused, whoever
+	// makes it and from wherever. It needs no proof of death and no Pod,
+	// only leader work that stamps its writes (Stamp); creates and deletes
+	// carry no stored token to compare and are not judged. ServiceAccount
+	// is then optional: without it, every user's updates are judged.
+	ByToken bool
+}
+
+// TokenAnnotation carries, on an object that leader work writes, the fencing
+// token of the term that wrote it (candidate.TokenFrom). With the policy of
+// an Election that is ByToken, kube-apiserver refuses an update that carries
+// a lower token than the object has: the write of a deposed leader, after
+// its successor wrote.
+const TokenAnnotation = "cle.dev/fencing-token"
+
+// Stamp records token on obj, for a write judged by the policy of an
+// Election that is ByToken. Leader work stamps every object it writes, with
+// its own term's token:
+//
+//	token, _ := candidate.TokenFrom(ctx)
+//	fence.Stamp(deployment, token)
+//	_, err := client.AppsV1().Deployments(ns).Update(ctx, deployment, metav1.UpdateOptions{})
+//
+// A patch must carry the annotation too: a patch that leaves it out keeps
+// the stored token, which the policy admits.
+func Stamp(obj metav1.Object, token int32) {
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[TokenAnnotation] = strconv.FormatInt(int64(token), 10)
+	obj.SetAnnotations(annotations)
 }
 
 // Rule is some writes of the leader.
@@ -107,8 +147,14 @@ var verbOperations = map[string]admissionregistrationv1.OperationType{
 // Name is the name of the policy and of its binding for the election's
 // Lease: cle-fence.NAMESPACE.LEASE, or, when that is too long for a name, a
 // prefix of it and a hash of the whole.
-func Name(namespace, lease string) string {
-	name := "cle-fence." + namespace + "." + lease
+func Name(namespace, lease string) string { return name("cle-fence.", namespace, lease) }
+
+// TokenName is Name for the policy of an Election that is ByToken,
+// cle-fence-token.NAMESPACE.LEASE.
+func TokenName(namespace, lease string) string { return name("cle-fence-token.", namespace, lease) }
+
+func name(prefix, namespace, lease string) string {
+	name := prefix + namespace + "." + lease
 	if len(name) <= validation.DNS1123SubdomainMaxLength {
 		return name
 	}
@@ -128,6 +174,9 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 	}
 	user := "system:serviceaccount:" + saNamespace + ":" + e.ServiceAccount
 	name := Name(e.Namespace, e.Lease)
+	if e.ByToken {
+		name = TokenName(e.Namespace, e.Lease)
+	}
 	labels := map[string]string{"app.kubernetes.io/part-of": "cle", "app.kubernetes.io/component": "fence"}
 	annotations := map[string]string{"cle.dev/fenced-lease": e.Namespace + "/" + e.Lease}
 
@@ -135,7 +184,7 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 	for _, r := range e.Rules {
 		var ops []admissionregistrationv1.OperationType
 		for _, v := range r.Verbs {
-			if op := verbOperations[v]; !slices.Contains(ops, op) {
+			if op := verbOperations[v]; !slices.Contains(ops, op) && (!e.ByToken || op == admissionregistrationv1.Update) {
 				ops = append(ops, op)
 			}
 		}
@@ -180,6 +229,12 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 			}},
 		},
 	}
+	if e.ByToken {
+		byToken(policy, lease)
+		if e.ServiceAccount == "" {
+			policy.Spec.MatchConditions = nil
+		}
+	}
 	actions := []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
 	if e.WarnOnly {
 		actions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn, admissionregistrationv1.Audit}
@@ -196,6 +251,9 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 			ValidationActions: actions,
 		},
 	}
+	if e.ByToken {
+		binding.Spec.ParamRef = nil
+	}
 	if len(e.Namespaces) > 0 {
 		binding.Spec.MatchResources = &admissionregistrationv1.MatchResources{
 			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
@@ -206,10 +264,32 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 	return policy, binding, nil
 }
 
+// byToken makes policy judge an update by the token it carries against
+// the object's: refused when it is below, or missing or not a number while
+// the object has one.
+func byToken(policy *admissionregistrationv1.ValidatingAdmissionPolicy, lease string) {
+	policy.Spec.ParamKind = nil
+	policy.Spec.Variables = []admissionregistrationv1.Variable{
+		{Name: "stored", Expression: fmt.Sprintf("oldObject.metadata.?annotations[?%q].orValue('')", TokenAnnotation)},
+		{Name: "token", Expression: fmt.Sprintf("object.metadata.?annotations[?%q].orValue('')", TokenAnnotation)},
+	}
+	const number = "'^[0-9]{1,10}$'"
+	policy.Spec.Validations = []admissionregistrationv1.Validation{{
+		Expression: "!variables.stored.matches(" + number + ") || " +
+			"(variables.token.matches(" + number + ") && int(variables.token) >= int(variables.stored))",
+		MessageExpression: fmt.Sprintf("%q + (variables.token == '' ? 'none' : variables.token) + %q + variables.stored",
+			"a deposed leader's write of Lease "+lease+": it carries fencing token ", " and the object already has "),
+		Reason: ptr.To(metav1.StatusReasonForbidden),
+	}}
+}
+
 // validate says everything wrong with e at once.
 func (e Election) validate() error {
 	var errs []error
 	for what, v := range map[string]string{"the Lease's namespace": e.Namespace, "the ServiceAccount": e.ServiceAccount} {
+		if v == "" && e.ByToken && what == "the ServiceAccount" {
+			continue
+		}
 		if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s %q: %s", what, v, strings.Join(msgs, "; ")))
 		}
@@ -237,10 +317,16 @@ func (e Election) validate() error {
 		if len(r.Verbs) == 0 {
 			errs = append(errs, fmt.Errorf("%s: no verbs", r))
 		}
+		updates := false
 		for _, v := range r.Verbs {
-			if _, ok := verbOperations[v]; !ok {
+			op, ok := verbOperations[v]
+			if !ok {
 				errs = append(errs, fmt.Errorf("%s: verb %q is not a write (create, update, patch, delete, deletecollection)", r, v))
 			}
+			updates = updates || op == admissionregistrationv1.Update
+		}
+		if e.ByToken && len(r.Verbs) > 0 && !updates {
+			errs = append(errs, fmt.Errorf("%s: a token fence judges updates and patches only, and the verbs name neither", r))
 		}
 		if r.election() {
 			errs = append(errs, fmt.Errorf("%s: the election's own objects are never fenced (Leases, LeaseCandidates and Events are left out of every policy)", r))

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -147,5 +148,43 @@ func TestParseResource(t *testing.T) {
 		if _, err := ParseResource(in); err == nil {
 			t.Errorf("ParseResource(%q) accepted", in)
 		}
+	}
+}
+
+func TestObjectsByToken(t *testing.T) {
+	e := election()
+	e.ByToken, e.ServiceAccount = true, ""
+	policy, binding, err := Objects(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policy.Name != "cle-fence-token.team-a.my-controller" || policy.Spec.ParamKind != nil || binding.Spec.ParamRef != nil {
+		t.Errorf("policy %s with paramKind %v, paramRef %v: want no parameter", policy.Name, policy.Spec.ParamKind, binding.Spec.ParamRef)
+	}
+	if len(policy.Spec.MatchConditions) != 0 {
+		t.Errorf("match conditions %v without a ServiceAccount, want none: every user's updates", policy.Spec.MatchConditions)
+	}
+	if ops := policy.Spec.MatchConstraints.ResourceRules[0].Operations; !slices.Equal(ops, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) {
+		t.Errorf("operations %v, want UPDATE only: creates and deletes have no token to compare", ops)
+	}
+	if v := policy.Spec.Validations[0].Expression; !strings.Contains(v, "int(variables.token) >= int(variables.stored)") {
+		t.Errorf("validation %s", v)
+	}
+	e.Rules[0].Verbs = []string{"create", "delete"}
+	if _, _, err := Objects(e); err == nil || !strings.Contains(err.Error(), "judges updates and patches only") {
+		t.Errorf("a token fence of creates and deletes: %v", err)
+	}
+}
+
+func TestStamp(t *testing.T) {
+	obj := &metav1.ObjectMeta{Annotations: map[string]string{"other": "x"}}
+	Stamp(obj, 7)
+	if obj.Annotations[TokenAnnotation] != "7" || obj.Annotations["other"] != "x" {
+		t.Errorf("annotations %v", obj.Annotations)
+	}
+	bare := &metav1.ObjectMeta{}
+	Stamp(bare, 2147483647)
+	if bare.Annotations[TokenAnnotation] != "2147483647" {
+		t.Errorf("annotations %v", bare.Annotations)
 	}
 }

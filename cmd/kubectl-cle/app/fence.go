@@ -20,7 +20,7 @@ import (
 type fenceOptions struct {
 	serviceAccount, serviceAccountNamespace string
 	resources, verbs, namespaces            []string
-	warnOnly                                bool
+	warnOnly, byToken                       bool
 	output                                  string
 }
 
@@ -42,11 +42,17 @@ Never matched: other users, and the election's own objects (Leases, LeaseCandida
 review APIs, whatever --resource says. Nothing is written: the command prints, and needs no cluster.
 
 In an emergency, --warn-only prints a binding that lets the writes through with a warning and an
-audit annotation each; deleting the binding turns fencing off.`,
+audit annotation each; deleting the binding turns fencing off.
+
+With --by-token the policy judges updates by the fencing token they carry instead, for leaders
+outside Pods or without a proof of death: leader work stamps each object it writes with its term's
+token (pkg/fence's Stamp, annotation cle.dev/fencing-token), and an update carrying a lower token
+than the object's is refused.`,
 		Example: `  kubectl cle fence my-controller -n team-a --service-account=my-controller \
     --resource=deployments.apps --resource=configmaps | kubectl apply -f -
   kubectl cle fence my-controller -n team-a --service-account=my-controller \
-    --resource=deployments.apps --namespaces=team-a,team-b --verbs=create,update,patch`,
+    --resource=deployments.apps --namespaces=team-a,team-b --verbs=create,update,patch
+  kubectl cle fence my-controller -n team-a --by-token --resource=configmaps`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: o.completeLeases,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,9 +73,9 @@ audit annotation each; deleting the binding turns fencing off.`,
 	fs.StringArrayVar(&f.resources, "resource", nil, "A resource the leader writes, as kubectl names it: RESOURCE[.GROUP][/SUBRESOURCE] (configmaps, deployments.apps, deployments.apps/scale, *.apps); repeat it for more (required).")
 	fs.StringSliceVar(&f.verbs, "verbs", f.verbs, "The writes fenced: create, update, patch, delete, deletecollection.")
 	fs.StringSliceVar(&f.namespaces, "namespaces", nil, "Fence the writes to objects of these namespaces only (default: every namespace, and cluster-scoped objects).")
+	fs.BoolVar(&f.byToken, "by-token", false, "Judge updates by the fencing token they carry (annotation "+fence.TokenAnnotation+", which leader work sets with pkg/fence's Stamp) instead of by the Pod they come from: an update carrying a lower token than the object's is refused. Needs no Pod and no proof of death; --service-account then only narrows whose updates are judged.")
 	fs.BoolVar(&f.warnOnly, "warn-only", false, "Admit the writes the policy would refuse, with a warning and an audit annotation each: an emergency override.")
 	fs.StringVarP(&f.output, "output", "o", f.output, "Output format: yaml or json (a List).")
-	_ = cmd.MarkFlagRequired("service-account")
 	_ = cmd.MarkFlagRequired("resource")
 	return cmd
 }
@@ -79,9 +85,12 @@ func (f *fenceOptions) print(out io.Writer, namespace, lease string) error {
 	if f.output != "yaml" && f.output != "json" {
 		return fmt.Errorf("unsupported output format %q: want yaml or json", f.output)
 	}
+	if f.serviceAccount == "" && !f.byToken {
+		return errors.New("--service-account is required: the ServiceAccount the replicas run as (or fence by token with --by-token)")
+	}
 	e := fence.Election{
 		Namespace: namespace, Lease: lease, ServiceAccount: f.serviceAccount, ServiceAccountNamespace: f.serviceAccountNamespace,
-		Namespaces: f.namespaces, WarnOnly: f.warnOnly,
+		Namespaces: f.namespaces, WarnOnly: f.warnOnly, ByToken: f.byToken,
 	}
 	var errs []error
 	for _, r := range f.resources {

@@ -53,11 +53,27 @@ func TestFenceCommand(t *testing.T) {
 		t.Errorf("-o json: %v, %+v", err, list)
 	}
 
+	// By token: no ServiceAccount needed, updates only.
+	s, out, errOut = streams()
+	if code := Main(context.Background(), []string{"fence", "l", "-n", "ns", "--by-token", "--resource=configmaps"}, s); code != 0 {
+		t.Fatalf("--by-token: exit %d: %s", code, errOut.String())
+	}
+	policy = admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := yaml.UnmarshalStrict([]byte(strings.Split(out.String(), "---\n")[0]), &policy); err != nil {
+		t.Fatal(err)
+	}
+	if policy.Name != "cle-fence-token.ns.l" || policy.Spec.ParamKind != nil || len(policy.Spec.MatchConditions) != 0 ||
+		len(policy.Spec.MatchConstraints.ResourceRules[0].Operations) != 1 {
+		t.Errorf("--by-token policy %s: paramKind %v, match conditions %v, operations %v; want no parameter, every user, updates",
+			policy.Name, policy.Spec.ParamKind, policy.Spec.MatchConditions, policy.Spec.MatchConstraints.ResourceRules[0].Operations)
+	}
+
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"fence", "l", "--resource=configmaps"}, `required flag(s) "service-account" not set`},
+		{[]string{"fence", "l", "--resource=configmaps"}, "--service-account is required"},
+		{[]string{"fence", "l", "--by-token", "--resource=configmaps", "--verbs=create"}, "judges updates and patches only"},
 		{[]string{"fence", "l", "--service-account=sa"}, `required flag(s) "resource" not set`},
 		{[]string{"fence", "l", "--service-account=sa", "--resource=leases.coordination.k8s.io"}, "never fenced"},
 		{[]string{"fence", "l", "--service-account=sa", "--resource=a/b/c"}, "want RESOURCE[.GROUP][/SUBRESOURCE]"},

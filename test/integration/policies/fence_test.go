@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -346,4 +347,103 @@ func latencies(t *testing.T, n int, f func() (time.Duration, error)) []time.Dura
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestFencedByToken: with the policy of an Election that is ByToken in
+// force, an update stamped (fence.Stamp) with a lower fencing token than the
+// object carries is refused, whoever makes it: the write of a leader that
+// was preempted, after its successor wrote. No Pod or proof of death takes
+// part.
+func TestFencedByToken(t *testing.T) {
+	forEachMode(t, testFencedByToken)
+}
+
+func testFencedByToken(t *testing.T, m *apiMode) {
+	ctx := context.Background()
+	admin := m.server.Client()
+	ns := m.server.CreateNamespace(t)
+	const lease = "work"
+	policy, binding, err := fence.Objects(fence.Election{
+		Namespace: ns, Lease: lease, ByToken: true, Namespaces: []string{ns},
+		Rules: []fence.Rule{{Group: "", Resource: "configmaps", Verbs: []string{"update", "patch"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, token int32, stamped bool) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"token": fmt.Sprint(token)}}
+		if stamped {
+			fence.Stamp(cm, token)
+		}
+		_, err := admin.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+		}
+		return err
+	}
+	// Without the policy, a lower token lands.
+	if err := write("probe", 2, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("probe", 1, true); err != nil {
+		t.Fatalf("before the fence: %v", err)
+	}
+	applyFence(t, admin, policy, binding)
+	// In force once a lower token than the object's is refused.
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if err := write("probe", 3, true); err != nil {
+			return false, err
+		}
+		return write("probe", 1, true) != nil, nil
+	}); err != nil {
+		t.Fatalf("the fence never refused a lower token: %v", err)
+	}
+
+	m.server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name})
+	tokenOf := func(holder string) int32 {
+		t.Helper()
+		waitStampedBy(t, admin, ns, lease, holder)
+		l, err := admin.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ptr.Deref(l.Spec.LeaseTransitions, 0)
+	}
+	runPodCandidate(t, m, m.server.Config(), ns, lease, "a", "pod-a", "1.35.0")
+	first := tokenOf("a")
+	if err := write("work", first, true); err != nil {
+		t.Fatalf("the leader's write with token %d: %v", first, err)
+	}
+	// A better candidate preempts a; its leader work writes with its token.
+	runPodCandidate(t, m, m.server.Config(), ns, lease, "b", "pod-b", "1.34.0")
+	second := tokenOf("b")
+	if second <= first {
+		t.Fatalf("b's token %d is not above a's %d", second, first)
+	}
+	if err := write("work", second, true); err != nil {
+		t.Fatalf("the new leader's write with token %d: %v", second, err)
+	}
+	// a's late write, with its term's token, and a write that carries none.
+	err = write("work", first, true)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), fmt.Sprintf("carries fencing token %d and the object already has %d", first, second)) {
+		t.Errorf("the deposed leader's write with token %d: %v, want refused", first, err)
+	}
+	if err := write("work", 0, false); err == nil || !strings.Contains(err.Error(), "carries fencing token none") {
+		t.Errorf("a write without a token: %v, want refused", err)
+	}
+}
+
+// waitStampedBy waits until holder has renewed the Lease since it was named.
+func waitStampedBy(t *testing.T, admin kubernetes.Interface, ns, lease, holder string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := admin.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return ptr.Deref(l.Spec.HolderIdentity, "") == holder && l.Spec.AcquireTime != nil && l.Spec.RenewTime != nil &&
+			!l.Spec.RenewTime.Equal(l.Spec.AcquireTime), nil
+	}); err != nil {
+		t.Fatalf("Lease %s/%s never renewed by %s: %v", ns, lease, holder, err)
+	}
 }
