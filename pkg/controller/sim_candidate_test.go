@@ -620,7 +620,7 @@ func (w *simWorld) noteTermEnds(e *simElection) {
 	}
 	if e.termHolder != "" {
 		for _, c := range e.cands {
-			if c.name != e.termHolder || (c.troubledAt.Before(e.termFrom) && w.troubledAt.Before(e.termFrom)) {
+			if c.name != e.termHolder || (!e.termStruck && c.troubledAt.Before(e.termFrom) && w.troubledAt.Before(e.termFrom)) {
 				continue
 			}
 			end := simTermEnd{at: w.Now}
@@ -631,6 +631,16 @@ func (w *simWorld) noteTermEnds(e *simElection) {
 		}
 	}
 	e.termHolder, e.termNumber, e.termFrom = holder, term, w.Now
+	// A term named to a candidate that has no process running, or only a
+	// paused one, is struck from its start by whatever stopped it (seed
+	// 7059: a holder handed the Lease over to a candidate whose process had
+	// crashed four seconds before, and its term ran out untaken).
+	e.termStruck = false
+	for _, c := range e.cands {
+		if c.name == holder && (c.proc == nil || c.proc.dead || c.proc.paused) {
+			e.termStruck = true
+		}
+	}
 }
 
 // exitedLately reports an adopter's process of e that exited on its own

@@ -475,10 +475,12 @@ type simElection struct {
 	// changes to one that emulates a newer version than e.best.
 	heldBack time.Time
 	// termHolder is who the Lease named since termFrom, in the term
-	// numbered termNumber (see noteTermEnds).
+	// numbered termNumber; termStruck: a fault struck that term as it
+	// began (see noteTermEnds).
 	termHolder  string
 	termNumber  int32
 	termFrom    time.Time
+	termStruck  bool
 	quietLeader time.Time // when some candidate first led after faults stopped
 	noneRan     time.Time // the last instant after faults stopped at which no candidate process ran
 	quietBest   time.Time // when the best candidate first led after faults stopped
