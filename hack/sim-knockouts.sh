@@ -44,7 +44,7 @@ while read -r name first <&3; do
   start=${SECONDS}
   set +o errexit
   # The copy's own make sim, from its first seed.
-  out=$(cd "${dir}" && SEEDS="${seeds}" FIRST="${first}" BUDGET='' DURATION='' SEED='' CHECKPOINT='' hack/sim.sh 2>&1)
+  out=$(cd "${dir}" && SEEDS="${seeds}" FIRST="${first}" BUDGET='' DURATION='' SEED='' CHECKPOINT='' SIM_REPLAY=0 hack/sim.sh 2>&1)
   status=$?
   set -o errexit
   took=$((SECONDS - start))
