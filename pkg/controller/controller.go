@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,12 +182,12 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		informers: informers,
 		opts:      opts,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.NewTypedMaxOfRateLimiter(electionRetries(), overallRetries()),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{
 				Name: "cle_election", Clock: opts.Clock, MetricsProvider: opts.Metrics.queue,
 			}),
 		gcQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+			workqueue.NewTypedMaxOfRateLimiter(gcRetries(), overallRetries()),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{
 				Name: "cle_candidate_gc", Clock: opts.Clock, MetricsProvider: opts.Metrics.queue,
 			}),
@@ -550,6 +551,32 @@ func (c *Controller) waitForSync(ctx context.Context) bool {
 		return c.HasSynced(), nil
 	})
 	return err == nil
+}
+
+// maxElectionRetry bounds how long a Lease whose election steps keep failing
+// waits for the next: whatever the failures were (an API outage, a server
+// refusing writes while it catches up), the Lease is looked at again within
+// it once the API answers. client-go's default, 1000 s, left a Lease that
+// failed through a ten-second outage unelected for about as long again once
+// the outage ended.
+const maxElectionRetry = 2 * time.Second
+
+// electionRetries is the per-Lease backoff of failed election steps: 5 ms,
+// doubling, to at most maxElectionRetry.
+func electionRetries() workqueue.TypedRateLimiter[types.NamespacedName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](5*time.Millisecond, maxElectionRetry)
+}
+
+// gcRetries is the per-candidate backoff of failed collections: client-go's
+// default, 5 ms to 1000 s (a candidate that cannot be deleted waits).
+func gcRetries() workqueue.TypedRateLimiter[types.NamespacedName] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](5*time.Millisecond, 1000*time.Second)
+}
+
+// overallRetries bounds the retries of failures of every item together, as
+// client-go's default does: 10 a second, in bursts of 100.
+func overallRetries() workqueue.TypedRateLimiter[types.NamespacedName] {
+	return &workqueue.TypedBucketRateLimiter[types.NamespacedName]{Limiter: rate.NewLimiter(rate.Limit(10), 100)}
 }
 
 func (c *Controller) runWorker(ctx context.Context) {

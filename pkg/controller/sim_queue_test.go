@@ -15,9 +15,9 @@ import (
 // item added after a delay is added when the delay has passed on the
 // replica's clock, the earliest of several delays counting. Its delays run
 // in simulated time, where client-go's run on a goroutine of their own,
-// which would make a run depend on the scheduler; the rate limiter is
-// client-go's per-item exponential backoff (5ms to 1000s), without the
-// overall 10 qps bucket, which reads the wall clock. The replica's real
+// which would make a run depend on the scheduler; the rate limiter is the
+// controller's per-item backoff (electionRetries, gcRetries), without the
+// overall bucket (overallRetries), which reads the wall clock. The replica's real
 // processNext and processNextGC take items from it: ready is told when an
 // item can be taken.
 type simQueue struct {
@@ -35,10 +35,10 @@ type simQueue struct {
 
 var _ workqueue.TypedRateLimitingInterface[types.NamespacedName] = (*simQueue)(nil)
 
-func newSimQueue(sc *simController, ready func()) *simQueue {
+func newSimQueue(sc *simController, limiter workqueue.TypedRateLimiter[types.NamespacedName], ready func()) *simQueue {
 	return &simQueue{
 		sc:         sc,
-		limiter:    workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](5*time.Millisecond, 1000*time.Second),
+		limiter:    limiter,
 		dirty:      map[types.NamespacedName]bool{},
 		processing: map[types.NamespacedName]bool{},
 		waiting:    map[types.NamespacedName]time.Time{},

@@ -689,7 +689,7 @@ func (w *simWorld) startController() {
 	sc.gcWorker = simWorker{sc: sc, process: c.processNextGC}
 	c.queue.ShutDown() // client-go's queues give way to the simulation's
 	c.gcQueue.ShutDown()
-	sc.worker.queue, sc.gcWorker.queue = newSimQueue(sc, sc.worker.kick), newSimQueue(sc, sc.gcWorker.kick)
+	sc.worker.queue, sc.gcWorker.queue = newSimQueue(sc, electionRetries(), sc.worker.kick), newSimQueue(sc, gcRetries(), sc.gcWorker.kick)
 	c.queue, c.gcQueue = sc.worker.queue, sc.gcWorker.queue
 	for _, wk := range []*simWorker{&sc.worker, &sc.gcWorker} {
 		wk.th.send = func(r *simRequest) { sc.send(&wk.th, r) }
