@@ -1357,11 +1357,15 @@ func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordina
 	return l, err
 }
 
-// recordedToken is the highest token a LeaseCandidate of e records now.
-func (w *simWorld) recordedToken(e *simElection) int32 {
+// recordedToken is the highest token that a LeaseCandidate of e records in
+// this replica's cache: what it can number above. A record written less
+// than a watch delay before the replica numbers a term is one it could not
+// see (seed 9974: a candidate created its LeaseCandidate again 0.4 s before
+// the replica, which had seen it deleted, created the Lease).
+func (sc *simController) recordedToken(e *simElection) int32 {
 	var highest int32
-	for _, c := range e.cands {
-		if lc := w.Candidate(c.key()); lc != nil && lc.Spec.LeaseName == e.name {
+	for _, obj := range sc.cinf.store.List() {
+		if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok && lc.Namespace == e.ns && lc.Spec.LeaseName == e.name {
 			highest = max(highest, access.HighestToken(lc.Annotations))
 		}
 	}
@@ -1395,13 +1399,14 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 		// A replica that never saw the Lease's highest token while
 		// candidates referenced it creates it again after a deletion, or
 		// names a holder of a Lease someone else created again, below that
-		// token. While a LeaseCandidate of the Lease records that token
-		// (access.HighestTokenAnnotation), that is the controller's error
-		// (newTerm finds the term numbered too low); when none does (the
-		// candidates that held or saw it left, deleting theirs, and those
-		// that run never saw it) the token's history is lost
-		// (docs/library.md: the Lease may start over).
-		if w.recordedToken(e) < e.maxToken {
+		// token. While a LeaseCandidate the replica has seen records that
+		// token (access.HighestTokenAnnotation), that is the controller's
+		// error (newTerm finds the term numbered too low); when none does
+		// (the candidates that held or saw it left, deleting theirs, and
+		// those that run never saw it, or wrote it too late for the
+		// replica to see) the token's history is lost (docs/library.md:
+		// the Lease may start over).
+		if c.sc.recordedToken(e) < e.maxToken {
 			e.historyLost = true
 			w.Fault("token-history-lost")
 		}
