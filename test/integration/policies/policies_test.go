@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -406,13 +407,18 @@ func checkOutcome(t *testing.T, what string, err error, policy, denial string) {
 // updateCandidate reads the candidate as reader, applies edit, and writes it
 // as writer.
 func updateCandidate(ctx context.Context, reader, writer access.Interface, ns, name string, edit func(*coordinationv1beta1.LeaseCandidate)) error {
-	lc, err := reader.LeaseCandidates(ns).Get(ctx, name)
-	if err != nil {
+	// The candidate's own writes (a renewal, the record of its term's
+	// token as it starts to lead) may come between the read and the
+	// update: read again, as a client would.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lc, err := reader.LeaseCandidates(ns).Get(ctx, name)
+		if err != nil {
+			return err
+		}
+		edit(lc)
+		_, err = writer.LeaseCandidates(ns).Update(ctx, lc)
 		return err
-	}
-	edit(lc)
-	_, err = writer.LeaseCandidates(ns).Update(ctx, lc)
-	return err
+	})
 }
 
 // runningCandidate is a candidate of the library, run as a user of the
