@@ -262,7 +262,7 @@ func (c *Candidate) withLogger(ctx context.Context) context.Context {
 func (c *Candidate) loops(acc access.Interface, writer string) (*elector, *registrar) {
 	el, reg := newElector(c, acc), newRegistrar(c, acc, writer)
 	reg.seen = &el.seen
-	el.termStarted = reg.wakeSoon
+	el.termStarted = func() { signal(reg.wake) }
 	return el, reg
 }
 
@@ -412,16 +412,19 @@ func oneObject(name string) func(*metav1.ListOptions) {
 // wakeOnChange returns handlers that signal wake on any change, without
 // blocking: the loops read the current state from the informer's store.
 func wakeOnChange(wake chan struct{}) cache.ResourceEventHandler {
-	signal := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { signal() },
-		UpdateFunc: func(any, any) { signal() },
-		DeleteFunc: func(any) { signal() },
+		AddFunc:    func(any) { signal(wake) },
+		UpdateFunc: func(any, any) { signal(wake) },
+		DeleteFunc: func(any) { signal(wake) },
+	}
+}
+
+// signal wakes the loop that reads wake, a channel of one, without
+// blocking: a wake-up already pending is enough.
+func signal(wake chan struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -563,9 +563,4 @@ func (e *elector) observe(lease *coordinationv1.Lease) {
 	}
 }
 
-func (e *elector) wakeSoon() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
-}
+func (e *elector) wakeSoon() { signal(e.wake) }

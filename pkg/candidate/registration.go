@@ -190,11 +190,11 @@ func (r *registrar) update(ctx context.Context, lc *coordinationv1beta1.LeaseCan
 // instance and Pod of the proof of death, when there is one, and the highest
 // token the candidate held or saw.
 func (r *registrar) annotate(m *metav1.ObjectMeta) {
-	want := r.annotations()
+	wanted := r.annotations()
 	if highest := r.highestToken(m.Annotations); highest > 0 {
-		want[access.HighestTokenAnnotation] = strconv.FormatInt(int64(highest), 10)
+		wanted[access.HighestTokenAnnotation] = strconv.FormatInt(int64(highest), 10)
 	}
-	for key, want := range want {
+	for key, want := range wanted {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
@@ -219,14 +219,6 @@ func (r *registrar) highestToken(annotations map[string]string) int32 {
 		highest = max(highest, r.seen.Max())
 	}
 	return highest
-}
-
-// wakeSoon makes the registrar step at once.
-func (r *registrar) wakeSoon() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
 }
 
 // annotations are what annotate writes: an empty value removes the

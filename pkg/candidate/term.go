@@ -50,10 +50,7 @@ func (c *Candidate) live(t *term) bool {
 		return true
 	}
 	t.end()
-	select {
-	case c.stepDownNow <- struct{}{}:
-	default:
-	}
+	signal(c.stepDownNow)
 	return false
 }
 
