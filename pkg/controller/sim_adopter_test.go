@@ -537,11 +537,7 @@ func (e *simElector) acts() bool {
 // mayAct is acts for the checks: it reads the library's term without
 // ending a lapsed one.
 func (e *simElector) mayAct() bool {
-	if !e.work {
-		return false
-	}
-	_, live := e.p.lib.peek()
-	return !e.stalled || live
+	return e.work && (!e.stalled || e.p.lib.live())
 }
 
 // ---- pkg/lock's Lock ----

@@ -422,6 +422,12 @@ func (l *simLib) peek() (int32, bool) {
 	return l.loops.Peek()
 }
 
+// live is peek's answer to whether the process may act as leader.
+func (l *simLib) live() bool {
+	_, ok := l.peek()
+	return ok
+}
+
 // leaderToken is Token on the process's clock now, what leader work asks
 // before it writes; ok is IsLeader. A reader that finds the term lapsed
 // wakes the elector, as in the library. Without a live term Token reads

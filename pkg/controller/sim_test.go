@@ -1363,11 +1363,11 @@ func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordina
 // see (seed 9974: a candidate created its LeaseCandidate again 0.4 s before
 // the replica, which had seen it deleted, created the Lease).
 func (sc *simController) recordedToken(e *simElection) int32 {
+	// The controller's own index of its candidates by Lease.
+	objs, _ := sc.cinf.store.ByIndex(byLeaseIndex, e.key())
 	var highest int32
-	for _, obj := range sc.cinf.store.List() {
-		if lc, ok := obj.(*coordinationv1beta1.LeaseCandidate); ok && lc.Namespace == e.ns && lc.Spec.LeaseName == e.name {
-			highest = max(highest, access.HighestToken(lc.Annotations))
-		}
+	for _, obj := range objs {
+		highest = max(highest, access.HighestToken(obj.(*coordinationv1beta1.LeaseCandidate).Annotations))
 	}
 	return highest
 }
