@@ -194,46 +194,31 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 		}})
 	}
 	lease := e.Namespace + "/" + e.Lease
-	requester := fmt.Sprintf("%q + variables.pod[0]", saNamespace+"/")
+	check := byPod(lease, saNamespace)
+	if e.ByToken {
+		check = byToken(lease)
+	}
+	var matchConditions []admissionregistrationv1.MatchCondition
+	if e.ServiceAccount != "" {
+		matchConditions = []admissionregistrationv1.MatchCondition{{
+			Name:       "replicas",
+			Expression: fmt.Sprintf("request.userInfo.username == %q", user),
+		}}
+	}
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+			ParamKind:     check.paramKind,
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				ResourceRules:        rules,
 				ExcludeResourceRules: excluded,
 			},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "replicas",
-				Expression: fmt.Sprintf("request.userInfo.username == %q", user),
-			}},
-			Variables: []admissionregistrationv1.Variable{
-				// The stamp of the holder's last renewal: instance, renewTime,
-				// Pod, container, holder. It counts only while the Lease's
-				// holder and renewTime are the ones it was written with.
-				{Name: "stamp", Expression: fmt.Sprintf("params.metadata.?annotations[?%q].orValue('').split(' ')", access.HolderInstanceAnnotation)},
-				{Name: "stamped", Expression: "size(variables.stamp) == 5 && params.spec.?holderIdentity.orValue('') != '' && " +
-					"variables.stamp[4] == params.spec.?holderIdentity.orValue('') && variables.stamp[1] == params.spec.?renewTime.orValue('')"},
-				// The Pod the request's token is bound to.
-				{Name: "pod", Expression: fmt.Sprintf("request.userInfo.?extra[?%q].orValue([])", podNameExtra)},
-			},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "size(variables.pod) == 1 && variables.stamped && variables.stamp[2] == " + requester,
-				MessageExpression: fmt.Sprintf("size(variables.pod) != 1 ? %q : !variables.stamped ? %q : %q + %s + %q + variables.stamp[2]",
-					"only the leader of Lease "+lease+" may make this write, and this request's token is bound to no Pod",
-					"only the leader of Lease "+lease+" may make this write, and the Lease names no holder whose last renewal says its Pod",
-					"only the leader of Lease "+lease+" may make this write: Pod ", requester, " is not the holder's Pod "),
-				Reason: ptr.To(metav1.StatusReasonForbidden),
-			}},
+			MatchConditions: matchConditions,
+			Variables:       check.variables,
+			Validations:     []admissionregistrationv1.Validation{check.validation},
 		},
-	}
-	if e.ByToken {
-		byToken(policy, lease)
-		if e.ServiceAccount == "" {
-			policy.Spec.MatchConditions = nil
-		}
 	}
 	actions := []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
 	if e.WarnOnly {
@@ -243,16 +228,15 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 		TypeMeta:   metav1.TypeMeta{APIVersion: admissionregistrationv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: name,
-			ParamRef: &admissionregistrationv1.ParamRef{
-				Name: e.Lease, Namespace: e.Namespace,
-				ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction),
-			},
+			PolicyName:        name,
 			ValidationActions: actions,
 		},
 	}
-	if e.ByToken {
-		binding.Spec.ParamRef = nil
+	if check.paramKind != nil {
+		binding.Spec.ParamRef = &admissionregistrationv1.ParamRef{
+			Name: e.Lease, Namespace: e.Namespace,
+			ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction),
+		}
 	}
 	if len(e.Namespaces) > 0 {
 		binding.Spec.MatchResources = &admissionregistrationv1.MatchResources{
@@ -264,48 +248,80 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 	return policy, binding, nil
 }
 
-// byToken makes policy judge an update by the token it carries against
-// the object's: refused when it is below, or missing or not a number while
-// the object has one.
-func byToken(policy *admissionregistrationv1.ValidatingAdmissionPolicy, lease string) {
-	policy.Spec.ParamKind = nil
-	policy.Spec.Variables = []admissionregistrationv1.Variable{
-		{Name: "stored", Expression: fmt.Sprintf("oldObject.metadata.?annotations[?%q].orValue('')", TokenAnnotation)},
-		{Name: "token", Expression: fmt.Sprintf("object.metadata.?annotations[?%q].orValue('')", TokenAnnotation)},
+// check is what the policy judges a write by: its parameter (nil: none),
+// its variables and its validation.
+type check struct {
+	paramKind  *admissionregistrationv1.ParamKind
+	variables  []admissionregistrationv1.Variable
+	validation admissionregistrationv1.Validation
+}
+
+// byPod judges a write by the Pod it comes from: admitted when the
+// request's token is bound to the Pod that the holder's last renewal of the
+// Lease (the parameter) stamped, the Pod in saNamespace.
+func byPod(lease, saNamespace string) check {
+	requester := fmt.Sprintf("%q + variables.pod[0]", saNamespace+"/")
+	return check{
+		paramKind: &admissionregistrationv1.ParamKind{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
+		variables: []admissionregistrationv1.Variable{
+			// The stamp of the holder's last renewal: instance, renewTime,
+			// Pod, container, holder. It counts only while the Lease's
+			// holder and renewTime are the ones it was written with.
+			{Name: "stamp", Expression: fmt.Sprintf("params.metadata.?annotations[?%q].orValue('').split(' ')", access.HolderInstanceAnnotation)},
+			{Name: "stamped", Expression: "size(variables.stamp) == 5 && params.spec.?holderIdentity.orValue('') != '' && " +
+				"variables.stamp[4] == params.spec.?holderIdentity.orValue('') && variables.stamp[1] == params.spec.?renewTime.orValue('')"},
+			// The Pod the request's token is bound to.
+			{Name: "pod", Expression: fmt.Sprintf("request.userInfo.?extra[?%q].orValue([])", podNameExtra)},
+		},
+		validation: admissionregistrationv1.Validation{
+			Expression: "size(variables.pod) == 1 && variables.stamped && variables.stamp[2] == " + requester,
+			MessageExpression: fmt.Sprintf("size(variables.pod) != 1 ? %q : !variables.stamped ? %q : %q + %s + %q + variables.stamp[2]",
+				"only the leader of Lease "+lease+" may make this write, and this request's token is bound to no Pod",
+				"only the leader of Lease "+lease+" may make this write, and the Lease names no holder whose last renewal says its Pod",
+				"only the leader of Lease "+lease+" may make this write: Pod ", requester, " is not the holder's Pod "),
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		},
 	}
+}
+
+// byToken judges an update by the token it carries against the object's:
+// refused when it is below, or missing or not a number while the object has
+// one. It takes no parameter.
+func byToken(lease string) check {
 	const number = "'^[0-9]{1,10}$'"
-	policy.Spec.Validations = []admissionregistrationv1.Validation{{
-		Expression: "!variables.stored.matches(" + number + ") || " +
-			"(variables.token.matches(" + number + ") && int(variables.token) >= int(variables.stored))",
-		MessageExpression: fmt.Sprintf("%q + (variables.token == '' ? 'none' : variables.token) + %q + variables.stored",
-			"a deposed leader's write of Lease "+lease+": it carries fencing token ", " and the object already has "),
-		Reason: ptr.To(metav1.StatusReasonForbidden),
-	}}
+	return check{
+		variables: []admissionregistrationv1.Variable{
+			{Name: "stored", Expression: fmt.Sprintf("oldObject.metadata.?annotations[?%q].orValue('')", TokenAnnotation)},
+			{Name: "token", Expression: fmt.Sprintf("object.metadata.?annotations[?%q].orValue('')", TokenAnnotation)},
+		},
+		validation: admissionregistrationv1.Validation{
+			Expression: "!variables.stored.matches(" + number + ") || " +
+				"(variables.token.matches(" + number + ") && int(variables.token) >= int(variables.stored))",
+			MessageExpression: fmt.Sprintf("%q + (variables.token == '' ? 'none' : variables.token) + %q + variables.stored",
+				"a deposed leader's write of Lease "+lease+": it carries fencing token ", " and the object already has "),
+			Reason: ptr.To(metav1.StatusReasonForbidden),
+		},
+	}
 }
 
 // validate says everything wrong with e at once.
 func (e Election) validate() error {
 	var errs []error
-	for what, v := range map[string]string{"the Lease's namespace": e.Namespace, "the ServiceAccount": e.ServiceAccount} {
-		if v == "" && e.ByToken && what == "the ServiceAccount" {
-			continue
-		}
-		if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
+	named := func(what, v string, valid func(string) []string) {
+		if msgs := valid(v); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s %q: %s", what, v, strings.Join(msgs, "; ")))
 		}
 	}
-	if e.ServiceAccountNamespace != "" {
-		if msgs := validation.IsDNS1123Label(e.ServiceAccountNamespace); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("the ServiceAccount's namespace %q: %s", e.ServiceAccountNamespace, strings.Join(msgs, "; ")))
-		}
+	named("the Lease's namespace", e.Namespace, validation.IsDNS1123Label)
+	named("the Lease", e.Lease, validation.IsDNS1123Subdomain)
+	if e.ServiceAccount != "" || !e.ByToken {
+		named("the ServiceAccount", e.ServiceAccount, validation.IsDNS1123Label)
 	}
-	if msgs := validation.IsDNS1123Subdomain(e.Lease); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("the Lease %q: %s", e.Lease, strings.Join(msgs, "; ")))
+	if e.ServiceAccountNamespace != "" {
+		named("the ServiceAccount's namespace", e.ServiceAccountNamespace, validation.IsDNS1123Label)
 	}
 	for _, ns := range e.Namespaces {
-		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("namespace %q: %s", ns, strings.Join(msgs, "; ")))
-		}
+		named("namespace", ns, validation.IsDNS1123Label)
 	}
 	if len(e.Rules) == 0 {
 		errs = append(errs, errors.New("no writes to fence: name at least one resource"))

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cle-dev/cle/pkg/fence"
 )
@@ -111,30 +110,14 @@ func (f *fenceOptions) print(out io.Writer, namespace, lease string) error {
 	if err != nil {
 		return err
 	}
-	objs := []runtime.Object{policy, binding}
 	if f.output == "json" {
-		list := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
-		for _, obj := range objs {
-			list.Items = append(list.Items, runtime.RawExtension{Object: obj})
-		}
-		data, err := json.MarshalIndent(list, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encode the objects: %w", err)
-		}
-		_, err = out.Write(append(data, '\n'))
-		return err
+		list := &metav1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"},
+			Items: []runtime.RawExtension{{Object: policy}, {Object: binding}}}
+		return (&printers.JSONPrinter{}).PrintObj(list, out)
 	}
-	for i, obj := range objs {
-		data, err := yaml.Marshal(obj)
-		if err != nil {
-			return fmt.Errorf("encode the objects: %w", err)
-		}
-		if i > 0 {
-			if _, err := io.WriteString(out, "---\n"); err != nil {
-				return err
-			}
-		}
-		if _, err := out.Write(data); err != nil {
+	p := &printers.YAMLPrinter{} // separates the documents with ---
+	for _, obj := range []runtime.Object{policy, binding} {
+		if err := p.PrintObj(obj, out); err != nil {
 			return err
 		}
 	}
