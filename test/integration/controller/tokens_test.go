@@ -2,14 +2,12 @@ package controller
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/access"
@@ -81,12 +79,9 @@ func testTokenSurvivesDeletionDuringRestart(t *testing.T, m apiMode) {
 	}
 }
 
-// renewedBy holds for a Lease held by id that id's process has renewed
-// since it was named: its term has begun.
+// renewedBy holds for a Lease whose holder id has begun its term.
 func renewedBy(id string) func(*coordinationv1.Lease) bool {
-	return func(l *coordinationv1.Lease) bool {
-		return holderIs(id)(l) && l.Spec.AcquireTime != nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Equal(l.Spec.AcquireTime)
-	}
+	return func(l *coordinationv1.Lease) bool { return framework.TermBegun(l, id) }
 }
 
 // runShortCandidate runs a library candidate of the Lease with short timings
@@ -100,7 +95,7 @@ func (e *env) runShortCandidate(lease, name, emulation string) (stop func(), tok
 		e.t.Fatal(err)
 	}
 	ch := make(chan int32, 16)
-	c, err := candidate.New(candidate.Config{
+	stop = framework.RunCandidate(e.t, candidate.Config{
 		Clients: clients, APIMode: e.mode.name, Namespace: e.ns, LeaseName: lease, Identity: name,
 		BinaryVersion: "1.36.0", EmulationVersion: emulation,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
@@ -114,19 +109,5 @@ func (e *env) runShortCandidate(lease, name, emulation string) (stop func(), tok
 			<-ctx.Done()
 		}},
 	})
-	if err != nil {
-		e.t.Fatalf("candidate %s: %v", name, err)
-	}
-	_, ctx := ktesting.NewTestContext(e.t)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			e.t.Errorf("candidate %s: %v", name, err)
-		}
-	}()
-	stop = sync.OnceFunc(func() { cancel(); <-done })
-	e.t.Cleanup(stop)
 	return stop, ch
 }

@@ -5,7 +5,9 @@ import (
 	"sync"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/candidate"
 )
@@ -35,4 +37,12 @@ func RunCandidate(t testing.TB, cfg candidate.Config) (stop func()) {
 	stop = sync.OnceFunc(func() { cancel(); <-done })
 	t.Cleanup(stop)
 	return stop
+}
+
+// TermBegun reports whether l names holder and holder's process has renewed
+// it since it was named: the holder's term has begun, and its token is l's
+// leaseTransitions.
+func TermBegun(l *coordinationv1.Lease, holder string) bool {
+	return ptr.Deref(l.Spec.HolderIdentity, "") == holder && l.Spec.AcquireTime != nil && l.Spec.RenewTime != nil &&
+		!l.Spec.RenewTime.Equal(l.Spec.AcquireTime)
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/candidate"
@@ -93,11 +91,7 @@ func testFencedWrites(t *testing.T, m *apiMode) {
 	// The write each replica's leader work makes, timed.
 	write := func(cs kubernetes.Interface, name string) (time.Duration, error) {
 		begin := time.Now()
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"at": begin.String()}}
-		_, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-		}
+		err := putConfigMap(ctx, cs, ns, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"at": begin.String()}})
 		return time.Since(begin), err
 	}
 	unfenced := latencies(t, 200, func() (time.Duration, error) { return write(pods["replica-a"], "work") })
@@ -221,37 +215,21 @@ func tokenConfig(t *testing.T, m *apiMode, ns, sa string, bound *authenticationv
 // runPodCandidate runs a library candidate with the given client config,
 // as the process of a container of Pod ns/pod (its proof of death stamps
 // its renewals with that Pod), until the test ends or stop is called.
-func runPodCandidate(t *testing.T, m *apiMode, cfg *rest.Config, ns, lease, id, pod, emulation string) (stop func()) {
+func runPodCandidate(t *testing.T, m *apiMode, cfg *rest.Config, ns, lease, id, pod, emulation string) func() {
 	t.Helper()
 	// The termination message file, as the kubelet creates it.
 	file := filepath.Join(t.TempDir(), "termination-log")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := candidate.New(candidate.Config{
+	return framework.RunCandidate(t, candidate.Config{
 		RestConfig: cfg, APIMode: m.name, Namespace: ns, LeaseName: lease, Identity: id,
 		BinaryVersion: "1.36.0", EmulationVersion: emulation,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
 		ProofOfDeath: &candidate.ProofOfDeath{
 			TerminationMessagePath: file, Pod: ns + "/" + pod, Container: "app",
 		},
-		Callbacks: candidate.Callbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("candidate %s: %v", id, err)
-		}
-	}()
-	stop = sync.OnceFunc(func() { cancel(); <-done })
-	t.Cleanup(stop)
-	return stop
 }
 
 // waitStamped waits until the Lease's holder has renewed it from Pod ns/pod.
@@ -334,6 +312,16 @@ func applyFence(t *testing.T, admin kubernetes.Interface, policy *admissionregis
 	})
 }
 
+// putConfigMap writes cm as leader work does: an update, or a create when
+// it does not exist yet.
+func putConfigMap(ctx context.Context, cs kubernetes.Interface, ns string, cm *corev1.ConfigMap) error {
+	_, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+	}
+	return err
+}
+
 // latencies makes n calls of f and returns how long each took, sorted.
 func latencies(t *testing.T, n int, f func() (time.Duration, error)) []time.Duration {
 	t.Helper()
@@ -375,11 +363,7 @@ func testFencedByToken(t *testing.T, m *apiMode) {
 		if stamped {
 			fence.Stamp(cm, token)
 		}
-		_, err := admin.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
-		if apierrors.IsNotFound(err) {
-			_, err = admin.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-		}
-		return err
+		return putConfigMap(ctx, admin, ns, cm)
 	}
 	// Without the policy, a lower token lands.
 	if err := write("probe", 2, true); err != nil {
@@ -402,12 +386,7 @@ func testFencedByToken(t *testing.T, m *apiMode) {
 	m.server.StartController(t, framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name})
 	tokenOf := func(holder string) int32 {
 		t.Helper()
-		waitStampedBy(t, admin, ns, lease, holder)
-		l, err := admin.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ptr.Deref(l.Spec.LeaseTransitions, 0)
+		return ptr.Deref(waitTerm(t, admin, ns, lease, holder).Spec.LeaseTransitions, 0)
 	}
 	runPodCandidate(t, m, m.server.Config(), ns, lease, "a", "pod-a", "1.35.0")
 	first := tokenOf("a")
@@ -433,17 +412,20 @@ func testFencedByToken(t *testing.T, m *apiMode) {
 	}
 }
 
-// waitStampedBy waits until holder has renewed the Lease since it was named.
-func waitStampedBy(t *testing.T, admin kubernetes.Interface, ns, lease, holder string) {
+// waitTerm waits until holder has begun its term of the Lease, and returns
+// the Lease then.
+func waitTerm(t *testing.T, admin kubernetes.Interface, ns, lease, holder string) *coordinationv1.Lease {
 	t.Helper()
+	var got *coordinationv1.Lease
 	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := admin.CoordinationV1().Leases(ns).Get(ctx, lease, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		return ptr.Deref(l.Spec.HolderIdentity, "") == holder && l.Spec.AcquireTime != nil && l.Spec.RenewTime != nil &&
-			!l.Spec.RenewTime.Equal(l.Spec.AcquireTime), nil
+		got = l
+		return framework.TermBegun(l, holder), nil
 	}); err != nil {
 		t.Fatalf("Lease %s/%s never renewed by %s: %v", ns, lease, holder, err)
 	}
+	return got
 }
