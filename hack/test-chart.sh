@@ -4,8 +4,8 @@
 # hack/tools/helm (chart_test.go): the objects it renders for values
 # equivalent to each release bundle are the bundle's (kubectl kustomize of
 # manifests/, with the kubectl of hack/kube-bin.sh), what each value
-# changes, the values the schema rejects, and files/ as exact copies of
-# manifests/.
+# changes, the values the schema rejects, files/ as exact copies of
+# manifests/, and the fences value as what kubectl cle fence prints.
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,6 +24,7 @@ for values in \
   "replicas=3,podDisruptionBudget.enabled=false" \
   "monitoring.enabled=true,monitoring.labels.release=prometheus" \
   "policies.enabled=true" \
+  "fences[0].namespace=team-a,fences[0].lease=l,fences[0].serviceAccount=w,fences[0].resources={configmaps,deployments.apps}" \
   "proofOfDeath.enabled=true,proofOfDeath.namespaces={team-a},proofOfDeath.labelSelector=app=x" \
   "rbac.namespaced=true,rbac.namespaces={team-a,team-b},proofOfDeath.enabled=true" \
   "serviceAccount.create=false,serviceAccount.name=platform-cle,priorityClassName=,logLevel=4" \
@@ -32,5 +33,10 @@ for values in \
   "${helm}" lint --strict --quiet charts/cle ${values:+--set "${values}"} >/dev/null
 done
 
+# kubectl cle fence, whose objects the chart's fences value must render; built
+# as make release and the simulation build, whose packages it shares.
+source hack/lib/build-info.sh
+CGO_ENABLED=0 go build "${cle_goflags[@]}" -o "${work}/kubectl-cle" ./cmd/kubectl-cle
+
 cd hack/tools/helm
-CLE_HELM="${helm}" CLE_KUBECTL="${kubectl}" go test -count=1 ./...
+CLE_HELM="${helm}" CLE_KUBECTL="${kubectl}" CLE_KUBECTL_CLE="${work}/kubectl-cle" go test -count=1 ./...

@@ -10,12 +10,15 @@ package tools
 //     its release's namespace and does not own it);
 //   - each value does what values.yaml says;
 //   - values.schema.json rejects values that are not valid;
-//   - files/ holds exact copies of the manifests the chart renders from.
+//   - files/ holds exact copies of the manifests the chart renders from;
+//   - the fences value renders what kubectl cle fence (CLE_KUBECTL_CLE)
+//     prints for each election.
 
 import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,15 +77,11 @@ func run(t *testing.T, name string, args ...string) (stdout, stderr string, err 
 // helmTemplate renders the chart in the namespace with --set values.
 func helmTemplate(t *testing.T, namespace string, set ...string) []object {
 	t.Helper()
-	args := []string{"template", release, chart, "--namespace", namespace}
+	var args []string
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
-	out, stderr, err := run(t, tool(t, "CLE_HELM"), args...)
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
-	}
-	return parse(t, out)
+	return helmTemplateArgs(t, namespace, args...)
 }
 
 // kustomize renders kustomization directories as the release does:
@@ -621,6 +620,13 @@ func TestSchema(t *testing.T) {
 		{"rbac.namespaced=true", "rbac.namespaces={kube-node-lease}"},
 		{"rbac.namespaces={Team-A}"},
 		{"rbac.clusterWide=false"},
+		{"fences[0].namespace=team-a", "fences[0].lease=l", "fences[0].serviceAccount=w"},
+		{"fences[0].namespace=team-a", "fences[0].lease=Bad_Name", "fences[0].serviceAccount=w", "fences[0].resources={configmaps}"},
+		{"fences[0].namespace=team-a", "fences[0].lease=l", "fences[0].serviceAccount=w", "fences[0].resources={config maps}"},
+		{"fences[0].namespace=team-a", "fences[0].lease=l", "fences[0].serviceAccount=w", "fences[0].resources={configmaps}", "fences[0].verbs={get}"},
+		{"fences[0].namespace=team-a", "fences[0].lease=l", "fences[0].serviceAccount=w\"", "fences[0].resources={configmaps}"},
+		{"fences[0].namespace=team-a", "fences[0].lease=l", "fences[0].serviceAccount=w", "fences[0].resources={configmaps}", "fences[0].user=x"},
+		{"fences[0].namespace=team-a", "fences[0].lease=l", "fences[0].serviceAccount=w", "fences[0].resources={configmaps}", "fences[0].namespaces={a,a}"},
 	} {
 		t.Run(strings.Join(set, ","), func(t *testing.T) {
 			args := []string{"template", release, chart}
@@ -862,4 +868,98 @@ func hasObject(objs map[string]object, kind, name string) bool {
 		}
 	}
 	return false
+}
+
+// TestFences renders elections of the fences value and compares each
+// election's objects with what kubectl cle fence prints for it (CLE_KUBECTL_CLE,
+// built by hack/test-chart.sh): the chart fills pkg/fence's objects in, and
+// must fill them in as the command does.
+func TestFences(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		value string   // one element of fences, as JSON
+		args  []string // kubectl cle fence's
+	}{
+		{
+			name:  "by Pod, every namespace",
+			value: `{"namespace":"team-a","lease":"my-controller","serviceAccount":"worker","resources":["deployments.apps","configmaps","deployments.apps/scale"]}`,
+			args:  []string{"my-controller", "-n", "team-a", "--service-account=worker", "--resource=deployments.apps", "--resource=configmaps", "--resource=deployments.apps/scale"},
+		},
+		{
+			name: "by Pod, some verbs and namespaces, the ServiceAccount elsewhere, warnings only",
+			value: `{"namespace":"team-a","lease":"my-controller","serviceAccount":"worker","serviceAccountNamespace":"ops",` +
+				`"resources":["*.apps","widgets.example.com"],"verbs":["patch","create","update"],"namespaces":["team-b","team-a"],"warnOnly":true}`,
+			args: []string{"my-controller", "-n", "team-a", "--service-account=worker", "--service-account-namespace=ops",
+				"--resource=*.apps", "--resource=widgets.example.com", "--verbs=patch,create,update", "--namespaces=team-b,team-a", "--warn-only"},
+		},
+		{
+			name:  "by token, no ServiceAccount",
+			value: `{"namespace":"team-a","lease":"my-controller","byToken":true,"resources":["configmaps"]}`,
+			args:  []string{"my-controller", "-n", "team-a", "--by-token", "--resource=configmaps"},
+		},
+		{
+			name:  "by token, one ServiceAccount's updates",
+			value: `{"namespace":"team-a","lease":"my-controller","byToken":true,"serviceAccount":"worker","resources":["configmaps"],"verbs":["create","patch"]}`,
+			args:  []string{"my-controller", "-n", "team-a", "--by-token", "--service-account=worker", "--resource=configmaps", "--verbs=create,patch"},
+		},
+		{
+			name:  "a name too long to be the objects' name",
+			value: `{"namespace":"team-a","lease":"` + strings.Repeat("l", 250) + `","serviceAccount":"worker","resources":["configmaps"]}`,
+			args:  []string{strings.Repeat("l", 250), "-n", "team-a", "--service-account=worker", "--resource=configmaps"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := byKey(t, helmTemplateArgs(t, "cle-system", "--set-json", "fences=["+tc.value+"]", "--show-only", "templates/fences.yaml"))
+			out, stderr, err := run(t, tool(t, "CLE_KUBECTL_CLE"), append([]string{"fence"}, tc.args...)...)
+			if err != nil {
+				t.Fatalf("kubectl cle fence %s: %v\n%s", strings.Join(tc.args, " "), err, stderr)
+			}
+			want := byKey(t, parse(t, out))
+			if len(want) != 2 {
+				t.Fatalf("kubectl cle fence printed %d objects, want a policy and its binding", len(want))
+			}
+			for k, w := range want {
+				g, ok := got[k]
+				if !ok {
+					t.Errorf("the chart does not render %s; it renders %v", k, slices.Sorted(maps.Keys(got)))
+					continue
+				}
+				if diff := cmp.Diff(w, withoutHelmMetadata(t, g)); diff != "" {
+					t.Errorf("%s differs from kubectl cle fence's (-command +chart):\n%s", k, diff)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("the chart renders %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+			}
+		})
+	}
+	// What the command refuses, the chart refuses, saying why.
+	for _, tc := range []struct{ value, want string }{
+		// The schema refuses it first, as the template would.
+		{`{"namespace":"team-a","lease":"l","resources":["configmaps"]}`, "serviceAccount"},
+		{`{"namespace":"team-a","lease":"l","serviceAccount":"w","resources":["leases.coordination.k8s.io"]}`, "never fenced"},
+		{`{"namespace":"team-a","lease":"l","serviceAccount":"w","resources":["events"]}`, "never fenced"},
+		{`{"namespace":"team-a","lease":"l","serviceAccount":"w","resources":["leasecandidates.cle.dev"]}`, "never fenced"},
+		{`{"namespace":"team-a","lease":"l","byToken":true,"resources":["configmaps"],"verbs":["create","delete"]}`, "judges updates and patches only"},
+	} {
+		t.Run("refuses "+tc.value, func(t *testing.T) {
+			args := []string{"template", release, chart, "--set-json", "fences=[" + tc.value + "]"}
+			_, stderr, err := run(t, tool(t, "CLE_HELM"), args...)
+			if err == nil || !strings.Contains(stderr, tc.want) {
+				t.Errorf("helm template: %v, want it to fail saying %q:\n%s", err, tc.want, stderr)
+			}
+		})
+	}
+}
+
+// helmTemplateArgs renders the chart in the namespace with helm template's
+// arguments args.
+func helmTemplateArgs(t *testing.T, namespace string, args ...string) []object {
+	t.Helper()
+	args = append([]string{"template", release, chart, "--namespace", namespace}, args...)
+	out, stderr, err := run(t, tool(t, "CLE_HELM"), args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return parse(t, out)
 }
