@@ -17,7 +17,7 @@ import (
 	"github.com/cle-dev/cle/pkg/controller"
 )
 
-var updateDocs = flag.Bool("update", false, "rewrite the metrics table of docs/operations.md from the metrics the binary registers")
+var updateDocs = flag.Bool("update", false, "rewrite the generated tables of docs/operations.md (metrics) and docs/reference.md (flags) from the binary")
 
 const (
 	operationsDoc     = "../../../docs/operations.md"
@@ -115,25 +115,32 @@ func TestMetricsTableInDocs(t *testing.T) {
 			t.Errorf("%s is not registered", want)
 		}
 	}
-	raw, err := os.ReadFile(operationsDoc)
+	checkGenerated(t, operationsDoc, metricsTableBegin, metricsTableEnd, metricsTable(docs), "TestMetricsTableInDocs")
+}
+
+// checkGenerated checks that the part of the document at path between the
+// markers begin and end is body, and with -update makes it so; test is the
+// test that generates it, named in the failure.
+func checkGenerated(t *testing.T, path, begin, end, body, test string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	begin, end := strings.Index(doc, metricsTableBegin), strings.Index(doc, metricsTableEnd)
-	if begin < 0 || end < begin {
-		t.Fatalf("%s has no metrics table between %q and %q", operationsDoc, metricsTableBegin, metricsTableEnd)
+	from, to := strings.Index(doc, begin), strings.Index(doc, end)
+	if from < 0 || to < from {
+		t.Fatalf("%s has nothing between %q and %q", path, begin, end)
 	}
-	want := metricsTableBegin + "\n" + metricsTable(docs) + metricsTableEnd
-	got := doc[begin : end+len(metricsTableEnd)]
-	if got == want {
+	want := begin + "\n" + body + end
+	if doc[from:to+len(end)] == want {
 		return
 	}
 	if *updateDocs {
-		if err := os.WriteFile(operationsDoc, []byte(doc[:begin]+want+doc[end+len(metricsTableEnd):]), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(doc[:from]+want+doc[to+len(end):]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("the metrics table of %s is not the binary's; run go test ./cmd/cle-controller/app -run TestMetricsTableInDocs -update\n--- want\n%s", operationsDoc, want)
+	t.Errorf("%s is not what the binary makes; run go test ./cmd/cle-controller/app -run %s -update\n--- want\n%s", path, test, want)
 }
