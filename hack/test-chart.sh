@@ -5,7 +5,8 @@
 # equivalent to each release bundle are the bundle's (kubectl kustomize of
 # manifests/, with the kubectl of hack/kube-bin.sh), what each value
 # changes, the values the schema rejects, files/ as exact copies of
-# manifests/, and the fences value as what kubectl cle fence prints.
+# manifests/, the fences value as what kubectl cle fence prints, and the
+# README's values table as values.yaml's.
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
