@@ -3,13 +3,17 @@
 // lock instead of client-go's Lease lock, and changing nothing else. While it
 // leads, it reports to a witness (--witness-url, see internal/witness)
 // through a write-guarded HTTP client, every --witness-interval, with the
-// term's fencing token.
+// term's fencing token. With --configmap it also keeps a ConfigMap current,
+// one write at a time, with a client of its own that no guard covers, as an
+// adopter's leader work may: kube-apiserver's fence (kubectl cle fence) is
+// then what refuses the writes that outlive its term.
 //
 // Besides its logs (stderr), it prints one line per event to stdout:
 //
 //	started-leading identity=<id> token=<n>
 //	stopped-leading identity=<id>
 //	new-leader identity=<id> leader=<holder>
+//	configmap-write identity=<id> seq=<n> err=<error or none>
 //
 // SIGINT or SIGTERM cancels the elector: leader work stops, and the lock
 // hands the Lease over once it has returned (ReleaseOnCancel). A lost term
@@ -25,11 +29,17 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
@@ -46,6 +56,8 @@ type options struct {
 	witnessURL                                      string
 	witnessInterval, clockOffset                    time.Duration
 	terminationMessagePath, pod, container          string
+	configMap, configMapKubeconfig                  string
+	configMapInterval                               time.Duration
 }
 
 func main() {
@@ -67,6 +79,9 @@ func main() {
 	fs.StringVar(&o.terminationMessagePath, "termination-message-path", "", "the termination message file the kubelet reports when this process's container exits (default: found in a Pod's mounts); with cle-controller's --proof-of-death the next leader is elected as soon as the kubelet reports this process exited")
 	fs.StringVar(&o.pod, "pod", "", "namespace/name of the Pod this process runs in (required with --termination-message-path): its exit counts only as that Pod's kubelet reports it")
 	fs.StringVar(&o.container, "container", "", "name of this process's container in the Pod (default: the container whose termination message file the kubelet mounted at --termination-message-path): its exit counts only as reported for that container")
+	fs.StringVar(&o.configMap, "configmap", "", "if set, the leader writes this ConfigMap of --namespace every --configmap-interval (its identity, fencing token and a sequence number), one write at a time, with a client no write guard covers and requests that outlive the term (a fence at the API server refuses them once another leads)")
+	fs.StringVar(&o.configMapKubeconfig, "configmap-kubeconfig", "", "the kubeconfig of the --configmap writes (default: --kubeconfig's)")
+	fs.DurationVar(&o.configMapInterval, "configmap-interval", 50*time.Millisecond, "interval of the leader's --configmap writes")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the candidate on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -118,6 +133,21 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	var configMaps corev1client.ConfigMapInterface
+	if o.configMap != "" {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = cmp.Or(o.configMapKubeconfig, o.kubeconfig)
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return fmt.Errorf("load the kubeconfig of the ConfigMap writes: %w", err)
+		}
+		cfg.UserAgent = restConfig.UserAgent
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("ConfigMap client: %w", err)
+		}
+		configMaps = cs.CoreV1().ConfigMaps(o.namespace)
+	}
 	var witnessClient *http.Client
 	if o.witnessURL != "" {
 		if witnessClient, err = witness.Client(o.witnessURL, clk, lk.Candidate().WrapConfig); err != nil {
@@ -140,6 +170,9 @@ func run(ctx context.Context, o options) error {
 				token, _ := lk.Candidate().Token()
 				fmt.Printf("started-leading identity=%s token=%d\n", id, token)
 				logger.Info("Leading", "token", token)
+				if configMaps != nil {
+					go writeConfigMap(ctx, configMaps, o.configMap, id, token, o.configMapInterval)
+				}
 				if witnessClient == nil {
 					<-ctx.Done()
 					return
@@ -174,4 +207,33 @@ func run(ctx context.Context, o options) error {
 		return errors.Join(fmt.Errorf("leader election lost: %w", cmp.Or(context.Cause(electorCtx), errors.New("the elector stopped"))), closeErr)
 	}
 	return closeErr
+}
+
+// writeConfigMap writes ConfigMap name every interval until ctx ends: the
+// writer's identity, its term's token and a sequence number. Each write is
+// sent only after the last one was answered, and is not tied to ctx, so one
+// in flight when the term ends still reaches the API server, as the write of
+// a client that ignores the term's context does.
+func writeConfigMap(ctx context.Context, c corev1client.ConfigMapInterface, name, id string, token int32, interval time.Duration) {
+	logger := klog.FromContext(ctx)
+	for seq := 1; ctx.Err() == nil; seq++ {
+		reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Data:       map[string]string{"writer": id, "token": strconv.Itoa(int(token)), "seq": strconv.Itoa(seq)},
+		}
+		_, err := c.Update(reqCtx, cm, metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = c.Create(reqCtx, cm, metav1.CreateOptions{})
+		}
+		cancel()
+		fmt.Printf("configmap-write identity=%s seq=%d err=%v\n", id, seq, err)
+		if err != nil {
+			logger.Info("ConfigMap write failed", "configMap", name, "seq", seq, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(interval):
+		}
+	}
 }

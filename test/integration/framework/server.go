@@ -461,10 +461,17 @@ func (s *Server) WriteUserKubeconfig(path, user string) error {
 	if !ok {
 		return fmt.Errorf("no user %q: add it to Options.Users", user)
 	}
+	return s.WriteTokenKubeconfig(path, s.url, token)
+}
+
+// WriteTokenKubeconfig writes to path a kubeconfig that authenticates with
+// the bearer token to kube-apiserver at url: its own (URL), or an address
+// that leads to it, such as a Gate's ("https://" + gate.Addr()).
+func (s *Server) WriteTokenKubeconfig(path, url, token string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["cle"] = &clientcmdapi.Cluster{Server: s.url, CertificateAuthority: s.caFile}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["cle"] = &clientcmdapi.Context{Cluster: "cle", AuthInfo: user, Namespace: "default"}
+	cfg.Clusters["cle"] = &clientcmdapi.Cluster{Server: url, CertificateAuthority: s.caFile}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["cle"] = &clientcmdapi.Context{Cluster: "cle", AuthInfo: "user", Namespace: "default"}
 	cfg.CurrentContext = "cle"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
