@@ -21,7 +21,14 @@
 //     Events) and the review APIs (TokenReview, SubjectAccessReview, ...) are
 //     never matched, whatever the rules say, so fencing cannot stop an
 //     election from moving on;
-//   - a missing Lease: refused (the binding's parameterNotFoundAction is Deny).
+//   - a missing Lease (before its first election, or between its deletion
+//     and the controller creating it again): the policy does not apply
+//     (the binding's parameterNotFoundAction is Allow). kube-apiserver
+//     resolves the parameter before it evaluates match conditions, so a Deny
+//     there would refuse every user's writes of the fenced resources, not
+//     only the replicas': the kube-root-ca.crt ConfigMap of a new namespace
+//     among them, and with it every Pod there. The write guard and the
+//     fencing token still stand in that window.
 //
 // For objects a leader writes from outside any Pod, or without a proof of
 // death, an Election that is ByToken fences by the fencing token instead:
@@ -235,7 +242,7 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 	if check.paramKind != nil {
 		binding.Spec.ParamRef = &admissionregistrationv1.ParamRef{
 			Name: e.Lease, Namespace: e.Namespace,
-			ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction),
+			ParameterNotFoundAction: ptr.To(admissionregistrationv1.AllowAction),
 		}
 	}
 	if len(e.Namespaces) > 0 {

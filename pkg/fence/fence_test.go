@@ -29,8 +29,8 @@ func TestObjects(t *testing.T) {
 		t.Errorf("paramKind %v, want the Lease", pk)
 	}
 	if ref := binding.Spec.ParamRef; ref == nil || ref.Name != "my-controller" || ref.Namespace != "team-a" ||
-		ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionregistrationv1.DenyAction {
-		t.Errorf("paramRef %+v, want team-a/my-controller, denying when it is missing", ref)
+		ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
+		t.Errorf("paramRef %+v, want team-a/my-controller, not applying when it is missing (a Deny would refuse every user's writes)", ref)
 	}
 	if got := policy.Spec.MatchConditions[0].Expression; got != `request.userInfo.username == "system:serviceaccount:team-a:my-controller"` {
 		t.Errorf("match condition %s", got)

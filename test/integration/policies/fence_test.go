@@ -429,3 +429,64 @@ func waitTerm(t *testing.T, admin kubernetes.Interface, ns, lease, holder string
 	}
 	return got
 }
+
+// TestFenceWithoutItsLease: while the fenced election's Lease does not exist
+// the policy does not apply, to anyone: kube-apiserver looks the parameter up
+// before it evaluates the match condition on the user, so refusing there
+// would refuse every user's writes of the fenced resources (kube-controller-
+// manager's kube-root-ca.crt ConfigMap of a new namespace among them). Once
+// the Lease exists with no holder, the replicas' writes are refused and
+// other users' still go through.
+func TestFenceWithoutItsLease(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m *apiMode) {
+		ctx := context.Background()
+		admin := m.server.Client()
+		ns := m.server.CreateNamespace(t)
+		const sa, lease = "worker", "not-yet"
+		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := grant(ctx, m, ns, "worker", []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "get", "update"}},
+		}, "system:serviceaccount:"+ns+":"+sa); err != nil {
+			t.Fatal(err)
+		}
+		replica := kubernetes.NewForConfigOrDie(tokenConfig(t, m, ns, sa, nil))
+		policy, binding, err := fence.Objects(fence.Election{
+			Namespace: ns, Lease: lease, ServiceAccount: sa,
+			Rules: []fence.Rule{{Group: "", Resource: "configmaps", Verbs: []string{"create", "update"}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyFence(t, admin, policy, binding)
+		// In force once the Lease exists without a holder: the replica's
+		// write is refused, another user's is not.
+		if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		write := func(cs kubernetes.Interface, name string) error {
+			return putConfigMap(ctx, cs, ns, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return apierrors.IsForbidden(write(replica, "replica")), nil
+		}); err != nil {
+			t.Fatalf("the fence never refused the replica while its Lease has no holder: %v", err)
+		}
+		if err := write(admin, "admin"); err != nil {
+			t.Errorf("another user's write while the Lease has no holder: %v", err)
+		}
+		// Without the Lease, nobody's write is refused.
+		if err := admin.CoordinationV1().Leases(ns).Delete(ctx, lease, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			return write(replica, "replica") == nil, nil
+		}); err != nil {
+			t.Fatalf("with its Lease gone the fence still refuses the replica: %v", err)
+		}
+		if err := write(admin, "admin"); err != nil {
+			t.Errorf("another user's write with the Lease gone: %v", err)
+		}
+	})
+}
