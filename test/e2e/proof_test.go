@@ -43,7 +43,9 @@ func TestProofOfDeathOnNode(t *testing.T) {
 		t.Fatalf("a Deployment %s is already there (%v): the test needs the cluster without one", cleDeployment, err)
 	}
 
-	pods := n.installChart(t, helm, chart, "proofOfDeath.enabled=true")
+	// The election of the client-go electors below, fenced by the chart.
+	lockNS := "cle-lock"
+	pods := n.installChart(t, helm, chart, append([]string{"proofOfDeath.enabled=true"}, fenceValues(election{ns: lockNS, lease: lockNS})...)...)
 	if args := pods[0].Spec.Containers[0].Args; !slices.Contains(args, "--proof-of-death") {
 		t.Fatalf("cle-controller runs with %q, want --proof-of-death", args)
 	}
@@ -70,7 +72,8 @@ func TestProofOfDeathOnNode(t *testing.T) {
 
 	// The adoption path: client-go's LeaderElector on pkg/lock
 	// (test/bench/cand --kind=lock), in Pods of its own.
-	lockElection := n.runCands(t, candImage, "cle-lock", "--kind=lock", "--api-mode=portable")
+	lockElection := n.runCands(t, candImage, lockNS, "--kind=lock", "--api-mode=portable")
+	n.checkFence(t, lockElection)
 	report = append(report, describeKills("client-go elector on pkg/lock, SIGKILL through containerd", n.killLeaders(t, lockElection, kills, "SIGKILL", "Error")))
 	// And a controller-runtime manager (contrib/controller-runtime's
 	// NewManager, the same lock).
@@ -175,14 +178,7 @@ func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason s
 		} else {
 			leader, process = n.waitLeader(t, e, "")
 		}
-		pod, err := n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, ok := strings.CutPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		if !ok {
-			t.Fatalf("Pod %s: container ID %q is not containerd's", leader, pod.Status.ContainerStatuses[0].ContainerID)
-		}
+		id := n.containerID(t, e.ns, leader)
 		var exits int32
 		if !e.builtin {
 			exits = n.holderExitedEvents(t, e)
@@ -203,7 +199,7 @@ func (n *node) killLeaders(t *testing.T, e election, kills int, signal, reason s
 			next, _ = n.waitLeader(t, e, process)
 			took = append(took, time.Since(begin))
 		}
-		pod, err = n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
+		pod, err := n.client.CoreV1().Pods(e.ns).Get(ctx, leader, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
