@@ -10,7 +10,7 @@
 //	started-leading identity=<id> token=<n>
 //	stopped-leading identity=<id>
 //	new-leader identity=<id> leader=<holder>
-//	write identity=<id> token=<n> seq=<n> result=ok|refused|fenced|error
+//	write identity=<id> token=<n> seq=<n> sent=<unix nanoseconds> result=ok|refused|fenced|error
 //	witness identity=<id> token=<n> seq=<n> result=ok|refused|fenced|error
 //
 // With --witness-url the leader also reports to a witness, an HTTP service
@@ -284,12 +284,16 @@ func lead(ctx context.Context, token int32, o options, out *printer) {
 	var stopAt <-chan time.Time // set once ctx is done
 	w := &fencedWriter{o: o, token: token}
 	for seq := 1; ; seq++ {
+		// When it was sent (Unix nanoseconds), so that a reader can tell a
+		// write sent before a pause and answered after it from one sent
+		// after.
+		sent := time.Now()
 		err := w.write(context.WithoutCancel(ctx), seq)
 		if err != nil {
 			klog.FromContext(ctx).V(2).Info("Write failed", "err", err)
 		}
 		result := writeResult(err)
-		out.print("write token=%d seq=%d result=%s", token, seq, result)
+		out.print("write token=%d seq=%d sent=%d result=%s", token, seq, sent.UnixNano(), result)
 		for ticked := false; !ticked; {
 			select {
 			case <-done:

@@ -318,6 +318,10 @@ func PausedProcess(t *testing.T, env *Env) {
 	t.Logf("successor leads %s after the pause began", time.Since(pausedAt).Round(time.Millisecond))
 
 	mark := len(paused.lines())
+	// A write sent before this moment was sent before the pause: the
+	// process was frozen since. One may have been in flight then, and be
+	// answered (ok) after SIGCONT; every write sent after must be refused.
+	resumedAt := time.Now()
 	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -335,9 +339,18 @@ func PausedProcess(t *testing.T, env *Env) {
 		}
 	}
 	for _, l := range paused.lines()[mark:] {
-		if field(l, "result") == "ok" {
-			t.Errorf("after SIGCONT the deposed leader's write went through: %s", l)
+		if field(l, "result") != "ok" {
+			continue
 		}
+		sent, err := strconv.ParseInt(field(l, "sent"), 10, 64)
+		if err != nil {
+			t.Fatalf("a write line without its send time: %s", l)
+		}
+		if time.Unix(0, sent).Before(resumedAt) {
+			t.Logf("a write sent before the pause was answered after SIGCONT: %s", l)
+			continue
+		}
+		t.Errorf("after SIGCONT the deposed leader's write went through: %s", l)
 	}
 	if refused == 0 {
 		t.Errorf("after SIGCONT the deposed leader attempted no write; its output: %v", paused.lines()[mark:])
