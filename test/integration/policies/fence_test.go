@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -100,14 +99,10 @@ func testFencedWrites(t *testing.T, m *apiMode) {
 		t.Fatalf("before the fence, the replica that does not lead: %v", err)
 	}
 
-	policy, binding, err := fence.Objects(fence.Election{
+	applyFence(t, admin, fence.Election{
 		Namespace: ns, Lease: lease, ServiceAccount: sa, Namespaces: []string{ns},
-		Rules: []fence.Rule{{Group: "", Resource: "configmaps", Verbs: []string{"create", "update", "patch", "delete"}}},
+		Rules: configMaps("create", "update", "patch", "delete"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	applyFence(t, admin, policy, binding)
 	// In force once the other replica's write is refused.
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := write(pods["replica-b"], "work")
@@ -180,14 +175,10 @@ func testFencedWrites(t *testing.T, m *apiMode) {
 		m.name, len(windows), windows[len(windows)/2], windows[len(windows)-1], admitted[len(admitted)/2], admitted[len(admitted)-1])
 
 	// The emergency override: the same writes go through, with a warning.
-	warnOnly, warnBinding, err := fence.Objects(fence.Election{
+	applyFence(t, admin, fence.Election{
 		Namespace: ns, Lease: lease, ServiceAccount: sa, Namespaces: []string{ns}, WarnOnly: true,
-		Rules: []fence.Rule{{Group: "", Resource: "configmaps", Verbs: []string{"create", "update", "patch", "delete"}}},
+		Rules: configMaps("create", "update", "patch", "delete"),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	applyFence(t, admin, warnOnly, warnBinding)
 	notHolder := pods["replica-b"]
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		_, err := write(notHolder, "work")
@@ -282,10 +273,14 @@ func watchHolder(t *testing.T, admin kubernetes.Interface, ns, lease, holder str
 	return out
 }
 
-// applyFence creates or replaces the policy and its binding; they are
-// deleted when the test ends.
-func applyFence(t *testing.T, admin kubernetes.Interface, policy *admissionregistrationv1.ValidatingAdmissionPolicy, binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+// applyFence creates or replaces the policy and binding pkg/fence builds for
+// e; they are deleted when the test ends.
+func applyFence(t *testing.T, admin kubernetes.Interface, e fence.Election) {
 	t.Helper()
+	policy, binding, err := fence.Objects(e)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	policies, bindings := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies(), admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
 	if cur, err := policies.Get(ctx, policy.Name, metav1.GetOptions{}); err == nil {
@@ -310,6 +305,11 @@ func applyFence(t *testing.T, admin kubernetes.Interface, policy *admissionregis
 		_ = bindings.Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
 		_ = policies.Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
 	})
+}
+
+// configMaps is a fence's rule for ConfigMap writes of the verbs.
+func configMaps(verbs ...string) []fence.Rule {
+	return []fence.Rule{{Group: "", Resource: "configmaps", Verbs: verbs}}
 }
 
 // putConfigMap writes cm as leader work does: an update, or a create when
@@ -351,13 +351,6 @@ func testFencedByToken(t *testing.T, m *apiMode) {
 	admin := m.server.Client()
 	ns := m.server.CreateNamespace(t)
 	const lease = "work"
-	policy, binding, err := fence.Objects(fence.Election{
-		Namespace: ns, Lease: lease, ByToken: true, Namespaces: []string{ns},
-		Rules: []fence.Rule{{Group: "", Resource: "configmaps", Verbs: []string{"update", "patch"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	write := func(name string, token int32, stamped bool) error {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"token": fmt.Sprint(token)}}
 		if stamped {
@@ -372,7 +365,10 @@ func testFencedByToken(t *testing.T, m *apiMode) {
 	if err := write("probe", 1, true); err != nil {
 		t.Fatalf("before the fence: %v", err)
 	}
-	applyFence(t, admin, policy, binding)
+	applyFence(t, admin, fence.Election{
+		Namespace: ns, Lease: lease, ByToken: true, Namespaces: []string{ns},
+		Rules: configMaps("update", "patch"),
+	})
 	// In force once a lower token than the object's is refused.
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		if err := write("probe", 3, true); err != nil {
@@ -403,7 +399,7 @@ func testFencedByToken(t *testing.T, m *apiMode) {
 		t.Fatalf("the new leader's write with token %d: %v", second, err)
 	}
 	// a's late write, with its term's token, and a write that carries none.
-	err = write("work", first, true)
+	err := write("work", first, true)
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), fmt.Sprintf("carries fencing token %d and the object already has %d", first, second)) {
 		t.Errorf("the deposed leader's write with token %d: %v, want refused", first, err)
 	}
@@ -452,14 +448,10 @@ func TestFenceWithoutItsLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		replica := kubernetes.NewForConfigOrDie(tokenConfig(t, m, ns, sa, nil))
-		policy, binding, err := fence.Objects(fence.Election{
+		applyFence(t, admin, fence.Election{
 			Namespace: ns, Lease: lease, ServiceAccount: sa,
-			Rules: []fence.Rule{{Group: "", Resource: "configmaps", Verbs: []string{"create", "update"}}},
+			Rules: configMaps("create", "update"),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		applyFence(t, admin, policy, binding)
 		// In force once the Lease exists without a holder: the replica's
 		// write is refused, another user's is not.
 		if _, err := admin.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: lease}}, metav1.CreateOptions{}); err != nil {

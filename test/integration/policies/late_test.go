@@ -125,14 +125,10 @@ func testLateWrite(t *testing.T, m *apiMode, bin, cause string, fenced bool) {
 		return putConfigMap(ctx, cs, ns, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}})
 	}
 	if fenced {
-		policy, binding, err := fence.Objects(fence.Election{
+		applyFence(t, admin, fence.Election{
 			Namespace: ns, Lease: lease, ServiceAccount: sa, Namespaces: []string{ns},
-			Rules: []fence.Rule{{Group: "", Resource: "configmaps", Verbs: []string{"create", "update", "patch", "delete"}}},
+			Rules: configMaps("create", "update", "patch", "delete"),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		applyFence(t, admin, policy, binding)
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 			return apierrors.IsForbidden(probe(probeB)), nil
 		}); err != nil {
