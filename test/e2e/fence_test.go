@@ -51,8 +51,15 @@ func (n *node) checkFence(t *testing.T, e election) {
 	if other == "" {
 		t.Fatalf("no replica of %s runs beside the holder %s", e.ns, leader)
 	}
+	// A client per Pod, made once: the token the kubelet mounted stays
+	// valid for the test's minutes.
+	clients := map[string]kubernetes.Interface{}
 	write := func(pod string) error {
-		cs := n.podClient(t, e.ns, pod)
+		cs, ok := clients[pod]
+		if !ok {
+			cs = n.podClient(t, e.ns, pod)
+			clients[pod] = cs
+		}
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fenced"}, Data: map[string]string{"by": pod}}
 		_, err := cs.CoreV1().ConfigMaps(e.ns).Update(ctx, cm, metav1.UpdateOptions{})
 		if apierrors.IsNotFound(err) {
