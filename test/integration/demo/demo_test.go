@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,12 +59,10 @@ func checkTranscript(t *testing.T, transcript string) {
 	t.Helper()
 	checkSays(t, transcript,
 		"Starting 3 replicas of an example component at version 1.35.0",
-		"Step 1/3: stopping replica-a (1.35.0, the leader)",
-		"Step 3/3: starting replica-c-v1-36 at 1.36.0",
-		"Upgrade done: replica-a-v1-36 leads at 1.36.0")
+		"Step 1/3: stopping replica-a (1.35.0, the leader)")
 	// The watch is in place before the first replica starts (it reports the
 	// Lease absent), and then shows every holder the Lease had, in order: the
-	// old replicas, then the first upgraded one.
+	// old replicas, then an upgraded one.
 	w, r := strings.Index(transcript, "[watch] "), strings.Index(transcript, "[replica-a] ")
 	if w < 0 || r < w || !strings.Contains(strings.SplitN(transcript[w:], "\n", 2)[0], "no Lease and no LeaseCandidates yet") {
 		t.Errorf("the watch's first line, before replica-a's, does not report the Lease absent")
@@ -75,8 +74,20 @@ func checkTranscript(t *testing.T, transcript string) {
 			named = append(named, m[1])
 		}
 	}
-	if got, want := strings.Join(named, " "), "replica-a replica-b replica-c replica-a-v1-36"; got != want {
-		t.Errorf("the watch showed the holders %q, want %q", got, want)
+	// replica-a leads first: the first election waits for every candidate
+	// and breaks the tie by creation. Once the Lease has had a holder, a
+	// vacancy goes to the first of the equal candidates known to be alive,
+	// without waiting for a stale one that would win only the tie-break
+	// (pkg/controller, judge): replica-b and replica-c may lead in either
+	// order, and so may the upgraded replicas after them.
+	if len(named) != 4 || named[0] != "replica-a" ||
+		!slices.Equal(slices.Sorted(slices.Values(named[1:3])), []string{"replica-b", "replica-c"}) ||
+		!regexp.MustCompile(`^replica-[abc]-v1-36$`).MatchString(named[3]) {
+		t.Errorf("the watch showed the holders %q, want replica-a, replica-b and replica-c (the last two in either order), then a replica at 1.36.0", named)
+	} else {
+		checkSays(t, transcript,
+			"Step 3/3: starting "+named[2]+"-v1-36 at 1.36.0",
+			"Upgrade done: "+named[3]+" leads at 1.36.0")
 	}
 	if n := strings.Count(transcript, "$ kubectl cle status"); n != 4 {
 		t.Errorf("kubectl cle status shown %d times, want 4 (after the election and each step)", n)
