@@ -34,10 +34,11 @@ for values in \
   "${helm}" lint --strict --quiet charts/cle ${values:+--set "${values}"} >/dev/null
 done
 
-# kubectl cle fence, whose objects the chart's fences value must render; built
-# as make release and the simulation build, whose packages it shares.
+# kubectl cle fence, whose objects the chart's fences value must render, and
+# the chart's tests: built as make release and the simulation build, whose
+# packages they share.
 source hack/lib/build-info.sh
 CGO_ENABLED=0 go build "${cle_goflags[@]}" -o "${work}/kubectl-cle" ./cmd/kubectl-cle
 
 cd hack/tools/helm
-CLE_HELM="${helm}" CLE_KUBECTL="${kubectl}" CLE_KUBECTL_CLE="${work}/kubectl-cle" go test -count=1 ./...
+CLE_HELM="${helm}" CLE_KUBECTL="${kubectl}" CLE_KUBECTL_CLE="${work}/kubectl-cle" CGO_ENABLED=0 go test "${cle_goflags[@]}" -count=1 ./...

@@ -14,12 +14,17 @@ go test "${cle_raceflags[@]}" -count=1 "${pkgs[@]}"
 # wall-clock time, then 50 runs of the elector simulation (the race run above
 # covers both briefly); make sim runs more.
 BUDGET="${SIM_BUDGET:-60s}" ELECTOR_SEEDS="${ELECTOR_SEEDS:-50}" hack/sim.sh
+# The tools' tests are built as make verify vets them and make release builds
+# (CGO_ENABLED=0 and cle_goflags), so that they reuse the packages those
+# compiled instead of compiling every dependency once more in a
+# configuration of their own.
+tools_test() { (cd "$1" && CGO_ENABLED=0 go test "${cle_goflags[@]}" -count=1 ./...); }
 # The image builder: builds the static binaries and reads the image back.
-(cd hack/tools/image && go test -count=1 ./...)
+tools_test hack/tools/image
 # The module proxy layout writer of make release.
-(cd hack/tools/modproxy && go test -count=1 ./...)
+tools_test hack/tools/modproxy
 # The type check make release runs for the platforms it leaves out.
-(cd hack/tools/crosscheck && go test -count=1 ./...)
+tools_test hack/tools/crosscheck
 hack/test-chart.sh
 # FuzzReconcile's fuzzing needs its own build of every dependency of
 # pkg/controller, instrumented for coverage: about 9 minutes of CPU on a cold
