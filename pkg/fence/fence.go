@@ -91,6 +91,10 @@ type Election struct {
 // its successor wrote.
 const TokenAnnotation = "cle.dev/fencing-token"
 
+// LeaseAnnotation names, on the ValidatingAdmissionPolicy and binding of an
+// Election, the Lease they fence, as namespace/name.
+const LeaseAnnotation = "cle.dev/fenced-lease"
+
 // Stamp records token on obj, for a write judged by the policy of an
 // Election that is ByToken. Leader work stamps every object it writes, with
 // its own term's token:
@@ -185,7 +189,7 @@ func Objects(e Election) (*admissionregistrationv1.ValidatingAdmissionPolicy, *a
 		name = TokenName(e.Namespace, e.Lease)
 	}
 	labels := map[string]string{"app.kubernetes.io/part-of": "cle", "app.kubernetes.io/component": "fence"}
-	annotations := map[string]string{"cle.dev/fenced-lease": e.Namespace + "/" + e.Lease}
+	annotations := map[string]string{LeaseAnnotation: e.Namespace + "/" + e.Lease}
 
 	var rules []admissionregistrationv1.NamedRuleWithOperations
 	for _, r := range e.Rules {
