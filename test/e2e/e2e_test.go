@@ -547,7 +547,11 @@ func (n *node) startStaticPod(t *testing.T) string {
 
 // startSchedulers starts three kube-schedulers of this release emulating
 // 1.35, 1.36 and 1.36, the gate on: each registers a LeaseCandidate for
-// kube-system/kube-scheduler and waits to be named. It returns them by
+// kube-system/kube-scheduler and waits to be named. Their leases are twice
+// kube-scheduler's defaults (30 s, renewed within 25 s): the test restarts
+// kube-apiserver and wants every holder kept, and on a loaded machine the
+// restart alone can outlast the default 10 s renew deadline (13 s once, beside
+// the integration tests), after which the leader gives its Lease up itself. It returns them by
 // name, and a function giving the names of the LeaseCandidates whose
 // emulation version starts with a prefix.
 func (n *node) startSchedulers(t *testing.T) (map[string]*framework.Child, func(prefix string) map[string]bool) {
@@ -562,7 +566,8 @@ func (n *node) startSchedulers(t *testing.T) (map[string]*framework.Child, func(
 		schedulers[name] = framework.StartChild(t, name, sched,
 			"--kubeconfig="+n.kubeconfig, "--authentication-kubeconfig="+n.kubeconfig, "--authorization-kubeconfig="+n.kubeconfig,
 			"--feature-gates=CoordinatedLeaderElection=true", "--emulated-version="+v,
-			"--leader-elect=true", "--secure-port=0", "--v=2")
+			"--leader-elect=true", "--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=25s",
+			"--secure-port=0", "--v=2")
 	}
 	t.Cleanup(func() {
 		_ = n.client.CoordinationV1().Leases(metav1.NamespaceSystem).Delete(context.Background(), "kube-scheduler", metav1.DeleteOptions{})
