@@ -21,6 +21,11 @@
 #              the whole run's figures. Only the same code goes on with F.
 #   SEED=S     replay seed S alone, printing its whole trace
 #   ELECTOR_SEEDS=N  runs of the elector simulation that follows (default 200)
+#   COVER=0    leave out the coverage figures: by default both simulations'
+#              binaries count which statements of cle's election code they
+#              run, and the run ends with the share of each package's
+#              statements reached (a build of those packages of its own, and
+#              runs about a tenth slower)
 set -o errexit -o nounset -o pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -57,23 +62,44 @@ trap 'rm -rf "${bin}"' EXIT
 # cores).
 source hack/lib/build-info.sh
 export CGO_ENABLED=0
-go test -c "${cle_goflags[@]}" -o "${bin}/controller.test" ./pkg/controller
+# The election code: what decides, renews, releases or guards a term, in the
+# controller, the library, the adopters' lock, both API modes, the rules they
+# share and cle-controller's own election of its active replica.
+election_pkgs=(pkg/controller pkg/candidate pkg/lock pkg/access pkg/strategy internal/lead internal/lockrule internal/proof internal/stepped cmd/cle-controller/app)
+cover=()
+run_cover=()
+if [[ "${COVER:-1}" == 1 && -z "${SEED:-}" ]]; then
+  coverpkg=$(printf 'github.com/cle-dev/cle/%s,' "${election_pkgs[@]}")
+  cover=(-cover -coverpkg="${coverpkg%,}")
+  mkdir "${bin}/cover"
+  run_cover=(-test.gocoverdir="${bin}/cover")
+fi
+go test -c "${cle_goflags[@]}" "${cover[@]}" -o "${bin}/controller.test" ./pkg/controller 2> >(grep -v '^warning: no packages being tested depend on' >&2)
 # The proof-of-death runs make a termination message file per process start:
 # in memory where the machine has it (8% more schedules a second).
 simtmp=${TMPDIR:-/tmp}
 if [[ -z "${TMPDIR:-}" && -d /dev/shm && -w /dev/shm ]]; then
   simtmp=/dev/shm
 fi
-(cd pkg/controller && TMPDIR="${simtmp}" SIM_REPORT=1 "${bin}/controller.test" -test.run '^TestSimulation$' -test.timeout=0 "${args[@]}")
+(cd pkg/controller && TMPDIR="${simtmp}" SIM_REPORT=1 "${bin}/controller.test" -test.run '^TestSimulation$' -test.timeout=0 "${run_cover[@]}" "${args[@]}")
 # Each kind of run replays exactly, the fleet's too, which the race
 # detector's run of the unit tests leaves out (a minute there, seconds here).
 if [[ -z "${SEED:-}" && "${SIM_REPLAY:-1}" == 1 ]]; then
-  (cd pkg/controller && TMPDIR="${simtmp}" "${bin}/controller.test" -test.run '^TestSimulationReplaysExactly$')
+  (cd pkg/controller && TMPDIR="${simtmp}" "${bin}/controller.test" -test.run '^TestSimulationReplaysExactly$' "${run_cover[@]}")
 fi
 # Then client-go's real LeaderElector over the real Lock, library and controller,
 # in a synctest bubble's virtual time (pkg/lock): ELECTOR_SEEDS runs (default 200).
 if [[ -z "${SEED:-}" ]]; then
-  go test -c "${cle_goflags[@]}" -o "${bin}/lock.test" ./pkg/lock
-  (cd pkg/lock && "${bin}/lock.test" -test.run '^TestRealElectorsUnderFaults$' -test.v -test.timeout=0 \
+  go test -c "${cle_goflags[@]}" "${cover[@]}" -o "${bin}/lock.test" ./pkg/lock 2> >(grep -v '^warning: no packages being tested depend on' >&2)
+  (cd pkg/lock && "${bin}/lock.test" -test.run '^TestRealElectorsUnderFaults$' -test.v -test.timeout=0 "${run_cover[@]}" \
     -elector-sim.seeds="${ELECTOR_SEEDS:-200}" -elector-sim.first="${FIRST:-1}") | grep -vE '^(=== (RUN|NAME)|    --- PASS|--- PASS|PASS$)'
+fi
+if [[ ${#run_cover[@]} -gt 0 ]]; then
+  echo "Statements of the election code the simulations ran (docs/testing.md):"
+  ran=$(go tool covdata percent -i="${bin}/cover" | sed -e 's|^\s*github.com/cle-dev/cle/||' -e 's|\s*coverage: | |')
+  for pkg in "${election_pkgs[@]}"; do
+    grep "^${pkg} " <<<"${ran}" || echo "${pkg} not run: nothing the simulations build imports it"
+  done
+  go tool covdata textfmt -i="${bin}/cover" -o="${bin}/cover.out"
+  go tool cover -func="${bin}/cover.out" | awk '$1 == "total:" { print "all of the packages run: " $NF " of statements" }'
 fi
