@@ -440,7 +440,7 @@ func (w *simWorld) checkLeaders() {
 		w.checkElection(e)
 		steady = steady && (!e.steadyFrom.IsZero() || e.unhandled)
 	}
-	if steady && !w.steadyLag {
+	if steady && !w.steadyLag && !w.Faulty && !w.Now.Before(w.Start.Add(simFaultPhase)) {
 		w.steadyLag = true
 		w.After(w.DurationBetween(0, 30*time.Second), w.lagInSteadyState)
 		if w.fleet {
@@ -465,6 +465,7 @@ func (w *simWorld) checkElection(e *simElection) {
 	if len(leaders) > 1 {
 		w.Fail("two processes may act as leader of %s: %v", e.shown(), leaderNames(leaders))
 	}
+	w.checkDuring(e, leaders)
 	if w.quietAt.IsZero() || w.Now.Before(w.quietAt) {
 		return
 	}
@@ -783,6 +784,11 @@ func runSim(seed uint64, tracing bool) simResult {
 		// annotations, changing them during the faults (see annotate).
 		w.strategy = strategy.PriorityName
 	}
+	if w.spaced = spacedRun(seed); w.spaced {
+		// Drawn all the same, so that the rest of the schedule is a
+		// run's that is not spaced.
+		w.ErrorRate, w.LagBase, w.clockFaults = 0, time.Millisecond, false
+	}
 	w.Tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.ErrorRate, w.LagBase, w.strategy)
 
 	primary := w.newElection(simNS, simLease)
@@ -801,7 +807,10 @@ func runSim(seed uint64, tracing bool) simResult {
 		w.addDeadCandidate()
 	}
 	if w.Rng.IntN(4) == 0 {
-		w.At(w.Start.Add(w.DurationBetween(30*time.Second, simFaultPhase-3*time.Minute)), w.rollout)
+		at := w.Start.Add(w.DurationBetween(30*time.Second, simFaultPhase-3*time.Minute))
+		if !w.spaced {
+			w.At(at, w.rollout)
+		}
 	}
 	if w.Rng.IntN(4) == 0 {
 		w.addMalformedCandidate()
@@ -812,7 +821,7 @@ func runSim(seed uint64, tracing bool) simResult {
 	if rand.New(rand.NewPCG(seed, 0x7a3f15e1c2d4b689)).IntN(simManyLeasesEvery) == 0 {
 		w.addElections()
 	}
-	if rand.New(rand.NewPCG(seed, 0x5be0cd19137e2179)).IntN(simFleetEvery) == 0 {
+	if fleetRun(seed) {
 		w.addFleet()
 	}
 	w.namespaces = 1
@@ -820,7 +829,11 @@ func runSim(seed uint64, tracing bool) simResult {
 		w.addNamespace()
 	}
 	w.startController()
-	w.scheduleFaults()
+	if w.spaced {
+		w.scheduleRounds()
+	} else {
+		w.scheduleFaults()
+	}
 	if w.clockFaults {
 		w.scheduleClockFaults(seed)
 	}
@@ -880,7 +893,21 @@ func (w *simWorld) injectFault() {
 	if !w.Faulty {
 		return
 	}
-	e := w.pickElection()
+	w.strike()
+}
+
+// strike injects one fault, drawn, on one of the run's Leases. It returns
+// the election and the one candidate it struck, if it struck a candidate's
+// process (a pause, a crash, a graceful stop, a partition), and the instant
+// by which what it did is over (its process runs again, its partition or
+// outage ends, a controller runs again), as far as it is known now: a
+// stopped process's restart is drawn once it has stopped, and is over by
+// the latest it may be. A fault that did nothing (no process to strike)
+// returns a zero instant. serverWide: the fault needs the server's fault
+// phase (Faulty) to do what it does: an outage, or a Lease someone creates
+// again.
+func (w *simWorld) strike() (e *simElection, struck *simCandidate, until time.Time, serverWide bool) {
+	e = w.pickElection()
 	pick := func() *simCandidate {
 		// Mostly the holder: that is where faults hurt.
 		if l := e.lease(); l != nil && w.Rng.IntN(2) == 0 {
@@ -901,7 +928,9 @@ func (w *simWorld) injectFault() {
 			if p.ext != nil {
 				p.ext.stall()
 			}
-			w.After(w.DurationBetween(time.Second, 40*time.Second), p.resume)
+			d := w.DurationBetween(time.Second, 40*time.Second)
+			w.After(d, p.resume)
+			struck, until = c, w.Now.Add(d)
 		}
 	case 2: // crash, restart later
 		c := pick()
@@ -909,11 +938,13 @@ func (w *simWorld) injectFault() {
 			w.faultOn(c, "crash")
 			p.lib.kill()
 			c.proc = nil
-			w.After(w.DurationBetween(time.Second, 60*time.Second), func() {
+			d := w.DurationBetween(time.Second, 60*time.Second)
+			w.After(d, func() {
 				if c.proc == nil {
 					c.start()
 				}
 			})
+			struck, until = c, w.Now.Add(d)
 		}
 	case 3: // graceful stop, restart later
 		c := pick()
@@ -927,58 +958,69 @@ func (w *simWorld) injectFault() {
 					}
 				})
 			})
+			struck, until = c, w.Now.Add(simStopBound+30*time.Second)
 		}
 	case 4: // the Lease is deleted
 		if l := e.lease(); l != nil && w.builtin == nil { // see simBuiltin
 			w.Fault("delete-lease")
 			_, _ = w.writeLease(e, nil, l.ResourceVersion, "fault")
+			until = w.Now
 		}
 	case 5: // a candidate is deleted
 		c := pick()
 		if lc := w.Candidate(c.key()); lc != nil {
 			w.faultOn(c, "delete-candidate")
 			_, _ = w.writeCandidate(c.e.ns, c.name, nil, lc.ResourceVersion, "fault")
+			until = w.Now
 		}
 	case 6: // the active controller fails over to a new replica
 		if w.ctrl == nil {
-			return
+			return e, nil, time.Time{}, false
 		}
 		w.Fault("controller-failover")
 		old := w.ctrl
 		old.stop()
 		w.ctrl = nil
 		w.Tracef("controller %d is gone", old.id)
-		w.After(w.DurationBetween(0, simLeaseDuration), func() {
+		d := w.DurationBetween(0, simLeaseDuration)
+		w.After(d, func() {
 			if w.ctrl == nil {
 				w.startController()
 			}
 		})
+		until = w.Now.Add(d)
 	case 9: // the active controller stops (SIGSTOP); a standby takes over
 		// if the pause outlasts the controller lock, and the stopped one
 		// runs again later, not knowing yet that it was replaced.
 		sc := w.ctrl
 		if sc == nil || sc.paused {
-			return
+			return e, nil, time.Time{}, false
 		}
 		w.Fault("controller-pause")
 		w.Tracef("controller %d pauses", sc.id)
 		sc.pause()
-		w.After(w.DurationBetween(time.Second, 40*time.Second), sc.resume)
+		d := w.DurationBetween(time.Second, 40*time.Second)
+		w.After(d, sc.resume)
+		until = w.Now.Add(d)
 	case 10: // someone deletes the Lease and creates it again, vacant
 		// (kubectl, GitOps re-applying it): creates carry no precondition
 		if l := e.lease(); l != nil && w.builtin == nil { // see simBuiltin
 			w.Fault("recreate-lease")
 			_, _ = w.writeLease(e, nil, l.ResourceVersion, "kubectl")
-			w.After(w.DurationBetween(0, 3*time.Second), func() {
+			d := w.DurationBetween(0, 3*time.Second)
+			w.After(d, func() {
 				if e.lease() == nil && w.Faulty {
 					_, _ = w.writeLease(e, &coordinationv1.Lease{}, "", "kubectl")
 				}
 			})
+			until, serverWide = w.Now.Add(d), true
 		}
 	case 11: // the active controller's watches expire, and it relists
 		if sc := w.ctrl; sc != nil && !sc.leaseWatch.Expired {
 			w.Fault("watch-expired")
-			sc.expireWatches(w.DurationBetween(time.Second, 14*time.Second))
+			d := w.DurationBetween(time.Second, 14*time.Second)
+			sc.expireWatches(d)
+			until = w.Now.Add(d)
 		}
 	case 12: // one process is cut off from the API server, its clock
 		// and timers running on: its requests fail, its watches deliver
@@ -990,10 +1032,12 @@ func (w *simWorld) injectFault() {
 			w.Tracef("%s/%d is partitioned from the API server for %s", c.shown(), p.id, d)
 			p.partitionedUntil = w.Now.Add(d)
 			p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = p.partitionedUntil, p.partitionedUntil
+			struck, until = c, p.partitionedUntil
 		}
 	case 14: // an operator sets, changes or removes a candidate's priority
 		if w.strategy == strategy.PriorityName {
 			w.annotate(pick())
+			until = w.Now
 		}
 	case 13: // one process's watches stall, its requests go through
 		c := pick()
@@ -1002,26 +1046,32 @@ func (w *simWorld) injectFault() {
 			w.faultOn(c, "watch-stall")
 			w.Tracef("%s/%d's watches stall for %s", c.shown(), p.id, d)
 			p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = w.Now.Add(d), w.Now.Add(d)
+			until = w.Now.Add(d)
 		}
 	case 7: // an API outage: every request fails for a while
 		w.Fault("api-outage")
 		rate := w.ErrorRate
 		w.ErrorRate = 1
-		w.After(w.DurationBetween(time.Second, 20*time.Second), func() {
+		d := w.DurationBetween(time.Second, 20*time.Second)
+		w.After(d, func() {
 			if w.Faulty {
 				w.ErrorRate = rate
 			}
 		})
+		until, serverWide = w.Now.Add(d), true
 	case 8: // the watches fall far behind for a while
 		w.Fault("watch-lag")
 		base := w.LagBase
 		w.LagBase = w.DurationBetween(time.Second, 6*time.Second)
-		w.After(w.DurationBetween(5*time.Second, 30*time.Second), func() {
+		d := w.DurationBetween(5*time.Second, 30*time.Second)
+		w.After(d, func() {
 			if w.Faulty {
 				w.LagBase = base
 			}
 		})
+		until = w.Now.Add(d)
 	}
+	return e, struck, until, serverWide
 }
 
 // rollout changes the strategy the candidates ask for, one candidate after
@@ -1384,6 +1434,18 @@ func (w *simWorld) stopFaults() {
 		w.quietAt = w.LateUntil
 	}
 	w.Tracef("faults stop; what they delayed has arrived %s later", w.quietAt.Sub(w.Now))
+	w.heal()
+}
+
+// heal ends what faults did: partitions heal, stalled watches deliver what
+// they held (by LateUntil), paused processes resume, stopped ones start,
+// paused controller replicas resume, kube-apiserver's controller gives its
+// lock back, and a controller runs. A fault judged while it lasts is over
+// (see checkDuring).
+func (w *simWorld) heal() {
+	for _, e := range w.elections {
+		e.duringFrom = time.Time{}
+	}
 	for _, c := range w.cands {
 		if p := c.proc; p != nil {
 			// Partitions heal; deliveries a stalled watch held are due by

@@ -311,7 +311,12 @@ type simResult struct {
 	// toLeader and toBest are the longest waits, once faults stopped, for
 	// some candidate and for the best one to lead.
 	toLeader, toBest time.Duration
-	faults           map[string]int
+	// spacedRuns counts the spaced runs, rounds the faults they judged
+	// one by one, and toFailover is the longest wait for another
+	// candidate to lead while a fault that struck one lasted.
+	spacedRuns, rounds int
+	toFailover         time.Duration
+	faults             map[string]int
 	// adopters counts what the processes over pkg/lock did: their terms,
 	// renewals not counted for being slow, and what their releases did.
 	adopters  map[string]int
@@ -336,6 +341,9 @@ func (r *simResult) add(o simResult) {
 	r.maxQueued = max(r.maxQueued, o.maxQueued)
 	r.simulated += o.simulated
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
+	r.spacedRuns += o.spacedRuns
+	r.rounds += o.rounds
+	r.toFailover = max(r.toFailover, o.toFailover)
 	if r.faults == nil {
 		r.faults = map[string]int{}
 	}
@@ -358,8 +366,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); %d runs with faults one at a time (%d faults judged each on its own; while one that struck a candidate lasted, another led within %s at most); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.spacedRuns, r.rounds, r.toFailover.Round(time.Millisecond), r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -407,6 +415,9 @@ type simWorld struct {
 	// fleet: the run has a fleet of Leases and a server of bounded
 	// Capacity (see addFleet).
 	fleet bool
+	// spaced: faults strike one at a time, each judged on its own (see
+	// sim_spaced_test.go).
+	spaced bool
 
 	// ctrl is the active controller replica; ctrls are all replicas that
 	// run, among them a deposed one that has not noticed yet.
@@ -485,7 +496,13 @@ type simElection struct {
 	noneRan     time.Time // the last instant after faults stopped at which no candidate process ran
 	quietBest   time.Time // when the best candidate first led after faults stopped
 	steadyFrom  time.Time // from then on, no controller write is expected
-	lastDown    time.Time // when some candidate last was down or unregistered
+	// In a spaced run, a fault that struck the process struckProc of one
+	// of its candidates (struck) at duringFrom and lasts until duringUntil
+	// (see checkDuring).
+	duringFrom, duringUntil time.Time
+	struck                  *simCandidate
+	struckProc              *simProcess
+	lastDown                time.Time // when some candidate last was down or unregistered
 	// rank caches bestLeads.
 	rank struct {
 		key       simRankKey
@@ -1055,10 +1072,11 @@ var simReplayKinds = []struct {
 		return r.faults["suspend"]+r.faults["clock-step"]+r.faults["controller-suspend"]+r.faults["controller-clock-step"] > 0
 	}, false},
 	{"a fleet on a loaded server", 211, func(r simResult) bool { return r.fleets > 0 }, true},
+	{"faults one at a time", 235, func(r simResult) bool { return r.spacedRuns > 0 && r.rounds > 0 }, false},
 	{"adopters", 1, func(r simResult) bool { return r.adopters["client-go-terms"]+r.adopters["manager-terms"] > 0 }, false},
 	{"terms ended on proof of death", 5, func(r simResult) bool { return r.holderExits > 0 }, false},
 	{"kube-apiserver's controller", 3, func(r simResult) bool { return r.faults["builtin-acts"] > 0 }, false},
-	{"an operator's priorities", 23, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
+	{"an operator's priorities", 24, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
 	{"a strategy rollout", 1, func(r simResult) bool { return r.faults["strategy-rollout"] > 0 }, false},
 	{"a shared Identity", 4, func(r simResult) bool { return r.identityInUse > 0 }, false},
 	{"a lost token history", 271, func(r simResult) bool { return r.faults["token-history-lost"] > 0 }, false},
