@@ -74,7 +74,13 @@ if [[ "${COVER:-1}" == 1 && -z "${SEED:-}" ]]; then
   mkdir "${bin}/cover"
   run_cover=(-test.gocoverdir="${bin}/cover")
 fi
-go test -c "${cle_goflags[@]}" "${cover[@]}" -o "${bin}/controller.test" ./pkg/controller 2> >(grep -v '^warning: no packages being tested depend on' >&2)
+# build_test PKG builds PKG's test binary into ${bin}; with the coverage
+# flags, go test warns for every election package PKG does not import,
+# which the figures at the end say once.
+build_test() {
+  go test -c "${cle_goflags[@]}" "${cover[@]}" -o "${bin}/$(basename "$1").test" "./$1" 2> >(grep -v '^warning: no packages being tested depend on' >&2)
+}
+build_test pkg/controller
 # The proof-of-death runs make a termination message file per process start:
 # in memory where the machine has it (8% more schedules a second).
 simtmp=${TMPDIR:-/tmp}
@@ -90,7 +96,7 @@ fi
 # Then client-go's real LeaderElector over the real Lock, library and controller,
 # in a synctest bubble's virtual time (pkg/lock): ELECTOR_SEEDS runs (default 200).
 if [[ -z "${SEED:-}" ]]; then
-  go test -c "${cle_goflags[@]}" "${cover[@]}" -o "${bin}/lock.test" ./pkg/lock 2> >(grep -v '^warning: no packages being tested depend on' >&2)
+  build_test pkg/lock
   (cd pkg/lock && "${bin}/lock.test" -test.run '^TestRealElectorsUnderFaults$' -test.v -test.timeout=0 "${run_cover[@]}" \
     -elector-sim.seeds="${ELECTOR_SEEDS:-200}" -elector-sim.first="${FIRST:-1}") | grep -vE '^(=== (RUN|NAME)|    --- PASS|--- PASS|PASS$)'
 fi

@@ -440,7 +440,7 @@ func (w *simWorld) checkLeaders() {
 		w.checkElection(e)
 		steady = steady && (!e.steadyFrom.IsZero() || e.unhandled)
 	}
-	if steady && !w.steadyLag && !w.Faulty && !w.Now.Before(w.Start.Add(simFaultPhase)) {
+	if steady && !w.steadyLag && !w.Now.Before(w.Start.Add(simFaultPhase)) {
 		w.steadyLag = true
 		w.After(w.DurationBetween(0, 30*time.Second), w.lagInSteadyState)
 		if w.fleet {
@@ -1426,14 +1426,16 @@ func (w *simWorld) addMalformedCandidate() {
 // stopFaults ends the fault phase: requests succeed, watches keep up,
 // paused processes resume, stopped ones start, and a controller runs.
 func (w *simWorld) stopFaults() {
-	w.Faulty = false
-	w.ErrorRate = 0
-	w.LagBase = time.Millisecond
-	w.quietAt = w.Now
-	if w.LateUntil.After(w.quietAt) {
-		w.quietAt = w.LateUntil
-	}
-	w.Tracef("faults stop; what they delayed has arrived %s later", w.quietAt.Sub(w.Now))
+	w.faultsOver("faults stop; what they delayed")
+}
+
+// faultsOver ends what faults are doing (see heal) on a server that fails
+// nothing and keeps up, and starts the liveness checks from when what they
+// delayed has arrived (quietAt). what says so in the trace.
+func (w *simWorld) faultsOver(what string) {
+	w.Faulty, w.ErrorRate, w.LagBase = false, 0, time.Millisecond
+	w.quietAt = maxTime(w.Now, w.LateUntil)
+	w.Tracef("%s has arrived %s later", what, w.quietAt.Sub(w.Now))
 	w.heal()
 }
 

@@ -85,7 +85,6 @@ func (w *simWorld) round() {
 	if until.IsZero() {
 		// Nothing to strike (no process running to pause, say): the
 		// recovery from the last fault goes on, and another is drawn soon.
-		w.Faulty = false
 		w.quietAt = w.Now
 		w.After(w.DurationBetween(time.Second, 5*time.Second), w.round)
 		return
@@ -98,10 +97,7 @@ func (w *simWorld) round() {
 		if !w.Now.Before(w.Start.Add(simFaultPhase)) {
 			return // stopFaults ended it
 		}
-		w.Faulty, w.ErrorRate, w.LagBase = false, 0, time.Millisecond
-		w.heal()
-		w.quietAt = maxTime(w.Now, w.LateUntil)
-		w.Tracef("the fault is over; what it delayed has arrived %s later", w.quietAt.Sub(w.Now))
+		w.faultsOver("the fault is over; what it delayed")
 		w.At(w.quietAt.Add(w.bound(simBestBound)+45*time.Second), w.round)
 	})
 }
