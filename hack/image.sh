@@ -25,6 +25,6 @@ CGO_ENABLED=0 GOOS=linux GOARCH="${arch}" go build "${cle_goflags[@]}" \
 	-o "${out}/bin/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 # The commit time, not the build time: the same commit gives the same image.
 created=$(git log -1 --format=%cI 2>/dev/null || true)
-(cd hack/tools/image && go run . --bin-dir="${root}/${out}/bin" --tarball="${root}/${out}/cle.tar" \
+cle::tool image --bin-dir="${root}/${out}/bin" --tarball="${root}/${out}/cle.tar" \
 	--layout="${root}/${out}/oci" --license="${root}/LICENSE" --tag="${image}" --version="${version}" --revision="${revision}" \
-	--arch="${arch}" ${created:+--created="${created}"})
+	--arch="${arch}" ${created:+--created="${created}"}

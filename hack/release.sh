@@ -41,7 +41,10 @@
 # release that is published builds them all, as it does by default. The
 # platforms left out are type-checked from source (hack/tools/crosscheck),
 # a few seconds each where a build takes minutes: code that would not build
-# for one of them fails the release all the same.
+# for one of them fails the release all the same. CROSSCHECK=0 leaves that
+# type-check to a later run with CROSSCHECK=only and the same PLATFORMS,
+# which type-checks and builds nothing else (.ci/run runs it beside the node
+# test, which needs the release but leaves the cores idle).
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -65,10 +68,13 @@ unknown)
 esac
 created=$(git log -1 --format=%cI)
 out=_output/release
-rm -rf "${out}"
-mkdir -p "${out}"
 build="${out}/.build"
 ldflags=$(cle::ldflags "${version}" "${revision}")
+crosscheck=${CROSSCHECK:-1}
+case "${crosscheck}" in
+0 | 1 | only) ;;
+*) echo "release: CROSSCHECK must be 1 (the default), 0 or only, got '${crosscheck}'" >&2; exit 2 ;;
+esac
 
 # The platforms: the image's, and the plugin's as its krew manifest names them.
 image_platforms=(linux/amd64 linux/arm64)
@@ -102,12 +108,22 @@ done
 for p in "${plugin_platforms[@]}"; do
 	if ! included "${p}" && [[ " ${image_platforms[*]} " != *" ${p} "* ]]; then plugin_left+=(-platform "${p}"); fi
 done
-if [[ ${#image_left[@]} -gt 0 ]]; then
-	(cd hack/tools/crosscheck && go run . -C "${root}" "${image_left[@]}" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate)
+if [[ "${crosscheck}" != 0 ]]; then
+	if [[ ${#image_left[@]} -gt 0 ]]; then
+		cle::tool crosscheck -C "${root}" "${image_left[@]}" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
+	fi
+	if [[ ${#plugin_left[@]} -gt 0 ]]; then
+		cle::tool crosscheck -C "${root}" "${plugin_left[@]}" ./cmd/kubectl-cle
+	fi
+	if [[ "${crosscheck}" == only ]]; then
+		echo "release: the platforms left out type-check; nothing built (CROSSCHECK=only)" >&2
+		exit 0
+	fi
+else
+	echo "release: the platforms left out are not type-checked (CROSSCHECK=0): run CROSSCHECK=only with the same PLATFORMS" >&2
 fi
-if [[ ${#plugin_left[@]} -gt 0 ]]; then
-	(cd hack/tools/crosscheck && go run . -C "${root}" "${plugin_left[@]}" ./cmd/kubectl-cle)
-fi
+rm -rf "${out}"
+mkdir -p "${out}"
 
 # The image's binaries, one directory per platform.
 platforms=()
@@ -116,7 +132,7 @@ for arch in "${image_archs[@]}"; do
 		-o "${build}/linux-${arch}/" ./cmd/cle-controller ./cmd/kubectl-cle ./examples/candidate
 	platforms+=(--platform="linux/${arch}=${root}/${build}/linux-${arch}")
 done
-line=$(cd hack/tools/image && go run . "${platforms[@]}" --license="${root}/LICENSE" --tag="${repo}:${version}" \
+line=$(cle::tool image "${platforms[@]}" --license="${root}/LICENSE" --tag="${repo}:${version}" \
 	--layout="${root}/${out}/image/oci" --oci-archive="${root}/${out}/cle-${version}-image.oci.tar" \
 	--tarball="${root}/${out}/cle-${version}-image-linux-{arch}.tar" --sbom="${root}/${out}/cle-${version}.spdx.json" \
 	--version="${version}" --revision="${revision}" --created="${created}")
@@ -242,8 +258,8 @@ awk -v to="${version}" -v sums="${sums}" '
 
 # The Go modules as a module proxy serves them: a module zip each (without
 # the nested modules), go.mod without its replace directives.
-(cd hack/tools/modproxy && go run . --version="${version}" --time="${created}" --out="${root}/${out}/goproxy" \
-	"${root}" "${root}/contrib/controller-runtime") >&2
+cle::tool modproxy --version="${version}" --time="${created}" --out="${root}/${out}/goproxy" \
+	"${root}" "${root}/contrib/controller-runtime" >&2
 
 rm -rf "${build}"
 (cd "${out}" && { find . -maxdepth 1 -type f ! -name checksums.txt -printf '%P\n'; echo plugins/cle.yaml; } | LC_ALL=C sort | xargs sha256sum >checksums.txt)

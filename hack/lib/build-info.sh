@@ -18,6 +18,16 @@ cle_goflags=(-trimpath -gcflags=all=-dwarf=false)
 # share, without the debug information a race report does not read.
 cle_raceflags=(-race -gcflags=all=-dwarf=false)
 
+# cle::tool NAME ARGS... runs the tool hack/tools/NAME (go run in its
+# directory) built as its tests and make verify build it (CGO_ENABLED=0 and
+# cle_goflags), so that it reuses the packages those compiled.
+cle::tool() {
+	local dir
+	dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tools/$1" && pwd)"
+	shift
+	(cd "${dir}" && CGO_ENABLED=0 go run "${cle_goflags[@]}" . "$@")
+}
+
 # cle::revision prints the commit the tree is at, with "-dirty" when it has
 # uncommitted changes ("unknown" outside a git checkout).
 cle::revision() {

@@ -26,7 +26,17 @@ import (
 // builds compiled, instead of compiling every dependency once more in
 // another configuration.
 func GoBuild(args ...string) *exec.Cmd {
-	cmd := exec.Command("go", append([]string{"build", "-trimpath", "-gcflags=all=-dwarf=false"}, args...)...)
+	return GoCommand("build", args...)
+}
+
+// GoFlags are cle_goflags of hack/lib/build-info.sh, the flags of every
+// static build of the repository (with CGO_ENABLED=0).
+var GoFlags = []string{"-trimpath", "-gcflags=all=-dwarf=false"}
+
+// GoCommand returns the command "go verb GoFlags args..." with
+// CGO_ENABLED=0: a build, run or install in the configuration of GoBuild.
+func GoCommand(verb string, args ...string) *exec.Cmd {
+	cmd := exec.Command("go", append(append([]string{verb}, GoFlags...), args...)...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	return cmd
 }

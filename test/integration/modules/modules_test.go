@@ -58,9 +58,10 @@ func TestFetchedModules(t *testing.T) {
 
 	begin := time.Now()
 	proxy := t.TempDir()
-	writer := exec.Command("go", "run", ".", "--version="+version, "--out="+proxy, root, filepath.Join(root, "contrib", "controller-runtime"))
+	// Run as make release runs it, and built as make test built its tests.
+	writer := framework.GoCommand("run", ".", "--version="+version, "--out="+proxy, root, filepath.Join(root, "contrib", "controller-runtime"))
 	writer.Dir = filepath.Join(root, "hack", "tools", "modproxy")
-	writer.Env = append(os.Environ(), "GOWORK=off")
+	writer.Env = append(writer.Env, "GOWORK=off")
 	if out, err := writer.CombinedOutput(); err != nil {
 		t.Fatalf("write the proxy layout: %v\n%s", err, out)
 	} else {
@@ -110,9 +111,11 @@ func TestFetchedModules(t *testing.T) {
 // consumerEnv is the environment of a consumer's go commands. Modules come
 // first from the layout in proxy, then from this machine's module cache (in
 // proxy layout under cache/download), then from wherever go env GOPROXY says.
-// They are extracted into this machine's module cache, and built with -race
-// as the integration tests build them, so that the Kubernetes libraries and
-// controller-runtime compiled for those serve the consumers too; the
+// They are extracted into this machine's module cache, and built static with
+// the flags of every other static build here (framework.GoFlags, with
+// CGO_ENABLED=0), so that the Kubernetes libraries and controller-runtime
+// compiled for make verify's go vet and the tests' programs serve the
+// consumers too, instead of each being compiled once more; the
 // versions of this repository written here are taken out of that cache
 // before and after (forgetModules), so that no run finds a stale copy of the
 // same version. The checksum database is skipped for this repository's
@@ -151,6 +154,7 @@ func consumerEnv(t *testing.T, proxy string) []string {
 		"GOPRIVATE=", "GONOPROXY=", "GOINSECURE=",
 		"GOWORK=off", "GOTOOLCHAIN=local",
 		"GIT_TERMINAL_PROMPT=0",
+		"CGO_ENABLED=0",
 		// Each run publishes the tree as it is under the same version. The
 		// go command indexes a module in the module cache by its version,
 		// a released version never changing, and would build a package
@@ -223,7 +227,7 @@ func buildConsumer(t *testing.T, env []string, root, name, moduleAtVersion strin
 	for _, args := range [][]string{
 		{"mod", "init", "example.com/" + name},
 		{"get", moduleAtVersion},
-		{"build", "-race", "-o", bin, "."},
+		append(append([]string{"build"}, framework.GoFlags...), "-o", bin, "."),
 	} {
 		step := time.Now()
 		cmd := exec.Command("go", args...)
