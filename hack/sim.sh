@@ -93,7 +93,8 @@ fi
 if [[ -z "${SEED:-}" && "${SIM_REPLAY:-1}" == 1 ]]; then
   (cd pkg/controller && TMPDIR="${simtmp}" "${bin}/controller.test" -test.run '^TestSimulationReplaysExactly$' "${run_cover[@]}")
 fi
-# Then client-go's real LeaderElector over the real Lock, library and controller,
+# Then client-go's real LeaderElector over the real Lock and library, and two
+# replicas of the whole cle-controller process,
 # in a synctest bubble's virtual time (pkg/lock): ELECTOR_SEEDS runs (default 200).
 if [[ -z "${SEED:-}" ]]; then
   build_test pkg/lock

@@ -28,13 +28,16 @@ import (
 	coordinationv1beta1client "k8s.io/client-go/kubernetes/typed/coordination/v1beta1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 // electorServer is the model API server: Leases and LeaseCandidates of
 // one namespace with kube-apiserver's rules for writes (resourceVersion
 // preconditions, AlreadyExists, NotFound, new UIDs), lists and watches
 // from a resourceVersion with its history, and the faults of a run.
-// Events and other resources are accepted and dropped.
+// Events and other resources are accepted and dropped. The Leases of
+// cle-controller's locks share the namespace with the Lease elected.
 type electorServer struct {
 	sim *electorSim
 	mu  sync.Mutex
@@ -52,6 +55,9 @@ type electorServer struct {
 	errorsUntil time.Time
 	slowUntil   time.Time
 	uids        int
+	// portable: the run is in portable mode (electorportable_test.go),
+	// on a server that drops the coordinated fields of Leases.
+	portable bool
 	// namer is the last client to name a new holder, having seen tokens
 	// up to namerSeen.
 	namer     string
@@ -76,7 +82,15 @@ func newElectorServer(s *electorSim, rng *rand.Rand) *electorServer {
 // around it, in electorClient, where the request's context is known.
 func (v *electorServer) client(cut *cutoff) kubernetes.Interface {
 	c := fake.NewClientset()
+	// Discovery shows what native mode needs, and portable mode's CRD.
+	c.Resources = []*metav1.APIResourceList{{GroupVersion: coordinationv1beta1.SchemeGroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "leasecandidates", Namespaced: true, Kind: "LeaseCandidate"}}},
+		{GroupVersion: access.CandidateResource.GroupVersion().String(),
+			APIResources: []metav1.APIResource{{Name: access.CandidateResource.Resource, Namespaced: true, Kind: access.CandidateKind}}}}
 	c.PrependReactor("*", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if _, ok := a.(clienttesting.ActionImpl); ok {
+			return false, nil, nil // discovery's: answered from c.Resources
+		}
 		obj, err := v.apply(cut, a, a.GetResource().Resource)
 		return true, obj, err
 	})
@@ -290,9 +304,13 @@ func (v *electorServer) apply(cut *cutoff, a clienttesting.Action, res string) (
 	case "create":
 		obj := a.(clienttesting.CreateAction).GetObject().DeepCopyObject()
 		m, _ := meta.Accessor(obj)
+		if ca, ok := a.(clienttesting.CreateActionImpl); ok && len(ca.CreateOptions.DryRun) > 0 {
+			return obj, nil // cle-controller's probe of Lease spec.strategy: kept, not stored
+		}
 		if _, ok := store[m.GetName()]; ok {
 			return nil, apierrors.NewAlreadyExists(gr, m.GetName())
 		}
+		v.gateOff(obj)
 		v.named(cut, nil, obj)
 		return v.create(res, obj), nil
 	case "update":
@@ -311,6 +329,7 @@ func (v *electorServer) apply(cut *cutoff, a clienttesting.Action, res string) (
 		}
 		m.SetUID(cm.GetUID())
 		m.SetCreationTimestamp(cm.GetCreationTimestamp())
+		v.gateOff(obj)
 		v.named(cut, cur, obj)
 		return v.store(res, m.GetName(), obj, watch.Modified), nil
 	case "delete":
@@ -329,6 +348,14 @@ func (v *electorServer) apply(cut *cutoff, a clienttesting.Action, res string) (
 		return nil, nil
 	}
 	return nil, apierrors.NewMethodNotSupported(gr, a.GetVerb())
+}
+
+// gateOff drops, in portable mode, the fields of a Lease that a server
+// with the CoordinatedLeaderElection gate off does not keep.
+func (v *electorServer) gateOff(obj runtime.Object) {
+	if l, ok := obj.(*coordinationv1.Lease); ok && v.portable {
+		l.Spec.Strategy, l.Spec.PreferredHolder = nil, nil
+	}
 }
 
 // create stores obj as a new object: a new UID, its creation time; srv.mu
@@ -457,7 +484,7 @@ func (v *electorServer) partition(cut *cutoff, d time.Duration) {
 
 // saw records the token of a Lease the client was given; srv.mu is held.
 func (c *cutoff) saw(obj runtime.Object) {
-	if l, ok := obj.(*coordinationv1.Lease); ok {
+	if l, ok := obj.(*coordinationv1.Lease); ok && l.Name == simLease {
 		c.seen = max(c.seen, ptr.Deref(l.Spec.LeaseTransitions, 0))
 	}
 }
@@ -466,7 +493,7 @@ func (c *cutoff) saw(obj runtime.Object) {
 // highest token it had seen then; srv.mu is held.
 func (v *electorServer) named(cut *cutoff, cur, obj runtime.Object) {
 	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+	if !ok || l.Name != simLease || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
 		return
 	}
 	if c, ok := cur.(*coordinationv1.Lease); ok && ptr.Deref(c.Spec.HolderIdentity, "") == ptr.Deref(l.Spec.HolderIdentity, "") {

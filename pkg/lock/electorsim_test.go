@@ -22,19 +22,21 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 
+	"github.com/cle-dev/cle/cmd/cle-controller/app"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
-	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/pkg/lock"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
 // TestRealElectorsUnderFaults runs client-go's real LeaderElector over the
-// real Lock, the candidate library behind it and the real election
-// controller, all in a synctest bubble whose virtual time every one of
-// them reads, against a model API server (electorServer) reached through
-// fake clientsets. Nothing of client-go or cle is modelled: the processes
-// are their own goroutines, timers and informers.
+// real Lock, the candidate library behind it and replicas of the whole
+// cle-controller process (app.RunWithClients: its own lock, its contention
+// for kube-apiserver's controller's lock, the election controller), all in
+// a synctest bubble whose virtual time every one of them reads, against a
+// model API server (electorServer) reached through fake clientsets.
+// Nothing of client-go or cle is modelled: the processes are their own
+// goroutines, timers and informers.
 //
 // Each run draws a strategy (OldestEmulationVersion, or in one run in three
 // cle.dev/Priority, whose priorities an operator changes during the
@@ -43,10 +45,11 @@ import (
 // takes to stop) and four minutes of faults: crashes
 // and graceful stops (a process restarts 1 to 20 s later under a new
 // name, as a Deployment's Pod does), partitions of one process (its
-// requests fail and its watches stall), crashes of the election
-// controller and failovers in which the deposed replica acts on for up to
-// its renew deadline, bursts of server errors (some after the write
-// landed), slow answers, watches the server ends or expires (410, then a
+// requests fail and its watches stall), crashes, graceful stops and
+// partitions of one of the two cle-controller replicas (a replaced one
+// restarts under a new name; a partitioned active one acts on what it knew
+// until its own lock lapses by its own rules), bursts of server errors
+// (some after the write landed), slow answers, watches the server ends or expires (410, then a
 // relist), and an operator deleting the Lease (and maybe applying a vacant
 // copy at once). Then three quiet minutes.
 //
@@ -183,6 +186,10 @@ type electorSim struct {
 	works int
 
 	procs []*electorProc
+	// ctrls are the replicas of cle-controller running; ctrlN numbers
+	// them as they start.
+	ctrls []*electorCtrl
+	ctrlN int
 	wg    sync.WaitGroup
 }
 
@@ -237,6 +244,10 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 	defer cancel()
 	s = &electorSim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), ctx: ctx, start: time.Now()}
 	s.srv = newElectorServer(s, rand.New(rand.NewPCG(seed, 0x243f6a8885a308d3)))
+	// One run in three is in portable mode, drawn from a stream of its
+	// own so that the seed's other draws stay as they were.
+	s.srv.portable = rand.New(rand.NewPCG(seed, 0x13198a2e03707344)).IntN(3) == 0
+	s.logf("portable mode %t", s.srv.portable)
 
 	s.strategy = coordinationv1.OldestEmulationVersion
 	if s.rng.IntN(3) == 0 {
@@ -250,10 +261,12 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 		emu := versions[s.rng.IntN(len(versions))]
 		s.startProc(slot, 0, emu)
 	}
-	stopCtrl := s.startController(0)
+	// Two replicas of cle-controller, as its Deployment runs them.
+	for range 2 {
+		s.startController()
+	}
 
 	// The fault phase: one fault every 5 to 30 s.
-	ctrls := 0
 	for now := time.Duration(0); ; {
 		d := time.Duration(5+s.rng.IntN(25)) * time.Second
 		if now+d >= simFaultPhase {
@@ -262,7 +275,7 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 		}
 		time.Sleep(d)
 		now += d
-		kinds := []string{"crash", "stop", "partition", "controller-crash", "controller-overlap", "server-errors",
+		kinds := []string{"crash", "stop", "partition", "controller-crash", "controller-stop", "controller-partition", "server-errors",
 			"slow-server", "watches-closed", "watches-expired", "delete-lease", "recreate-lease"}
 		if s.strategy == strategy.PriorityName {
 			kinds = append(kinds, "annotate-priority")
@@ -287,22 +300,26 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 			}
 			s.fault(kind, "%s for %s", p.name, span)
 			s.srv.partition(p.cut, span)
-		case "controller-crash": // the election controller crashes; another replica takes over
-			s.fault(kind, "")
-			stopCtrl(false)
-			ctrls++
-			n := ctrls
-			ready := make(chan func(bool), 1)
-			s.after(back/4, func() { ready <- s.startController(n) })
-			stopCtrl = func(graceful bool) { (<-ready)(graceful) }
-		case "controller-overlap":
-			// Another replica takes over while the deposed one acts on
-			// until its renew deadline, as client-go lets it.
-			old, on := stopCtrl, min(span, 10*time.Second)
-			ctrls++
-			s.fault(kind, "controller %d starts; the one before acts on for %s", ctrls, on)
-			stopCtrl = s.startController(ctrls)
-			s.after(on, func() { old(true) })
+		case "controller-crash", "controller-stop":
+			// A replica of cle-controller crashes or is stopped; its
+			// Deployment starts another.
+			c := s.replica(slot)
+			if c == nil {
+				continue
+			}
+			s.fault(kind, "%s", c.name)
+			c.stop(kind == "controller-stop")
+			s.after(back/4, func() { s.startController() })
+		case "controller-partition":
+			// A replica is cut off from the API server: the active one
+			// acts on what it knew until its own lock lapses, by its own
+			// rules, while a standby takes the locks over.
+			c := s.replica(slot)
+			if c == nil {
+				continue
+			}
+			s.fault(kind, "%s for %s", c.name, span)
+			s.srv.partition(c.cut, span)
 		case "server-errors": // some after the write
 			s.fault(kind, "for %s", span)
 			s.srv.setErrors(0.3, span)
@@ -338,13 +355,15 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 	time.Sleep(simQuietPhase - simLeaderBound)
 	s.checkSteady()
 
-	// The end: every process stops, then the controller.
+	// The end: every process stops, then the controller's replicas.
 	for slot := range 3 {
 		if p := s.current(slot); p != nil {
 			s.endProc(p, true)
 		}
 	}
-	stopCtrl(true)
+	for c := s.replica(0); c != nil; c = s.replica(0) {
+		c.stop(true)
+	}
 	cancel()
 	s.wg.Wait()
 	// client-go's Run returns without waiting for leader work.
@@ -470,7 +489,7 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 	// ReleaseAfterLeaderWork stays off (it is a controller-runtime
 	// manager's promise).
 	lk, err := lock.New(lock.Config{Candidate: candidate.Config{
-		Access:           access.NewNative(s.srv.client(p.cut)),
+		Access:           s.srv.access(p.cut),
 		Namespace:        simNS,
 		LeaseName:        simLease,
 		Identity:         p.name,
@@ -655,36 +674,88 @@ func (p *electorProc) writeWitness(token int32) bool {
 	return true
 }
 
-// startController runs a replica of the election controller until the
-// function returned is called: it crashes it (its requests fail from then
-// on) or stops it.
-func (s *electorSim) startController(n int) (stop func(graceful bool)) {
-	cut := &cutoff{who: fmt.Sprintf("controller-%d", n)}
-	acc := access.NewNative(s.srv.client(cut))
-	inf := controller.NewInformers(acc, []string{simNS}, 0)
-	c, err := controller.New(acc, inf, controller.Options{})
-	if err != nil {
+// electorCtrl is one replica of cle-controller: the whole process
+// (app.RunWithClients), with its own lock, its contention for the lock of
+// kube-apiserver's election controller, and the election controller it runs
+// while it holds them.
+type electorCtrl struct {
+	sim    *electorSim
+	name   string
+	cut    *cutoff
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startController starts a replica of cle-controller with its defaults
+// (16 workers among them) but for what the model server needs: the run's
+// API mode, one namespace, its locks in it, no servers.
+func (s *electorSim) startController() {
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	s.ctrlN++
+	c := &electorCtrl{sim: s, name: fmt.Sprintf("controller-%d", s.ctrlN), done: make(chan struct{})}
+	s.mu.Unlock()
+	c.cut = &cutoff{who: c.name}
+	o := app.NewOptions()
+	o.APIMode = string(access.ModeNative)
+	if s.srv.portable {
+		o.APIMode = string(access.ModePortable)
+	}
+	o.Namespaces = []string{simNS}
+	o.LeaderElectResourceNS = simNS
+	o.LeaderElectIdentity = c.name
+	o.MetricsBindAddress, o.HealthProbeBindAddress = "0", "0"
+	if err := o.Validate(); err != nil {
 		s.t.Error(err) // maybe not the test's goroutine: no Fatal
-		return func(bool) {}
+		return
 	}
-	ctx, cancel := s.processContext(cut.who)
-	done := make(chan struct{})
-	s.logf("controller %d starts", n)
+	ctx, cancel := s.processContext(c.name)
+	c.cancel = cancel
+	s.mu.Lock()
+	s.ctrls = append(s.ctrls, c)
+	s.logLocked("%s starts", c.name)
+	s.mu.Unlock()
 	s.wg.Go(func() {
-		defer close(done)
-		waitInformers := inf.Start(ctx)
-		c.Run(ctx, 2)
-		waitInformers()
-	})
-	return func(graceful bool) {
-		if !graceful {
-			cut.mu.Lock()
-			cut.dead = true
-			cut.mu.Unlock()
+		defer close(c.done)
+		clients := s.srv.clients(c.cut)
+		// Once stopped, a replica that had not chosen its API mode yet
+		// (its requests failing) says so; before, an error is a failure.
+		if err := app.RunWithClients(ctx, o, clients, clients.Kube); err != nil && ctx.Err() == nil {
+			s.mu.Lock()
+			s.failLocked("%s failed: %v", c.name, err)
+			s.mu.Unlock()
 		}
-		cancel()
-		<-done
+	})
+}
+
+// replica is the i-th running replica of cle-controller, counted round
+// the running ones; nil when none runs.
+func (s *electorSim) replica(i int) *electorCtrl {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ctrls) == 0 {
+		return nil
 	}
+	return s.ctrls[i%len(s.ctrls)]
+}
+
+// stop crashes the replica (nothing more it sends reaches the server) or
+// stops it as SIGTERM does (it releases its locks), and waits for it.
+func (c *electorCtrl) stop(graceful bool) {
+	s := c.sim
+	s.mu.Lock()
+	s.ctrls = slices.DeleteFunc(s.ctrls, func(r *electorCtrl) bool { return r == c })
+	s.mu.Unlock()
+	if !graceful {
+		c.cut.mu.Lock()
+		c.cut.dead = true
+		c.cut.mu.Unlock()
+	}
+	c.cancel()
+	<-c.done
+	s.logf("%s stopped", c.name)
 }
 
 // checkLeads checks, simLeaderBound after faults stopped, that some

@@ -98,9 +98,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// Run runs the controller until ctx is done.
+// Run runs the controller until ctx is done, with clients built from
+// o.Kubeconfig.
 func Run(ctx context.Context, o *Options) error {
-	logger := klog.FromContext(ctx)
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load client configuration: %w", err)
@@ -108,11 +108,29 @@ func Run(ctx context.Context, o *Options) error {
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	cfg.UserAgent = "cle-controller/" + version.Get().Version
 	cfg.WarningHandlerWithContext = &onceWarnings{}
-	clientMetrics := clientGo()
 	clients, err := access.NewClients(cfg)
 	if err != nil {
 		return err
 	}
+	// Events go through a client of their own, so that their rate limit is
+	// their own: a burst of elections and their Events never makes an
+	// election wait behind an Event.
+	eventClient, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create the Events client: %w", err)
+	}
+	return RunWithClients(ctx, o, clients, eventClient)
+}
+
+// RunWithClients is Run with the clients given: clients for everything but
+// Events, which go through eventClient. o.Kubeconfig and the client flags
+// (--kube-api-qps, --kube-api-burst) are not read. The elector simulation
+// (pkg/lock) runs replicas of the whole process through it, over a model
+// API server and in virtual time: the controller's own lock, its
+// contention for kube-apiserver's controller's lock and what it elects.
+func RunWithClients(ctx context.Context, o *Options, clients access.Clients, eventClient kubernetes.Interface) error {
+	logger := klog.FromContext(ctx)
+	clientMetrics := clientGo()
 	client := clients.Kube
 
 	// The probes answer from the start: live while the API mode cannot be
@@ -175,13 +193,6 @@ func Run(ctx context.Context, o *Options) error {
 		servers.Go(func() { acting.shared.run(ctx) })
 	}
 
-	// Events go through a client of their own, so that their rate limit is
-	// their own: a burst of elections and their Events never makes an
-	// election wait behind an Event.
-	eventClient, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("create the Events client: %w", err)
-	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventClient.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return fmt.Errorf("start event recording: %w", err)
