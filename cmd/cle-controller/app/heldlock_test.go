@@ -67,6 +67,42 @@ func TestHeldLock(t *testing.T) {
 	}
 }
 
+// TestHeldLockTellsWhenHeldAgain: the replica is told each time a write
+// makes it hold the lock when it did not: an acquisition, and a renewal that
+// lands after the holding lapsed while client-go's elector still led (it
+// gives up a retry period later than the holding ends). The Leases that
+// controller.Options.ElectsBuiltin left alone meanwhile are its to elect
+// again, and nothing else would look at them.
+func TestHeldLockTellsWhenHeldAgain(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	inner := &fakeLock{id: "me"}
+	regained := 0
+	l := &heldLock{Interface: inner, renewDeadline: 10 * time.Second, now: func() time.Time { return now },
+		regained: func() { regained++ }}
+	ctx := context.Background()
+	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
+	step := func(what string, write func() error, want int) {
+		t.Helper()
+		_ = write()
+		if regained != want {
+			t.Errorf("%s: told %d times in all, want %d", what, regained, want)
+		}
+	}
+	step("acquired", func() error { return l.Create(ctx, mine) }, 1)
+	now = now.Add(2 * time.Second)
+	step("renewed while holding", func() error { return l.Update(ctx, mine) }, 1)
+	now = now.Add(11 * time.Second)
+	if l.holding() {
+		t.Fatal("holding 11s after the last renewal")
+	}
+	step("renewed after the holding lapsed", func() error { return l.Update(ctx, mine) }, 2)
+	step("released", func() error { return l.Update(ctx, resourcelock.LeaderElectionRecord{}) }, 2)
+	inner.err = errors.New("unavailable")
+	step("a failed acquisition", func() error { return l.Update(ctx, mine) }, 2)
+	inner.err = nil
+	step("acquired again", func() error { return l.Update(ctx, mine) }, 3)
+}
+
 // TestHeldLockCountsASuspend: a replica whose machine was suspended past the
 // renew deadline is not holding when it wakes, although its monotonic clock
 // stood still meanwhile; a wall clock set back does not make it hold longer.

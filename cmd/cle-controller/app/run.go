@@ -125,7 +125,7 @@ func Run(ctx context.Context, o *Options) error {
 // RunWithClients is Run with the clients given: clients for everything but
 // Events, which go through eventClient. o.Kubeconfig and the client flags
 // (--kube-api-qps, --kube-api-burst) are not read. The elector simulation
-// (pkg/lock) runs replicas of the whole process through it, over a model
+// (internal/electorsim) runs replicas of the whole process through it, over a model
 // API server and in virtual time: the controller's own lock, its
 // contention for kube-apiserver's controller's lock and what it elects.
 func RunWithClients(ctx context.Context, o *Options, clients access.Clients, eventClient kubernetes.Interface) error {
@@ -496,6 +496,11 @@ type heldLock struct {
 	renewDeadline time.Duration
 	now           func() time.Time
 	sent          atomic.Pointer[time.Time]
+	// regained, if set, is called after each write that makes this
+	// replica hold the lock when it did not: an acquisition, and a renewal
+	// that lands after holding lapsed while client-go's elector still led
+	// (it gives up up to a retry period later than holding ends).
+	regained func()
 }
 
 func (l *heldLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
@@ -518,7 +523,11 @@ func (l *heldLock) note(ler resourcelock.LeaderElectionRecord, sent time.Time, e
 	switch {
 	case err != nil:
 	case ler.HolderIdentity == l.Identity():
+		was := l.holding()
 		l.sent.Store(&sent)
+		if !was && l.regained != nil && l.holding() {
+			l.regained()
+		}
 	default:
 		l.sent.Store(nil) // released
 	}
@@ -591,10 +600,13 @@ func newSharedLock(client kubernetes.Interface, o *Options, name, id string, own
 }
 
 // run contends for the lock until ctx is done, in rounds that release ends
-// (releasing the lock if held); each time it acquires the lock it calls
-// acquired.
-func (l *sharedLock) run(ctx context.Context, acquired func()) {
+// (releasing the lock if held). Each time the replica holds the lock again
+// (l.held.holding turns true: an acquisition, or a renewal after holding
+// lapsed while the elector still led) it calls heldAgain: the Leases of
+// OldestEmulationVersion left alone meanwhile are its to elect again.
+func (l *sharedLock) run(ctx context.Context, heldAgain func()) {
 	logger := klog.FromContext(ctx)
+	l.held.regained = heldAgain
 	for ctx.Err() == nil {
 		round, cancel := context.WithCancel(ctx)
 		l.mu.Lock()
@@ -610,7 +622,6 @@ func (l *sharedLock) run(ctx context.Context, acquired func()) {
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(ctx context.Context) {
 					logger.Info("Holding the lock of kube-apiserver's election controller: electing the Leases of OldestEmulationVersion too", "lock", l.ref)
-					acquired()
 					<-ctx.Done()
 				},
 				OnStoppedLeading: func() {
