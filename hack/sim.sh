@@ -95,10 +95,11 @@ if [[ -z "${SEED:-}" && "${SIM_REPLAY:-1}" == 1 ]]; then
 fi
 # Then client-go's real LeaderElector over the real Lock and library, and two
 # replicas of the whole cle-controller process,
-# in a synctest bubble's virtual time (pkg/lock): ELECTOR_SEEDS runs (default 200).
+# in a synctest bubble's virtual time (internal/electorsim): ELECTOR_SEEDS runs
+# (default 200).
 if [[ -z "${SEED:-}" ]]; then
-  build_test pkg/lock
-  (cd pkg/lock && "${bin}/lock.test" -test.run '^TestRealElectorsUnderFaults$' -test.v -test.timeout=0 "${run_cover[@]}" \
+  build_test internal/electorsim
+  (cd internal/electorsim && "${bin}/electorsim.test" -test.run '^TestRealElectorsUnderFaults$' -test.v -test.timeout=0 "${run_cover[@]}" \
     -elector-sim.seeds="${ELECTOR_SEEDS:-200}" -elector-sim.first="${FIRST:-1}") | grep -vE '^(=== (RUN|NAME)|    --- PASS|--- PASS|PASS$)'
 fi
 if [[ ${#run_cover[@]} -gt 0 ]]; then

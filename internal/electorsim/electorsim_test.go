@@ -1,11 +1,13 @@
-package lock_test
+package electorsim_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
@@ -95,13 +98,15 @@ func TestRealElectorsUnderFaults(t *testing.T) {
 	for i, k := range kinds {
 		mix[i] = fmt.Sprintf("%s=%d", k, total.faults[k])
 	}
-	t.Logf("elector simulation: %d runs in %s, %s simulated: %d terms of leader work (%d starting over after the token history was lost), %d witness writes; after faults stopped, a leader within %s at most (seed %d); faults: %s",
-		seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, total.historyLost, total.writes, total.toLeader.Round(time.Millisecond), total.toLeaderSeed, strings.Join(mix, " "))
+	t.Logf("elector simulation: %d runs in %s, %s simulated: %d terms of leader work (%d starting over after the token history was lost), %d witness writes (and %d through the write guard); after faults stopped, a leader within %s at most (seed %d); faults: %s",
+		seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, total.historyLost, total.writes, total.guardedWrites, total.toLeader.Round(time.Millisecond), total.toLeaderSeed, strings.Join(mix, " "))
 }
 
 // electorTotals add up the runs' figures.
 type electorTotals struct {
-	terms, writes int
+	// writes counts the fenced witness's writes, guardedWrites those of
+	// library candidates through their guarded clients.
+	terms, writes, guardedWrites int
 	// historyLost counts the terms that started over after the Lease's
 	// token history was lost (see historyLost).
 	historyLost int
@@ -116,6 +121,7 @@ func (a *electorTotals) add(r electorTotals) {
 	a.terms += r.terms
 	a.historyLost += r.historyLost
 	a.writes += r.writes
+	a.guardedWrites += r.guardedWrites
 	if r.toLeader > a.toLeader {
 		a.toLeader, a.toLeaderSeed = r.toLeader, r.toLeaderSeed
 	}
@@ -202,8 +208,11 @@ type electorProc struct {
 	cut    *cutoff
 	cancel context.CancelFunc
 	done   chan struct{}
-	lk     *lock.Lock
-	stopIn time.Duration // how long leader work takes to return
+	lk     *lock.Lock // nil for a library candidate
+	// guarded, for a library candidate, writes to the witness's unfenced
+	// part through the Candidate's WrapConfig.
+	guarded *http.Client
+	stopIn  time.Duration // how long leader work takes to return
 	// rng draws the process's options and its restart after an exit: a
 	// stream of its own, so that every incarnation of a slot is the same
 	// in every run of a seed.
@@ -373,7 +382,7 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.fail) > 0 {
-		t.Errorf("seed %d: %s\nrerun: go test ./pkg/lock -run 'TestRealElectorsUnderFaults/^%d$' -elector-sim.first=%d -elector-sim.seeds=1\nlog:\n%s", seed, strings.Join(s.fail, "\n"), seed, seed, strings.Join(s.log, "\n"))
+		t.Errorf("seed %d: %s\nrerun: go test ./internal/electorsim -run 'TestRealElectorsUnderFaults/^%d$' -elector-sim.first=%d -elector-sim.seeds=1\nlog:\n%s", seed, strings.Join(s.fail, "\n"), seed, seed, strings.Join(s.log, "\n"))
 	} else if *electorSimTrace {
 		t.Logf("seed %d: %d terms of leader work, highest token %d\n%s", seed, s.res.terms, s.lastToken, strings.Join(s.log, "\n"))
 	}
@@ -481,6 +490,15 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 	releaseOnCancel, electorCtx := p.rng.IntN(2) == 0, p.rng.IntN(2) == 0
 	p.stopIn = time.Duration(p.rng.IntN(900)) * time.Millisecond
 	p.opts = fmt.Sprintf("emulation %s, ReleaseOnCancel %t, ElectorContext %t, work stops in %s", emu, releaseOnCancel, electorCtx, p.stopIn)
+	s.mu.Unlock()
+
+	// One process in three is a library candidate (candidate.New and Run):
+	// drawn after the elector's options, so that those stay as they were.
+	if p.rng.IntN(3) == 0 {
+		s.startLibrary(p)
+		return
+	}
+	s.mu.Lock()
 	s.logLocked("start %s: %s", p.name, p.opts)
 	s.mu.Unlock()
 
@@ -488,18 +506,7 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 	// work has returned: the Lock learns that from Callbacks, and
 	// ReleaseAfterLeaderWork stays off (it is a controller-runtime
 	// manager's promise).
-	lk, err := lock.New(lock.Config{Candidate: candidate.Config{
-		Access:           s.srv.access(p.cut),
-		Namespace:        simNS,
-		LeaseName:        simLease,
-		Identity:         p.name,
-		BinaryVersion:    "1.36.0",
-		EmulationVersion: emu,
-		Strategy:         s.strategy,
-		LeaseDuration:    simLeaseDuration,
-		RenewDeadline:    simRenewDeadline,
-		RetryPeriod:      simRetryPeriod,
-	}})
+	lk, err := lock.New(lock.Config{Candidate: s.candidateConfig(p)})
 	if err != nil {
 		s.t.Error(err) // not the test's goroutine: no Fatal
 		return
@@ -526,18 +533,81 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 	if electorCtx {
 		ctx = lk.ElectorContext(ctx)
 	}
+	s.running(p, cancel, func() bool {
+		le.Run(ctx)
+		// Close waits for the candidate to stop, however long (no
+		// goroutine may outlive the run).
+		_ = lk.Close(context.Background())
+		return true
+	})
+}
+
+// startLibrary starts p as a library candidate, as docs/library.md tells
+// users to write one: Run, and leader work on the context
+// OnStartedLeading gives, with the token TokenFrom reads from it, writing
+// to the witness's fenced part with the token and to its unfenced part
+// through a client of WrapConfig's, which the write guard covers.
+func (s *electorSim) startLibrary(p *electorProc) {
+	p.opts = fmt.Sprintf("emulation %s, a library candidate, work stops in %s", p.emu, p.stopIn)
+	s.mu.Lock()
+	s.logLocked("start %s: %s", p.name, p.opts)
+	s.mu.Unlock()
+	cfg := s.candidateConfig(p)
+	cfg.Callbacks = candidate.Callbacks{OnStartedLeading: p.work}
+	c, err := candidate.New(cfg)
+	if err != nil {
+		s.t.Error(err)
+		return
+	}
+	guarded, err := rest.HTTPClientFor(c.WrapConfig(&rest.Config{Host: "https://witness.sim", Transport: witnessTransport{p}}))
+	if err != nil {
+		s.t.Error(err)
+		return
+	}
+	p.guarded = guarded
+	ctx, cancel := s.processContext(p.name)
+	s.running(p, cancel, func() bool {
+		if err := c.Run(ctx); err != nil {
+			s.mu.Lock()
+			s.failLocked("%s: Run: %v", p.name, err)
+			s.mu.Unlock()
+		}
+		// Run returns on its own only when ctx is done.
+		return false
+	})
+}
+
+// candidateConfig is p's candidate: its name, emulation version and the
+// run's strategy, timings and access layer.
+func (s *electorSim) candidateConfig(p *electorProc) candidate.Config {
+	return candidate.Config{
+		Access:           s.srv.access(p.cut),
+		Namespace:        simNS,
+		LeaseName:        simLease,
+		Identity:         p.name,
+		BinaryVersion:    "1.36.0",
+		EmulationVersion: p.emu,
+		Strategy:         s.strategy,
+		LeaseDuration:    simLeaseDuration,
+		RenewDeadline:    simRenewDeadline,
+		RetryPeriod:      simRetryPeriod,
+	}
+}
+
+// running records p as started, with cancel ending it, and runs it on a
+// goroutine of the run. A process whose run returns on its own (run says
+// so: a client-go elector returns on a lost term) exits, and its
+// Deployment starts another.
+func (s *electorSim) running(p *electorProc, cancel context.CancelFunc, run func() (canEnd bool)) {
 	s.mu.Lock()
 	p.cancel = cancel
 	s.procs = append(s.procs, p)
 	s.mu.Unlock()
 	s.wg.Go(func() {
 		defer close(p.done)
-		le.Run(ctx)
-		// Close waits for the candidate to stop, however long (no
-		// goroutine may outlive the run).
-		_ = lk.Close(context.Background())
-		// A process whose elector returned on its own (a lost term)
-		// exits, and its Deployment starts another.
+		if !run() {
+			return
+		}
 		s.mu.Lock()
 		exited := p.cancel != nil
 		p.cancel = nil
@@ -588,7 +658,13 @@ func (s *electorSim) endProc(p *electorProc, graceful bool) {
 // down.
 func (p *electorProc) work(ctx context.Context) {
 	s := p.sim
-	token, ok := p.lk.Candidate().Token()
+	var token int32
+	ok := true
+	if p.lk != nil {
+		token, ok = p.lk.Candidate().Token()
+	} else if token, ok = candidate.TokenFrom(ctx); !ok {
+		panic("OnStartedLeading's context carries no token")
+	}
 	s.mu.Lock()
 	s.works++
 	defer func() {
@@ -636,7 +712,11 @@ func (p *electorProc) work(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(d):
-			if p.writeWitness(token) {
+			if p.guarded != nil && rand.IntN(2) == 0 {
+				if p.guardedWrite(ctx) {
+					continue
+				}
+			} else if p.writeWitness(token) {
 				continue
 			}
 		}
@@ -652,6 +732,61 @@ func (p *electorProc) work(ctx context.Context) {
 		}
 		s.logLocked("%s's leader work returned", p.name)
 	}
+}
+
+// guardedWrite is one write of a library candidate's leader work to the
+// witness's unfenced part, through the Candidate's guarded client; false
+// once leader work should return: the guard refused the write (the term
+// ended) or ctx is done. A write the guard cancelled at the renew deadline
+// it was sent under, while a renewal since kept the term, is only lost.
+func (p *electorProc) guardedWrite(ctx context.Context) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://witness.sim/apis/example.com/v1/namespaces/"+simNS+"/writes", nil)
+	if err != nil {
+		panic(err)
+	}
+	resp, err := p.guarded.Do(req)
+	switch {
+	case err == nil:
+	case errors.Is(err, candidate.ErrNotLeader) || ctx.Err() != nil:
+		return false
+	default:
+		p.sim.logf("%s's guarded write did not arrive: %v", p.name, err)
+		return true
+	}
+	_ = resp.Body.Close()
+	return true
+}
+
+// witnessTransport carries a library candidate's guarded writes to the
+// witness: each arrives after a latency unless its context ends first (the
+// guard ends it with the leadership it was sent under), and the witness
+// takes it only from the process whose leader work runs: from any other,
+// two leaders acted at once.
+type witnessTransport struct{ p *electorProc }
+
+func (t witnessTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	p := t.p
+	s := p.sim
+	select {
+	case <-time.After(s.srv.latency()):
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.crashed {
+		return nil, errCutOff
+	}
+	if s.working != p {
+		holder := "nobody"
+		if s.working != nil {
+			holder = s.working.name
+		}
+		s.failLocked("the witness received a guarded write of %s while %s leads", p.name, holder)
+	}
+	s.res.guardedWrites++
+	return &http.Response{StatusCode: http.StatusCreated, Status: "201 Created", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody, Request: req}, nil
 }
 
 // writeWitness is one write of leader work to the fenced witness; false
