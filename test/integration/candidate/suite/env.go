@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -153,6 +154,10 @@ type member struct {
 	started time.Time // when Run was called
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// working: its leader work runs. The library starts OnStartedLeading
+	// on a goroutine of its own once it leads, so IsLeader can be true a
+	// moment before leader work starts (and records its start).
+	working atomic.Bool
 }
 
 type memberOpts struct {
@@ -171,6 +176,7 @@ func (env *Env) run(t *testing.T, tl *timeline, ns, lease, id string, o memberOp
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := &member{id: id, done: make(chan struct{})}
 	cfg := candidate.Config{
 		Clients:          clients,
 		APIMode:          env.APIMode,
@@ -185,7 +191,9 @@ func (env *Env) run(t *testing.T, tl *timeline, ns, lease, id string, o memberOp
 		Callbacks: candidate.Callbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				tl.add(id, "start")
+				m.working.Store(true)
 				<-ctx.Done()
+				m.working.Store(false)
 				tl.add(id, "stop")
 			},
 		},
@@ -199,7 +207,7 @@ func (env *Env) run(t *testing.T, tl *timeline, ns, lease, id string, o memberOp
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	m := &member{Candidate: c, id: id, started: time.Now(), cancel: cancel, done: make(chan struct{})}
+	m.Candidate, m.started, m.cancel = c, time.Now(), cancel
 	go func() {
 		defer close(m.done)
 		if err := c.Run(ctx); err != nil {
@@ -246,11 +254,12 @@ func holderOf(l *coordinationv1.Lease) string {
 	return ptr.Deref(l.Spec.HolderIdentity, "")
 }
 
-// waitLeader waits until m leads and the Lease names it.
+// waitLeader waits until m leads, its leader work runs and the Lease names
+// it.
 func (env *Env) waitLeader(t *testing.T, ns, lease string, m *member) {
 	t.Helper()
 	until(t, waitLong, m.id+" leads under "+env.Controller, func() (bool, error) {
-		return m.IsLeader() && holderOf(env.lease(t, ns, lease)) == m.Identity(), nil
+		return m.IsLeader() && m.working.Load() && holderOf(env.lease(t, ns, lease)) == m.Identity(), nil
 	})
 }
 

@@ -34,6 +34,10 @@ type electorMember struct {
 	started time.Time
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// working: its leader work runs. client-go starts OnStartedLeading on
+	// a goroutine of its own once the elector leads, so IsLeader can be
+	// true a moment before leader work starts (and records its start).
+	working atomic.Bool
 }
 
 // leaseCreates counts the Lease creates that locks' clients send, but for
@@ -80,6 +84,7 @@ func (env *Env) runElector(t *testing.T, tl *timeline, creates *leaseCreates, ns
 	if err != nil {
 		t.Fatalf("lock.New(%s): %v", id, err)
 	}
+	m := &electorMember{id: id, done: make(chan struct{})}
 	ld, rd, rp := l.Timings()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            l,
@@ -93,7 +98,9 @@ func (env *Env) runElector(t *testing.T, tl *timeline, creates *leaseCreates, ns
 		Callbacks: l.Callbacks(leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				tl.add(id, "start")
+				m.working.Store(true)
 				<-ctx.Done()
+				m.working.Store(false)
 				tl.add(id, "stop")
 			},
 			OnStoppedLeading: func() {},
@@ -104,7 +111,7 @@ func (env *Env) runElector(t *testing.T, tl *timeline, creates *leaseCreates, ns
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	m := &electorMember{id: id, lock: l, le: le, started: time.Now(), cancel: cancel, done: make(chan struct{})}
+	m.lock, m.le, m.started, m.cancel = l, le, time.Now(), cancel
 	go func() {
 		defer close(m.done)
 		// The lock's context ends with the term, as adopters are told
@@ -125,10 +132,10 @@ func (m *electorMember) stop() {
 	<-m.done
 }
 
-// leads reports whether the elector leads, the library agrees, and the Lease
-// names it.
+// leads reports whether the elector leads, the library agrees, the Lease
+// names it, and its leader work runs.
 func (env *Env) leads(t *testing.T, ns, lease string, m *electorMember) bool {
-	return m.le.IsLeader() && m.lock.Candidate().IsLeader() && holderOf(env.lease(t, ns, lease)) == m.lock.Identity()
+	return m.le.IsLeader() && m.lock.Candidate().IsLeader() && m.working.Load() && holderOf(env.lease(t, ns, lease)) == m.lock.Identity()
 }
 
 func (env *Env) waitElectorLeads(t *testing.T, ns, lease string, m *electorMember) {
