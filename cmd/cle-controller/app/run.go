@@ -125,8 +125,8 @@ func Run(ctx context.Context, o *Options) error {
 // RunWithClients is Run with the clients given: clients for everything but
 // Events, which go through eventClient. o.Kubeconfig and the client flags
 // (--kube-api-qps, --kube-api-burst) are not read. The elector simulation
-// (internal/electorsim) runs replicas of the whole process through it, over a model
-// API server and in virtual time: the controller's own lock, its
+// (internal/electorsim) runs replicas of the whole process through it, over
+// a model API server and in virtual time: the controller's own lock, its
 // contention for kube-apiserver's controller's lock and what it elects.
 func RunWithClients(ctx context.Context, o *Options, clients access.Clients, eventClient kubernetes.Interface) error {
 	logger := klog.FromContext(ctx)
