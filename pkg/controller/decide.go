@@ -461,15 +461,22 @@ func (e *election) judgeLease() {
 }
 
 // wakeForLease asks to look again when the live Lease's holder would be late
-// (to ping it), or when the Lease expires.
+// (to ping it), or when the Lease expires. Both instants include the
+// allowance for how late writes show (spread), which is what writes took
+// lately and ends as soon as a prompt one shows: the step also looks again
+// when they would come without it, so that a holder that stopped renewing
+// during a brief lag is not judged that much later than it needs to be.
 func (e *election) wakeForLease() {
 	if !e.leaseLive {
 		return
 	}
+	at := e.leaseExpiry
 	if e.v.now.Before(e.lateAt) && e.holderIsCandidate() {
-		e.d.wakeAt(e.lateAt)
-	} else {
-		e.d.wakeAt(e.leaseExpiry)
+		at = e.lateAt
+	}
+	e.d.wakeAt(at)
+	if early := at.Add(-e.v.spread); early.After(e.v.now) {
+		e.d.wakeAt(early)
 	}
 }
 

@@ -266,6 +266,17 @@ func TestDecide(t *testing.T) {
 		cands:  []obsCand{seen(old, time.Time{}), seen(mid, time.Time{})},
 		want:   want(ranked("old", "mid"), hasBest(), leftAsIs(), notNeeded(), state(leaseOptimal), next(14*time.Second)),
 	}, {
+		// The allowance is what writes took lately; a prompt write can
+		// end it at any moment (see WatchLag.Spread). Looking again only
+		// at the expiry computed with it would leave a holder that died
+		// meanwhile unpinged for as long as the allowance was.
+		name:   "live holder, writes showing 4s late: looks again when the Lease would expire without that allowance",
+		lease:  held("old", transitions(2)),
+		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "old", transitions: 2, observedAt: now.Add(-time.Second)}},
+		cands:  []obsCand{seen(old, time.Time{}), seen(mid, time.Time{})},
+		spread: 4 * time.Second,
+		want:   want(ranked("old", "mid"), hasBest(), leftAsIs(), notNeeded(), state(leaseOptimal), next(14*time.Second)),
+	}, {
 		name:   "live holder, a better candidate alive: preferredHolder",
 		lease:  held("mid", transitions(2)),
 		record: leaseRecord{leaseObject: leaseObject{observed: true, holder: "mid", transitions: 2, observedAt: now.Add(-time.Second)}},
