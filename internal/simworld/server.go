@@ -182,8 +182,10 @@ func OnTheWire(t *metav1.MicroTime) {
 // after the server's lag.
 type Watcher struct {
 	s *Server
-	// Last is when the last event is delivered: order is kept.
+	// Last is when the last event is delivered: order is kept (turn
+	// keeps it among the events due at that instant).
 	Last    time.Time
+	turn    Turn
 	Deliver func(obj runtime.Object, deleted bool)
 	// Expired: the watch has ended (410 Gone after a restart of the
 	// server, or a watcher resuming past the watch window); what is written
@@ -220,11 +222,27 @@ func (sw *Watcher) Send(obj runtime.Object, deleted bool) {
 	sw.Last = at
 	w.Late(at)
 	gen := sw.gen
-	w.At(at, func() {
+	w.AtAfter(at, func() {
 		if sw.gen == gen {
 			sw.Deliver(obj, deleted)
 		}
-	})
+	}, &sw.turn)
+}
+
+// ListAt schedules fn, the arrival of the lists the watchers' informers
+// make, at at: after the events already sent to the watchers that arrive
+// at that instant, and before every event sent to them afterwards, which
+// arrive no earlier.
+func ListAt(w *World, at time.Time, fn func(), watchers ...*Watcher) {
+	turns := make([]*Turn, 0, len(watchers))
+	for _, sw := range watchers {
+		if at.After(sw.Last) {
+			sw.Last = at
+		}
+		turns = append(turns, &sw.turn)
+	}
+	w.Late(at)
+	w.AtAfter(at, fn, turns...)
 }
 
 // sendAll sends the written object to every watcher then listed, one copy
@@ -242,5 +260,5 @@ func sendAll(watchers func() []*Watcher, obj runtime.Object) {
 func (sw *Watcher) Expire() {
 	sw.Expired = true
 	sw.gen++
-	sw.Last = time.Time{}
+	sw.Last, sw.turn = time.Time{}, Turn{}
 }

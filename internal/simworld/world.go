@@ -18,11 +18,17 @@ import (
 )
 
 // World is one run's time, chance and record. Events run one at a time, in
-// the order of their instants, and in the order they were scheduled at one
-// instant.
+// the order of their instants; at one instant, in an order drawn from Ties
+// (in the order they were scheduled when Ties is nil), except that an event
+// scheduled with AtAfter runs after the one it follows.
 type World struct {
 	// Rng draws everything of the run that has no stream of its own.
 	Rng *rand.Rand
+	// Ties, when set, draws the order of the events due at one instant: a
+	// stream of its own, so that the order moves none of the run's other
+	// draws. Nothing in a real cluster orders two things that happen at
+	// once by which was scheduled first.
+	Ties *rand.Rand
 	// Start is the run's first instant, Now the instant of the event that
 	// runs.
 	Start, Now time.Time
@@ -60,11 +66,48 @@ func (w *World) Tracef(format string, args ...any) {
 
 // At schedules fn at t (now if t has passed).
 func (w *World) At(t time.Time, fn func()) {
+	w.AtAfter(t, fn)
+}
+
+// maxTie bounds the ties drawn, far from overflow however many events of
+// one channel fall due at one instant.
+const maxTie = 1 << 62
+
+// Turn is the place of the last event of a channel whose events must run in
+// the order they were sent (a watch): see AtAfter. The zero Turn follows
+// nothing.
+type Turn struct {
+	at  time.Time
+	tie uint64
+}
+
+// AtAfter schedules fn at t (now if t has passed), after the events last
+// scheduled with each of turns that are due at the same instant, and makes
+// fn the last event of each.
+func (w *World) AtAfter(t time.Time, fn func(), turns ...*Turn) {
 	if t.Before(w.Now) {
 		t = w.Now
 	}
+	var tie uint64
+	if w.Ties != nil {
+		// Drawn below maxTie, above the ties of the channels' last
+		// events when those are due at the same instant.
+		lo := uint64(0)
+		for _, turn := range turns {
+			if !turn.at.IsZero() && t.Equal(turn.at) {
+				lo = max(lo, turn.tie+1)
+			}
+		}
+		tie = lo
+		if lo < maxTie {
+			tie += w.Ties.Uint64N(maxTie - lo)
+		}
+	}
+	for _, turn := range turns {
+		turn.at, turn.tie = t, tie
+	}
 	w.seq++
-	w.events.push(event{at: t, ns: t.Sub(w.Start), seq: w.seq, fn: fn})
+	w.events.push(event{at: t, ns: t.Sub(w.Start), tie: tie, seq: w.seq, fn: fn})
 }
 
 // After schedules fn d from now.
@@ -123,22 +166,27 @@ func DurationBetween(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 
 // event is one scheduled function. ns is its instant as the time since
 // the run's start, which orders the schedule with one comparison of
-// integers.
+// integers; tie, then seq, order the events due at one instant.
 type event struct {
 	at  time.Time
 	ns  time.Duration
+	tie uint64
 	seq int
 	fn  func()
 }
 
 // events is the schedule: a binary heap of events by value, the earliest
-// (then the first scheduled) at the top. A run schedules and runs millions
-// of events: kept by value, none is allocated on its own.
+// (then the lowest tie, then the first scheduled) at the top. A run
+// schedules and runs millions of events: kept by value, none is allocated
+// on its own.
 type events []event
 
 func (q events) less(i, j int) bool {
 	if q[i].ns != q[j].ns {
 		return q[i].ns < q[j].ns
+	}
+	if q[i].tie != q[j].tie {
+		return q[i].tie < q[j].tie
 	}
 	return q[i].seq < q[j].seq
 }

@@ -2,6 +2,7 @@ package simworld
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +36,51 @@ func TestEventsRunInOrder(t *testing.T) {
 	}
 	if !w.Now.Equal(t0.Add(10 * time.Second)) {
 		t.Errorf("Now = %s, want the end", w.Now.Sub(t0))
+	}
+}
+
+// TestTiesDrawTheOrderAtOneInstant: with Ties, the events due at one
+// instant run in an order the stream draws (the same for the same seed, not
+// the order of scheduling for every seed), while a watch's events and a
+// list that ListAt schedules keep their order among them.
+func TestTiesDrawTheOrderAtOneInstant(t *testing.T) {
+	order := func(seed uint64) (ran, watched []string) {
+		w := newWorld()
+		w.Ties = rand.New(rand.NewPCG(seed, 3))
+		s := NewServer(w, "ns")
+		sw := s.Watch(func(obj runtime.Object, _ bool) {
+			watched = append(watched, obj.(*coordinationv1.Lease).ResourceVersion)
+		})
+		sw.StalledUntil = t0.Add(time.Second) // everything sent arrives then
+		for _, name := range []string{"a", "b", "c", "d"} {
+			w.At(t0.Add(time.Second), func() { ran = append(ran, name) })
+		}
+		for _, rv := range []string{"1", "2", "3"} {
+			l := &coordinationv1.Lease{}
+			l.ResourceVersion = rv
+			sw.Send(l, false)
+		}
+		ListAt(w, t0.Add(time.Second), func() { watched = append(watched, "list") }, sw)
+		l := &coordinationv1.Lease{}
+		l.ResourceVersion = "4"
+		sw.Send(l, false)
+		run(w, t0.Add(time.Minute))
+		return ran, watched
+	}
+	orders := map[string]bool{}
+	for seed := range uint64(20) {
+		ran, watched := order(seed)
+		again, watchedAgain := order(seed)
+		if !equal(ran, again) || !equal(watched, watchedAgain) {
+			t.Fatalf("seed %d: ran %v then %v, watched %v then %v: not a function of the seed", seed, ran, again, watched, watchedAgain)
+		}
+		if want := []string{"1", "2", "3", "list", "4"}; !equal(watched, want) {
+			t.Errorf("seed %d: the watcher saw %v, want %v", seed, watched, want)
+		}
+		orders[strings.Join(ran, "")] = true
+	}
+	if len(orders) < 5 {
+		t.Errorf("20 seeds ran four events due at one instant in %d orders (%v), want them drawn", len(orders), orders)
 	}
 }
 

@@ -750,6 +750,8 @@ func (w *simWorld) bestCandidate(e *simElection) *simCandidate {
 
 func runSim(seed uint64, tracing bool) simResult {
 	world := simworld.New(rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), tracing)
+	// Events due at one instant run in an order of the seed's own.
+	world.Ties = rand.New(rand.NewPCG(seed, 0xbb67ae8584caa73b))
 	w := &simWorld{
 		World:      world,
 		Server:     simworld.NewServer(world, simNS),

@@ -167,10 +167,7 @@ func (p *simProcess) startLibrary() {
 	if lc := w.Candidate(c.key()); lc != nil {
 		self = append(self, lc.DeepCopy())
 	}
-	at := w.Now.Add(w.Lag())
-	p.leaseWatch.Last, p.candWatch.Last = at, at
-	w.Late(at)
-	w.At(at, func() {
+	simworld.ListAt(w.World, w.Now.Add(w.Lag()), func() {
 		p.act(func() {
 			l.sync()
 			l.leases.list(lease...)
@@ -200,7 +197,7 @@ func (p *simProcess) startLibrary() {
 			l.run(l.registrar)
 			l.run(l.elector) // then the External's calls are served
 		})
-	})
+	}, p.leaseWatch, p.candWatch)
 }
 
 func (l *simLib) sync() { l.clock.now = l.p.clk.Now() }
@@ -366,8 +363,11 @@ func (l *simLib) termEnded() {
 func (l *simLib) noteTerm() {
 	token, leading := l.loops.Peek()
 	// A term that lapsed unseen and then got a renewal sent before it
-	// lapsed is the same term, its work still running: no new one.
-	revived := token == l.token && l.work != nil && l.work.Err() == nil
+	// lapsed is the same term, its work still running: no new one. An
+	// adopter's work is its elector's, started in that term and not told
+	// to stop (the step that ends the term tells it after this one).
+	revived := token == l.token && ((l.work != nil && l.work.Err() == nil) ||
+		(l.p.ext != nil && l.p.ext.work && !l.p.ext.workCancelled && l.p.ext.workToken == token))
 	if leading && (!l.leading || token != l.token) && !revived {
 		l.p.c.w.newTerm(l.p, token, l.loops.SeenBefore())
 		l.token = token
