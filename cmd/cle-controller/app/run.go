@@ -209,7 +209,10 @@ func RunWithClients(ctx context.Context, o *Options, clients access.Clients, eve
 		if metricsTLS, err = serverTLS(ctx, o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
 			return err
 		}
-		auth := newAPIAuth(client)
+		auth, err := newMetricsAuth(client, reviewRetry())
+		if err != nil {
+			return err
+		}
 		for path, h := range metricsHandlers {
 			metricsHandlers[path] = auth.wrap(h)
 		}
