@@ -24,6 +24,8 @@ for values in \
   "apiMode=auto,crds.keep=false" \
   "replicas=3,podDisruptionBudget.enabled=false" \
   "monitoring.enabled=true,monitoring.labels.release=prometheus" \
+  "monitoring.enabled=true,metricsTLS.certManager.issuerRef.name=ca,metricsTLS.certManager.issuerRef.kind=ClusterIssuer" \
+  "metricsTLS.secretName=cle-metrics-tls" \
   "policies.enabled=true" \
   "fences[0].namespace=team-a,fences[0].lease=l,fences[0].serviceAccount=w,fences[0].resources={configmaps,deployments.apps}" \
   "proofOfDeath.enabled=true,proofOfDeath.namespaces={team-a},proofOfDeath.labelSelector=app=x" \

@@ -78,3 +78,18 @@ render.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The Secret holding the metrics endpoint's certificate: metricsTLS.secretName,
+or cle-controller-metrics-tls when a cert-manager issuer keeps it; empty when
+each replica signs its own.
+*/}}
+{{- define "cle.metricsTLSSecret" -}}
+{{- with .Values.metricsTLS -}}
+{{- if .secretName -}}
+{{- .secretName -}}
+{{- else if .certManager.issuerRef.name -}}
+cle-controller-metrics-tls
+{{- end -}}
+{{- end -}}
+{{- end }}

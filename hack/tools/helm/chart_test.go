@@ -496,10 +496,85 @@ func TestValues(t *testing.T) {
 			},
 		},
 		{
+			name: "monitoring: the ServiceMonitor scrapes with its own ServiceAccount's token, unverified without a certificate",
+			set:  []string{"monitoring.enabled=true"},
+			check: func(t *testing.T, objs map[string]object) {
+				endpoint := serviceMonitorEndpoint(t, objs)
+				if got := endpoint["authorization"]; !cmp.Equal(got, map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "cle-metrics-scraper-token", "key": "token"}}) {
+					t.Errorf("authorization %v, want the token of cle-metrics-scraper-token", got)
+				}
+				if _, ok := endpoint["bearerTokenFile"]; ok {
+					t.Error("the ServiceMonitor reads Prometheus's token file")
+				}
+				if got := endpoint["tlsConfig"]; !cmp.Equal(got, map[string]any{"insecureSkipVerify": true}) {
+					t.Errorf("tlsConfig %v, want verification skipped for a self-signed certificate", got)
+				}
+				secret := find(t, objs, "Secret", "cle-metrics-scraper-token")
+				if secret["type"] != "kubernetes.io/service-account-token" || at(t, secret, "metadata", "annotations", "kubernetes.io/service-account.name") != "cle-metrics-scraper" {
+					t.Errorf("Secret cle-metrics-scraper-token is not a token of cle-metrics-scraper: %v", secret)
+				}
+				find(t, objs, "ServiceAccount", "cle-metrics-scraper")
+				binding := find(t, objs, "ClusterRoleBinding", "cle-metrics-scraper")
+				if got := at(t, binding, "roleRef", "name"); got != "cle-metrics-reader" {
+					t.Errorf("cle-metrics-scraper is bound to %v", got)
+				}
+				if got := at(t, binding, "subjects").([]any)[0].(map[string]any); got["name"] != "cle-metrics-scraper" || got["namespace"] != "cle-system" {
+					t.Errorf("ClusterRoleBinding cle-metrics-scraper binds %v", got)
+				}
+				wantNoArg(t, objs, "--tls-cert-file")
+				wantNoKinds(t, objs, "Certificate")
+			},
+		},
+		{
+			name:      "metricsTLS.secretName: the controller serves it, the ServiceMonitor verifies it",
+			namespace: "team-cle",
+			set:       []string{"monitoring.enabled=true", "metricsTLS.secretName=metrics-cert"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantMetricsCertificate(t, objs, "metrics-cert", "team-cle")
+				wantNoKinds(t, objs, "Certificate")
+			},
+		},
+		{
+			name: "metricsTLS.certManager: a Certificate keeps the Secret the controller serves",
+			set:  []string{"monitoring.enabled=true", "metricsTLS.certManager.issuerRef.name=cluster-ca", "metricsTLS.certManager.issuerRef.kind=ClusterIssuer"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantMetricsCertificate(t, objs, "cle-controller-metrics-tls", "cle-system")
+				cert := find(t, objs, "Certificate", "cle-controller-metrics")
+				if got := at(t, cert, "spec", "secretName"); got != "cle-controller-metrics-tls" {
+					t.Errorf("the Certificate's secret %v", got)
+				}
+				if got := at(t, cert, "spec", "dnsNames"); !cmp.Equal(got, []any{"cle-controller-metrics.cle-system.svc", "cle-controller-metrics.cle-system.svc.cluster.local"}) {
+					t.Errorf("the Certificate's names %v, want the metrics Service's", got)
+				}
+				if got := at(t, cert, "spec", "issuerRef"); !cmp.Equal(got, map[string]any{"name": "cluster-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}) {
+					t.Errorf("the Certificate's issuer %v", got)
+				}
+			},
+		},
+		{
+			name: "metricsTLS without monitoring: the controller serves the certificate",
+			set:  []string{"metricsTLS.certManager.issuerRef.name=ca", "metricsTLS.secretName=mine"},
+			check: func(t *testing.T, objs map[string]object) {
+				wantArg(t, objs, "--tls-cert-file=/etc/cle/metrics-tls/tls.crt")
+				if got := at(t, find(t, objs, "Certificate", "cle-controller-metrics"), "spec", "secretName"); got != "mine" {
+					t.Errorf("the Certificate keeps Secret %v, want mine", got)
+				}
+				if got := at(t, podSpec(t, objs), "volumes").([]any)[0]; !cmp.Equal(got, map[string]any{"name": "metrics-tls", "secret": map[string]any{"secretName": "mine"}}) {
+					t.Errorf("the Pod's volume %v", got)
+				}
+				wantNoKinds(t, objs, "ServiceMonitor")
+			},
+		},
+		{
 			name: "monitoring without the ServiceMonitor",
 			set:  []string{"monitoring.enabled=true", "monitoring.serviceMonitor.enabled=false"},
 			check: func(t *testing.T, objs map[string]object) {
-				wantNoKinds(t, objs, "ServiceMonitor")
+				wantNoKinds(t, objs, "ServiceMonitor", "Secret")
+				for _, kind := range []string{"ServiceAccount", "ClusterRoleBinding"} {
+					if hasObject(objs, kind, "cle-metrics-scraper") {
+						t.Errorf("the scraper's %s is rendered without the ServiceMonitor", kind)
+					}
+				}
 				wantKinds(t, objs, "PrometheusRule", "ConfigMap")
 			},
 		},
@@ -615,6 +690,12 @@ func TestSchema(t *testing.T) {
 		{"topologySpreadConstraints=hostname"},
 		{"securityContext=root"},
 		{"monitoring.dashboard.enabled=maybe"},
+		{"metricsTLS.secretName=Metrics_Cert"},
+		{"metricsTLS.secret=metrics-cert"},
+		{"metricsTLS.certManager.issuerRef.kind=ClusterIssuer"},
+		{"metricsTLS.certManager.issuerRef.name=ca", "metricsTLS.certManager.issuerRef.kind=Vault"},
+		{"metricsTLS.certManager.issuerRef.name=ca", "metricsTLS.certManager.issuerRef.namespace=x"},
+		{"metricsTLS.certManager.duration=24h"},
 		{"monitoring.grafana.enabled=true"},
 		{"rbac.namespaced=true"},
 		{"rbac.namespaced=true", "rbac.namespaces={kube-node-lease}"},
@@ -789,6 +870,48 @@ func wantArg(t *testing.T, objs map[string]object, arg string) {
 	t.Helper()
 	if args := deploymentArgs(t, objs); !slices.Contains(args, arg) {
 		t.Errorf("cle-controller runs with %q, want %s", args, arg)
+	}
+}
+
+func wantNoArg(t *testing.T, objs map[string]object, prefix string) {
+	t.Helper()
+	for _, a := range deploymentArgs(t, objs) {
+		if strings.HasPrefix(a, prefix) {
+			t.Errorf("cle-controller runs with %s", a)
+		}
+	}
+}
+
+// serviceMonitorEndpoint is the one endpoint of ServiceMonitor
+// cle-controller.
+func serviceMonitorEndpoint(t *testing.T, objs map[string]object) map[string]any {
+	t.Helper()
+	endpoints := at(t, find(t, objs, "ServiceMonitor", "cle-controller"), "spec", "endpoints").([]any)
+	if len(endpoints) != 1 {
+		t.Fatalf("the ServiceMonitor has %d endpoints, want 1", len(endpoints))
+	}
+	return endpoints[0].(map[string]any)
+}
+
+// wantMetricsCertificate checks that cle-controller serves the certificate
+// of the Secret and that the ServiceMonitor verifies it with the Secret's
+// CA under the metrics Service's name in namespace.
+func wantMetricsCertificate(t *testing.T, objs map[string]object, secret, namespace string) {
+	t.Helper()
+	wantArg(t, objs, "--tls-cert-file=/etc/cle/metrics-tls/tls.crt")
+	wantArg(t, objs, "--tls-private-key-file=/etc/cle/metrics-tls/tls.key")
+	if got := at(t, podSpec(t, objs), "volumes"); !cmp.Equal(got, []any{map[string]any{"name": "metrics-tls", "secret": map[string]any{"secretName": secret}}}) {
+		t.Errorf("the Pod's volumes %v, want Secret %s", got, secret)
+	}
+	if got := container(t, objs)["volumeMounts"]; !cmp.Equal(got, []any{map[string]any{"name": "metrics-tls", "mountPath": "/etc/cle/metrics-tls", "readOnly": true}}) {
+		t.Errorf("the container's mounts %v", got)
+	}
+	want := map[string]any{
+		"ca":         map[string]any{"secret": map[string]any{"name": secret, "key": "ca.crt"}},
+		"serverName": "cle-controller-metrics." + namespace + ".svc",
+	}
+	if got := serviceMonitorEndpoint(t, objs)["tlsConfig"]; !cmp.Equal(got, want) {
+		t.Errorf("tlsConfig %v, want %v", got, want)
 	}
 }
 
