@@ -2,7 +2,13 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cle-dev/cle/pkg/access"
@@ -52,7 +59,11 @@ func TestHelmChart(t *testing.T) {
 		t.Fatalf("the CRD %s is already there: the chart's test needs the cluster without it", crdName)
 	}
 
-	pods := n.installChart(t, helm, chart)
+	// With its monitoring (the Prometheus Operator's CRDs stand in for the
+	// operator) and a certificate of a CA of the test's for the metrics.
+	ca := n.prepareMetrics(t)
+	pods := n.installChart(t, helm, chart, "monitoring.enabled=true", "metricsTLS.secretName="+metricsSecret)
+	n.scrapeAsServiceMonitor(t, pods, ca)
 
 	// The example candidates elect through it.
 	n.kubectl(t, "", "apply", "-f", n.release.bundle("cle-examples.yaml"))
@@ -154,6 +165,9 @@ func (n *node) installChart(t *testing.T, helm, chart string, set ...string) []c
 	for _, v := range set {
 		args = append(args, "--set", v)
 	}
+	if n.beforeChartInstall != nil {
+		n.beforeChartInstall(t)
+	}
 	n.helm(t, helm, args...)
 	t.Cleanup(func() {
 		// After a failure before the test's own uninstall; the CRD goes
@@ -170,6 +184,149 @@ func (n *node) installChart(t *testing.T, helm, chart string, set ...string) []c
 	}
 	n.waitLockHeldBy(t, pods)
 	return pods
+}
+
+// operatorCRD is a stand-in for a Prometheus Operator CRD (name, kind,
+// singular) that keeps any field.
+const operatorCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: %[1]s
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {kind: %[2]s, listKind: %[2]sList, plural: %[3]ss, singular: %[3]s}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// metricsSecret is the Secret of the metrics certificate the chart test
+// gives cle-controller (metricsTLS.secretName).
+const metricsSecret = "cle-metrics-cert"
+
+// prepareMetrics readies what the chart's monitoring and metricsTLS values
+// need that a cluster would have: the Prometheus Operator's CRDs for
+// ServiceMonitors and PrometheusRules (stand-ins that keep any field: the
+// chart's objects are checked against the operator's types by
+// hack/test-chart.sh), and, once installChart has made the namespace, the
+// certificate of a CA of the test's for cle-controller-metrics in a
+// kubernetes.io/tls Secret with ca.crt, as cert-manager writes one. It
+// returns the CA.
+func (n *node) prepareMetrics(t *testing.T) *x509.CertPool {
+	t.Helper()
+	ctx := context.Background()
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		singular := strings.ToLower(kind)
+		name := singular + "s.monitoring.coreos.com"
+		n.kubectl(t, fmt.Sprintf(operatorCRD, name, kind, singular), "apply", "-f", "-")
+		t.Cleanup(func() {
+			n.kubectl(t, "", "delete", "crd", name, "--ignore-not-found", "--wait=true", "--timeout=3m")
+		})
+	}
+	n.kubectl(t, "", "wait", "--for=condition=Established", "--timeout=1m", "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+
+	// A serving certificate signed by a CA made for it: client-go's
+	// utility writes the certificate, then its CA.
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("cle-controller-metrics."+helmNamespace+".svc", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := certutil.ParseCertsPEM(certPEM)
+	if err != nil || len(certs) != 2 {
+		t.Fatalf("the generated certificate: %d certificates, %v; want the serving certificate and its CA", len(certs), err)
+	}
+	caPEM, err := certutil.EncodeCertificates(certs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(certs[1])
+	n.beforeChartInstall = func(t *testing.T) {
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: metricsSecret, Namespace: helmNamespace},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, "ca.crt": caPEM},
+		}
+		if _, err := n.client.CoreV1().Secrets(helmNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { n.beforeChartInstall = nil })
+	return pool
+}
+
+// scrapeAsServiceMonitor scrapes each cle-controller Pod as the chart's
+// ServiceMonitor has Prometheus do it: the token of the Secret it names,
+// the certificate verified with the CA under the name it gives. Every
+// replica answers with its metrics; without the token, none does.
+func (n *node) scrapeAsServiceMonitor(t *testing.T, pods []corev1.Pod, ca *x509.CertPool) {
+	t.Helper()
+	ctx := context.Background()
+	var sm struct {
+		Spec struct {
+			Endpoints []struct {
+				Authorization struct {
+					Credentials struct{ Name, Key string } `json:"credentials"`
+				} `json:"authorization"`
+				TLSConfig struct {
+					ServerName string `json:"serverName"`
+				} `json:"tlsConfig"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(n.kubectl(t, "", "get", "servicemonitor", "cle-controller", "-n", helmNamespace, "-o", "json")), &sm); err != nil {
+		t.Fatal(err)
+	}
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("the ServiceMonitor has %d endpoints, want 1", len(sm.Spec.Endpoints))
+	}
+	ep := sm.Spec.Endpoints[0]
+	// kube-controller-manager's token controller fills the Secret in.
+	var token string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		s, err := n.client.CoreV1().Secrets(helmNamespace).Get(ctx, ep.Authorization.Credentials.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		token = string(s.Data[ep.Authorization.Credentials.Key])
+		return token != "", nil
+	})
+	if err != nil {
+		t.Fatalf("Secret %s/%s holds no token %q: %v", helmNamespace, ep.Authorization.Credentials.Name, ep.Authorization.Credentials.Key, err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: ca, ServerName: ep.TLSConfig.ServerName, MinVersion: tls.VersionTLS12},
+	}}
+	get := func(ip, token string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+net.JoinHostPort(ip, "8443")+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET /metrics of %s, verifying its certificate as %s: %v", ip, ep.TLSConfig.ServerName, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, p := range pods {
+		if code, body := get(p.Status.PodIP, token); code != http.StatusOK || !strings.Contains(body, "cle_build_info{") {
+			t.Errorf("Pod %s: GET /metrics with the scraper's token = %d, want 200 with cle_build_info", p.Name, code)
+		}
+		if code, _ := get(p.Status.PodIP, ""); code != http.StatusUnauthorized {
+			t.Errorf("Pod %s: GET /metrics without a token = %d, want 401", p.Name, code)
+		}
+	}
+	t.Logf("the %d replicas serve their metrics to the ServiceMonitor's token over a certificate verified as %s", len(pods), ep.TLSConfig.ServerName)
 }
 
 // waitLockHeldBy waits until one of the Pods holds cle-controller's lock

@@ -51,6 +51,10 @@ type node struct {
 	containerd *framework.Child
 	components []*framework.Child // in start order
 	logs       map[string]string  // component -> log file
+
+	// beforeChartInstall, when set, runs in installChart once the
+	// release's namespace exists, before helm install.
+	beforeChartInstall func(t *testing.T)
 }
 
 // cluster is the node of this run.
