@@ -18,11 +18,14 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cle-dev/cle/pkg/access"
@@ -142,6 +145,87 @@ func TestHelmChart(t *testing.T) {
 	}
 	t.Logf("uninstalled in %s; the CRD %s kept, as the chart's crds.keep says", time.Since(begin).Round(100*time.Millisecond), crdName)
 }
+
+// The namespaces of TestHelmChartNamespaced: cle-controller elects in the
+// first only.
+const (
+	teamNamespace  = "cle-team-a"
+	otherNamespace = "cle-team-b"
+	teamLease      = "team-work"
+)
+
+// TestHelmChartNamespaced installs the chart in its namespace-scoped mode
+// (rbac.namespaced, rbac.namespaces): cle-controller elects in the
+// namespaces it is given, and neither sees nor may write Leases elsewhere.
+// A candidate registered in another namespace first stays without a Lease
+// after the one in its namespace is elected, and the controller's
+// ServiceAccount may write Leases in its namespaces only.
+func TestHelmChartNamespaced(t *testing.T) {
+	n := cluster
+	ctx := context.Background()
+	helm := toolFromEnv(t, helmEnv)
+	chart := n.release.chart(t)
+	for _, name := range []string{teamNamespace, otherNamespace} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := n.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := n.client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Error(err)
+			}
+			n.waitNamespaceGone(t, name)
+		})
+	}
+	n.installChart(t, helm, chart, "rbac.namespaced=true", "rbac.namespaces={"+teamNamespace+"}")
+
+	sa := "system:serviceaccount:" + helmNamespace + ":" + cleDeployment
+	for ns, want := range map[string]bool{teamNamespace: true, otherNamespace: false, metav1.NamespaceDefault: false} {
+		for _, verb := range []string{"create", "update"} {
+			review, err := n.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               sa,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + helmNamespace, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: coordinationv1.GroupName, Resource: "leases"},
+			}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if review.Status.Allowed != want {
+				t.Errorf("may %s %s leases in %s: %t, want %t (%s)", sa, verb, ns, review.Status.Allowed, want, review.Status.Reason)
+			}
+		}
+	}
+
+	// The other namespace's candidate first: a controller electing there
+	// would have done so by the time it elects the team's.
+	for _, ns := range []string{otherNamespace, teamNamespace} {
+		n.kubectl(t, fmt.Sprintf(portableCandidate, ns, teamLease, time.Now().UTC().Format("2006-01-02T15:04:05.000000Z")), "apply", "-f", "-")
+	}
+	holder := n.waitLease(t, teamNamespace, teamLease, func(holder string) bool { return holder == teamNamespace+"-worker" })
+	n.waitElectedEvent(t, teamNamespace, teamLease, holder)
+	if l, err := n.client.CoordinationV1().Leases(otherNamespace).Get(ctx, teamLease, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Lease %s/%s: %v (holder %q), want none: the controller elects in %s only", otherNamespace, teamLease, err, ptr.Deref(l.Spec.HolderIdentity, ""), teamNamespace)
+	}
+	if t.Failed() {
+		return
+	}
+	t.Logf("namespace-scoped: %s elected in %s; %s's candidate left alone; the controller may write Leases in %s only", holder, teamNamespace, otherNamespace, teamNamespace)
+}
+
+// portableCandidate is a LeaseCandidate of the portable API (namespace,
+// Lease, renewTime) named <namespace>-worker.
+const portableCandidate = `apiVersion: cle.dev/v1beta1
+kind: LeaseCandidate
+metadata:
+  name: %[1]s-worker
+  namespace: %[1]s
+spec:
+  leaseName: %[2]s
+  binaryVersion: 1.36.0
+  emulationVersion: 1.36.0
+  strategy: OldestEmulationVersion
+  renewTime: %[3]s
+`
 
 // installChart installs the chart with helm, as a user would, with the --set
 // values given, in a namespace of its own with the Pod Security labels of
