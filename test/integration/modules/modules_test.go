@@ -6,7 +6,9 @@
 // directive: a kubebuilder-style controller-runtime manager adopting cle
 // through contrib/controller-runtime, and a client-go LeaderElector on
 // pkg/lock (testdata/). Each is then run against a real kube-apiserver with
-// cle's election controller, and must be elected.
+// cle's election controller, and must be elected. Tidied, each consumer's
+// go.mod and go.sum must list nothing that the same consumer without cle
+// does not, but cle's modules and the Prometheus client (checkModuleGraph).
 package modules
 
 import (
@@ -15,9 +17,14 @@ import (
 	"context"
 	"debug/buildinfo"
 	"fmt"
+	"go/parser"
+	"go/token"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +94,7 @@ func TestFetchedModules(t *testing.T) {
 	t.Run("controller-runtime", func(t *testing.T) {
 		bin := buildConsumer(t, env, root, "manager", contribModule+"@"+version)
 		checkBuiltFrom(t, bin, map[string]string{rootModule: version, contribModule: version})
+		checkModuleGraph(t, env, root, filepath.Dir(bin))
 		mgr := framework.StartChild(t, "manager", bin, "--kubeconfig="+kubeconfig, "--leader-elect",
 			"--leader-election-namespace="+ns, "--health-probe-bind-address=0", "--metrics-bind-address=0")
 		waitOutput(t, mgr, "leading")
@@ -100,6 +108,7 @@ func TestFetchedModules(t *testing.T) {
 	t.Run("client-go", func(t *testing.T) {
 		bin := buildConsumer(t, env, root, "elector", rootModule+"@"+version)
 		checkBuiltFrom(t, bin, map[string]string{rootModule: version})
+		checkModuleGraph(t, env, root, filepath.Dir(bin))
 		const id = "fetched-elector"
 		elector := framework.StartChild(t, "elector", bin, "--kubeconfig="+kubeconfig, "--namespace="+ns,
 			"--lease=fetched-elector", "--identity="+id)
@@ -273,6 +282,112 @@ func checkBuiltFrom(t *testing.T, bin string, want map[string]string) {
 			t.Errorf("%s was built without %s", bin, path)
 		}
 	}
+}
+
+// mayAdd are the modules that adopting cle may add to a component's module
+// graph beyond what the component had: cle's own, and the Prometheus client
+// the library exports its metrics with (which a controller-runtime manager
+// has already). A library package that starts importing anything more (the
+// controller's k8s.io/apiserver, kubectl-cle's cobra or cli-runtime) fails
+// checkModuleGraph until this list says so.
+var mayAdd = map[string]bool{
+	rootModule:                            true,
+	contribModule:                         true,
+	"github.com/prometheus/client_golang": true,
+	"github.com/prometheus/client_model":  true,
+	"github.com/prometheus/common":        true,
+	"github.com/prometheus/procfs":        true,
+	"github.com/beorn7/perks":             true,
+	"github.com/cespare/xxhash/v2":        true,
+}
+
+// checkModuleGraph measures what adopting cle adds to a consumer's module
+// graph, and checks that it is cle's modules only: the consumer module in
+// dir, tidied as a user would (go mod tidy, with env), against the same
+// module without cle (its other imports, at the versions its go.mod
+// requires, tidied alike). Neither the controller's nor kubectl-cle's
+// dependencies (k8s.io/apiserver, cobra, ...), which the root module
+// requires, may reach the consumer's go.mod or go.sum: Go's module graph
+// pruning keeps them out as long as the library's packages do not import
+// them. Only mayAdd may be added.
+func checkModuleGraph(t *testing.T, env []string, root, dir string) {
+	t.Helper()
+	without := t.TempDir()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join(dir, "main.go"), nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src strings.Builder
+	src.WriteString("package main\n\nimport (\n")
+	for _, imp := range f.Imports {
+		if path := strings.Trim(imp.Path.Value, `"`); !strings.HasPrefix(path, rootModule) {
+			fmt.Fprintf(&src, "\t_ %q\n", path)
+		}
+	}
+	src.WriteString(")\n\nfunc main() {}\n")
+	goMod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mod strings.Builder
+	for line := range strings.Lines(string(goMod)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), rootModule) {
+			mod.WriteString(line)
+		}
+	}
+	for name, data := range map[string]string{"main.go": src.String(), "go.mod": mod.String()} {
+		if err := os.WriteFile(filepath.Join(without, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type graph struct {
+		requires, sums int
+		modules        map[string]bool
+	}
+	tidy := func(dir string) graph {
+		t.Helper()
+		cmd := exec.Command("go", "mod", "tidy")
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go mod tidy in %s: %v\n%s", dir, err, out)
+		}
+		g := graph{modules: map[string]bool{}}
+		for _, name := range []string{"go.mod", "go.sum"} {
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.Lines(string(data)) {
+				fields := strings.Fields(strings.TrimPrefix(line, "require "))
+				if len(fields) < 2 || !strings.HasPrefix(fields[1], "v") {
+					continue
+				}
+				g.modules[fields[0]] = true
+				if name == "go.mod" {
+					g.requires++
+				} else {
+					g.sums++
+				}
+			}
+		}
+		return g
+	}
+	with, before := tidy(dir), tidy(without)
+	var added []string
+	for m := range with.modules {
+		if !before.modules[m] {
+			added = append(added, m)
+		}
+	}
+	sort.Strings(added)
+	for _, m := range added {
+		if !mayAdd[m] {
+			t.Errorf("adopting cle adds %s to the consumer's go.mod or go.sum: the library should add only %v", m, slices.Sorted(maps.Keys(mayAdd)))
+		}
+	}
+	t.Logf("adopting cle: go.mod %d -> %d requirements, go.sum %d -> %d lines; modules added: %s",
+		before.requires, with.requires, before.sums, with.sums, strings.Join(added, ", "))
 }
 
 // electionTimeout bounds an election of a fetched consumer: the controller
