@@ -31,8 +31,15 @@ CLE_CONTAINERD_DIR=$(hack/containerd.sh)
 CLE_HELM=$(hack/helm.sh)
 CLE_KREW=$(hack/krew.sh)
 CLE_RELEASE_DIR=${release}
-export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_KREW CLE_RELEASE_DIR
 # Built as make release and the node's test programs are (CGO_ENABLED=0 and
 # cle_goflags), reusing the packages those builds compiled.
 source hack/lib/build-info.sh
+# The publish tool: the node test publishes the release with it to
+# stand-ins of the registry and the release downloads, and installs from
+# them.
+tools=$(mktemp -d)
+trap 'rm -rf "${tools}"' EXIT
+(cd hack/tools/image && CGO_ENABLED=0 go build "${cle_goflags[@]}" -o "${tools}/publish" ./publish)
+CLE_PUBLISH=${tools}/publish
+export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_KREW CLE_RELEASE_DIR CLE_PUBLISH
 CGO_ENABLED=0 go test "${cle_goflags[@]}" -count=1 -v -timeout="${E2E_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/e2e/

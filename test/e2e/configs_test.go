@@ -41,6 +41,8 @@ disabled_plugins = [
   snapshotter = 'overlayfs'
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = 'PAUSE'
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = 'HOSTS'
 
 [plugins.'io.containerd.cri.v1.runtime']
   # The test runs as root without CAP_SYS_RESOURCE: the sandbox's negative

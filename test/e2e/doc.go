@@ -9,12 +9,16 @@
 // CoordinatedLeaderElection gate on, the built-in election controller idled),
 // kube-controller-manager, kube-scheduler, containerd with runc and the CNI
 // bridge and host-local plugins, a kubelet and kube-proxy in iptables mode.
-// The release's OCI archive is imported into containerd (there is no
-// registry), so every Pod runs the image by the digest the bundles pin.
+// The release is first published, as its pipeline publishes it, to
+// stand-ins of the hosting services on the node's address (the publish
+// tool's serve: an OCI registry for ghcr.io, a file server for the release
+// downloads), and containerd pulls ghcr.io's images from the stand-in, so
+// every Pod pulls the image by the digest the bundles pin.
 //
-// The tests then install the release as a user would (kubectl apply -f of
-// its bundles, helm install of its chart, kubectl krew install of kubectl
-// cle from its manifest and archive) and check what only a node shows: Pod
+// The tests then install the release as a user would, with the README's
+// commands where it has them (kubectl apply -f of its bundles from the
+// downloads, helm install of its chart from the registry, kubectl krew
+// install of kubectl cle from its published manifest) and check what only a node shows: Pod
 // Security admission, probes, the ServiceAccount token and in-cluster
 // configuration, a rolling upgrade of real candidate Pods, cle-controller as
 // a static Pod electing real kube-scheduler candidates, and kubectl cle run
@@ -30,6 +34,7 @@
 //
 // It needs root, util-linux, iproute2, iptables, conntrack, runc and the
 // CNI plugins (hack/e2e.sh installs them from Debian), the binaries of
-// hack/kube-bin.sh, hack/containerd.sh, hack/helm.sh and hack/krew.sh, and a release in
+// hack/kube-bin.sh, hack/containerd.sh, hack/helm.sh and hack/krew.sh, the
+// publish tool (hack/tools/image/publish), and a release in
 // _output/release (make release). Run it with make e2e.
 package e2e

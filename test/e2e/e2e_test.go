@@ -47,9 +47,12 @@ func TestPortableRelease(t *testing.T) {
 	ctx := context.Background()
 
 	begin := time.Now()
-	n.kubectl(t, "", "apply", "-f", n.release.bundle("cle-portable.yaml"))
+	// As a user applies it from the release's downloads (the stand-in of
+	// GitHub's), its image pulled from the registry it was published to.
+	portable := n.assetsURL + "/cle-portable.yaml"
+	n.kubectl(t, "", "apply", "-f", portable)
 	t.Cleanup(func() {
-		n.kubectl(t, "", "delete", "-f", n.release.bundle("cle-portable.yaml"), "--ignore-not-found", "--wait=true", "--timeout=3m")
+		n.kubectl(t, "", "delete", "-f", portable, "--ignore-not-found", "--wait=true", "--timeout=3m")
 		n.waitNamespaceGone(t, cleNamespace)
 	})
 	pods := n.waitDeploymentReady(t, cleNamespace, cleDeployment)

@@ -52,7 +52,7 @@ func TestHelmChart(t *testing.T) {
 	n := cluster
 	ctx := context.Background()
 	helm := toolFromEnv(t, helmEnv)
-	chart := n.release.chart(t)
+	chart := n.publishedChart(t)
 
 	// Nothing of the bundles' installs is left to contend with.
 	if ds, err := n.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + cleDeployment}); err != nil || len(ds.Items) > 0 {
@@ -86,7 +86,7 @@ func TestHelmChart(t *testing.T) {
 	// An upgrade to three replicas: the quota admits them, one acts, the
 	// election stands.
 	begin := time.Now()
-	n.helm(t, helm, "upgrade", helmRelease, chart, "--namespace", helmNamespace, "--reuse-values", "--set", "replicas=3")
+	n.helm(t, helm, append(append([]string{"upgrade", helmRelease}, chart...), "--namespace", helmNamespace, "--reuse-values", "--set", "replicas=3")...)
 	pods = n.waitDeploymentReady(t, helmNamespace, cleDeployment)
 	if len(pods) != 3 {
 		t.Fatalf("%d cle-controller Pods after the upgrade, want 3", len(pods))
@@ -164,7 +164,7 @@ func TestHelmChartNamespaced(t *testing.T) {
 	n := cluster
 	ctx := context.Background()
 	helm := toolFromEnv(t, helmEnv)
-	chart := n.release.chart(t)
+	chart := n.publishedChart(t)
 	for _, name := range []string{teamNamespace, otherNamespace} {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if _, err := n.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
@@ -232,7 +232,7 @@ spec:
 // the bundle's; it waits until cle-controller's Pods are Ready and one of
 // them holds the lock, and returns them. The uninstall, the CRD's deletion
 // and the namespace's come when the test ends.
-func (n *node) installChart(t *testing.T, helm, chart string, set ...string) []corev1.Pod {
+func (n *node) installChart(t *testing.T, helm string, chart []string, set ...string) []corev1.Pod {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: helmNamespace, Labels: n.release.namespaceLabels(t)}}
 	if _, err := n.client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
@@ -245,7 +245,7 @@ func (n *node) installChart(t *testing.T, helm, chart string, set ...string) []c
 		n.waitNamespaceGone(t, helmNamespace)
 	})
 	begin := time.Now()
-	args := []string{"install", helmRelease, chart, "--namespace", helmNamespace}
+	args := append(append([]string{"install", helmRelease}, chart...), "--namespace", helmNamespace)
 	for _, v := range set {
 		args = append(args, "--set", v)
 	}
@@ -260,7 +260,7 @@ func (n *node) installChart(t *testing.T, helm, chart string, set ...string) []c
 		n.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=true", "--timeout=3m")
 	})
 	pods := n.waitDeploymentReady(t, helmNamespace, cleDeployment)
-	t.Logf("chart %s installed as %s %v; cle-controller's %d Pods Ready in %s", filepath.Base(chart), helmRelease, set, len(pods), time.Since(begin).Round(100*time.Millisecond))
+	t.Logf("chart %s installed as %s %v; cle-controller's %d Pods Ready in %s", chart[0], helmRelease, set, len(pods), time.Since(begin).Round(100*time.Millisecond))
 	for _, p := range pods {
 		if c := p.Spec.Containers[0]; c.Image != n.release.tagRef()+"@"+n.release.digest {
 			t.Errorf("Pod %s runs image %s, want the release's %s@%s", p.Name, c.Image, n.release.tagRef(), n.release.digest)
@@ -505,6 +505,16 @@ func (r *release) chart(t *testing.T) string {
 		t.Fatalf("release %s has chart archives %q, want %s", r.dir, found, want)
 	}
 	return filepath.Join(r.dir, want)
+}
+
+// publishedChart is the chart as helm install takes it from the registry
+// it was published to (the stand-in of ghcr.io), with the flags that pick
+// the release's version (and speak plain HTTP to the stand-in). The release
+// holds that chart's archive, and only that one.
+func (n *node) publishedChart(t *testing.T) []string {
+	t.Helper()
+	n.release.chart(t)
+	return []string{n.chartRef, "--version", strings.TrimPrefix(n.release.tag, "v"), "--plain-http"}
 }
 
 // namespaceLabels are the labels of the Namespace the portable bundle

@@ -37,7 +37,7 @@ func TestProofOfDeathOnNode(t *testing.T) {
 	n := cluster
 	ctx := context.Background()
 	helm := toolFromEnv(t, helmEnv)
-	chart := n.release.chart(t)
+	chart := n.publishedChart(t)
 	kills := killCount(t)
 	if ds, err := n.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + cleDeployment}); err != nil || len(ds.Items) > 0 {
 		t.Fatalf("a Deployment %s is already there (%v): the test needs the cluster without one", cleDeployment, err)
