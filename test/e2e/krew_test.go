@@ -35,9 +35,10 @@ const (
 	krewCandidate = "solo"
 )
 
-// TestKrewPlugin installs kubectl cle as a user does, with krew from the
-// release's manifest and linux archive (krew checks the archive's sha256
-// against the manifest), and runs it through kubectl, which finds it on
+// TestKrewPlugin installs kubectl cle as a user does, with the README's
+// krew command: the manifest from the release's downloads (the stand-in's),
+// and the linux archive from the URL it names (krew checks the archive's
+// sha256 against the manifest); then runs it through kubectl, which finds it on
 // PATH in krew's bin directory: its version, the elections of the node,
 // and, once the completion helper is on PATH as the manifest's caveats
 // say, kubectl's own completion of kubectl cle's subcommands, namespaces,
@@ -49,9 +50,10 @@ func TestKrewPlugin(t *testing.T) {
 	manifest := n.release.bundle(filepath.Join("plugins", "cle.yaml"))
 
 	// krew's home as a user's is once krew is set up: its bin directory on
-	// PATH, and the default index, a git checkout of krew-index, here one
-	// holding the release's manifest alone, as krew-index does once the
-	// release is submitted (krew list, info and uninstall need an index).
+	// PATH, and the default index, a clone of krew-index, which krew install
+	// updates first. The stand-in of krew-index is a git repository of the
+	// test's holding the release's manifest alone, as krew-index does once
+	// the release is submitted (krew list, info and uninstall read it).
 	// krew itself is the plugin kubectl-krew, on PATH from a directory of
 	// its own: in krew's bin without a receipt, it would take the home for
 	// one of a krew too old to use.
@@ -60,21 +62,36 @@ func TestKrewPlugin(t *testing.T) {
 	if err := os.Symlink(krew, filepath.Join(u.tools, "kubectl-krew")); err != nil {
 		t.Fatal(err)
 	}
-	index := filepath.Join(u.root, "index", "default")
-	if out, err := exec.Command("git", "init", "--quiet", index).CombinedOutput(); err != nil {
-		t.Fatalf("git init %s: %v: %s", index, err, out)
-	}
+	upstream := filepath.Join(t.TempDir(), "krew-index")
 	data, err := os.ReadFile(manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFile(filepath.Join(index, "plugins", "cle.yaml"), string(data)); err != nil {
+	if err := writeFile(filepath.Join(upstream, "plugins", "cle.yaml"), string(data)); err != nil {
 		t.Fatal(err)
 	}
+	index := filepath.Join(u.root, "index", "default")
+	for _, args := range [][]string{
+		{"-C", upstream, "init", "--quiet"},
+		{"-C", upstream, "add", "plugins"},
+		{"-C", upstream, "-c", "user.name=e2e", "-c", "user.email=e2e@cle.invalid", "commit", "--quiet", "-m", "cle " + n.release.tag},
+		{"clone", "--quiet", upstream, index},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
 
+	// The README's command, from the release's downloads (the stand-in's):
+	// krew reads the manifest there and downloads this platform's archive
+	// from the URL the manifest gives.
+	cmds := n.readmeCommands(t)
+	if len(cmds) != 1 || len(cmds[0]) < 3 || cmds[0][0] != "kubectl" || cmds[0][1] != "krew" || cmds[0][2] != "install" {
+		t.Fatalf("README.md's krew install is %q, want one kubectl krew install", cmds)
+	}
 	begin := time.Now()
-	out := u.kubectl(t, "krew", "install", "--manifest="+manifest, "--archive="+n.release.plugin)
-	t.Logf("kubectl krew install --manifest=%s --archive=%s in %s:\n%s", manifest, n.release.plugin, time.Since(begin).Round(100*time.Millisecond), out)
+	out := u.kubectl(t, cmds[0][1:]...)
+	t.Logf("%s in %s:\n%s", strings.Join(cmds[0], " "), time.Since(begin).Round(100*time.Millisecond), out)
 	store := filepath.Join(u.root, "store", "cle", n.release.tag)
 	helper := filepath.Join(store, "kubectl_complete-cle")
 	if caveat := "/store/cle/" + n.release.tag + "/kubectl_complete-cle"; !strings.Contains(out, "Installed plugin: cle") || !strings.Contains(out, caveat) {
