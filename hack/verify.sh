@@ -68,6 +68,14 @@ if ! krew_log=$("${krew_bin}/validate-krew-manifest" -manifest plugins/cle.yaml 
   failed=1
 fi
 
+# The workflows a hosted CI runs (.github/workflows: the tests, the release)
+# pass actionlint: their syntax, expressions, action inputs and runner
+# labels.
+if ! "$(hack/actionlint.sh)" -no-color .github/workflows/*.yml; then
+  echo "verify: .github/workflows do not pass actionlint" >&2
+  failed=1
+fi
+
 # Each knockout (hack/sim-knockouts.sh) must still take its fix out of the
 # code as it is now.
 for patch in hack/knockouts/*.patch; do
