@@ -40,6 +40,10 @@ Pod, or without a proof of death); and one made with a token of the ServiceAccou
 Never matched: other users, and the election's own objects (Leases, LeaseCandidates, Events) and the
 review APIs, whatever --resource says. Nothing is written: the command prints, and needs no cluster.
 
+Bind the keeper of cle-policies.yaml (or manifests/policies/lease-params.yaml) before the first fence
+and keep it: without it, kube-apiserver up to 1.36 stops watching the Leases its policies take as
+parameters once the last fence is removed, and fences bound after that refuse nothing.
+
 In an emergency, --warn-only prints a binding that lets the writes through with a warning and an
 audit annotation each; deleting the binding turns fencing off.
 

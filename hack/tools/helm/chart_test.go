@@ -1086,3 +1086,36 @@ func helmTemplateArgs(t *testing.T, namespace string, args ...string) []object {
 	}
 	return parse(t, out)
 }
+
+// TestFenceKeeper checks when the chart binds the fences' keeper
+// (pkg/fence's Keeper, manifests/policies/lease-params.yaml): with the
+// policies, and with fences even without them, and not otherwise.
+func TestFenceKeeper(t *testing.T) {
+	const fence = `{"namespace":"team-a","lease":"l","serviceAccount":"w","resources":["configmaps"]}`
+	for _, tc := range []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"defaults", nil, false},
+		{"policies", []string{"--set", "policies.enabled=true"}, true},
+		{"a fence without the policies", []string{"--set-json", "fences=[" + fence + "]"}, true},
+		{"a fence and the policies", []string{"--set", "policies.enabled=true", "--set-json", "fences=[" + fence + "]"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := byKey(t, helmTemplateArgs(t, "cle-system", tc.args...))
+			for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+				var found bool
+				for _, obj := range objs {
+					meta, _ := obj["metadata"].(map[string]any)
+					if obj["kind"] == kind && meta["name"] == "cle-lease-params" {
+						found = true
+					}
+				}
+				if found != tc.want {
+					t.Errorf("%s cle-lease-params rendered: %t, want %t", kind, found, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -87,14 +88,27 @@ func forEachMode(t *testing.T, f func(t *testing.T, m *apiMode)) {
 // prepare grants the cluster-wide rights of the tests once per server: the
 // controller's, by applying manifests/static-pod/rbac as shipped, and in
 // kube-system the creates of the API mode probe (candidates in native mode)
-// and of the policy probes.
+// and of the policy probes. It binds the fences' keeper first, as the
+// policies bundle does (fence.Keeper): the fence tests remove their fences
+// as they end, which without it stops kube-apiserver's watch of Leases as
+// parameters for good on the releases that have that defect, and every
+// fence bound after it refuses nothing.
 func prepare(t *testing.T, m *apiMode) {
 	t.Helper()
 	m.once.Do(func() {
+		ctx := context.Background()
+		keeper, err := os.ReadFile(framework.RepoPath("manifests/policies/lease-params.yaml"))
+		if err != nil {
+			m.err = err
+			return
+		}
+		if m.err = applyManifest(m, "manifests/policies/lease-params.yaml", keeper); m.err != nil {
+			return
+		}
 		if m.err = applyKustomization(m, "static-pod/rbac"); m.err != nil {
 			return
 		}
-		m.err = grant(context.Background(), m, "kube-system", "cle-policies-test-probes", []rbacv1.PolicyRule{
+		m.err = grant(ctx, m, "kube-system", "cle-policies-test-probes", []rbacv1.PolicyRule{
 			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
 			{APIGroups: []string{"coordination.k8s.io", "cle.dev"}, Resources: []string{"leasecandidates"}, Verbs: []string{"create"}},
 		}, appUser, otherAppUser, proberUser)
@@ -185,6 +199,12 @@ func applyKustomization(m *apiMode, dir string) error {
 	if err != nil {
 		return err
 	}
+	return applyManifest(m, "manifests/"+dir, manifest)
+}
+
+// applyManifest applies the objects of manifest (named what) as
+// applyKustomization does.
+func applyManifest(m *apiMode, what string, manifest []byte) error {
 	kubectl, err := framework.Binary("kubectl")
 	if err != nil {
 		return err
@@ -196,7 +216,7 @@ func applyKustomization(m *apiMode, dir string) error {
 	cmd := exec.Command(kubectl, "--kubeconfig", kubeconfig, "apply", "--server-side", "--field-manager=cle-policies-test", "-f", "-")
 	cmd.Stdin = bytes.NewReader(manifest)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("kubectl apply manifests/%s: %w\n%s", dir, err, out)
+		return fmt.Errorf("kubectl apply %s: %w\n%s", what, err, out)
 	}
 	return nil
 }
