@@ -253,21 +253,33 @@ func (n *node) installChart(t *testing.T, helm string, chart []string, set ...st
 		n.beforeChartInstall(t)
 	}
 	n.helm(t, helm, args...)
-	t.Cleanup(func() {
-		// After a failure before the test's own uninstall; the CRD goes
-		// last.
-		n.helmMayFail(t, helm, "uninstall", helmRelease, "--namespace", helmNamespace, "--ignore-not-found", "--wait", "--timeout=3m")
-		n.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=true", "--timeout=3m")
-	})
+	// After a failure before the test's own uninstall.
+	n.uninstallWhenDone(t, helm, helmRelease, helmNamespace)
 	pods := n.waitDeploymentReady(t, helmNamespace, cleDeployment)
 	t.Logf("chart %s installed as %s %v; cle-controller's %d Pods Ready in %s", chart[0], helmRelease, set, len(pods), time.Since(begin).Round(100*time.Millisecond))
+	n.wantReleaseImage(t, pods)
+	n.waitLockHeldBy(t, pods)
+	return pods
+}
+
+// uninstallWhenDone uninstalls the Helm release when the test ends, if it
+// is still there, and then deletes the CRD, which the chart keeps.
+func (n *node) uninstallWhenDone(t *testing.T, helm, release, namespace string) {
+	t.Cleanup(func() {
+		n.helmMayFail(t, helm, "uninstall", release, "--namespace", namespace, "--ignore-not-found", "--wait", "--timeout=3m")
+		n.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=true", "--timeout=3m")
+	})
+}
+
+// wantReleaseImage checks that cle-controller's Pods run the release's
+// image by the digest the bundles pin.
+func (n *node) wantReleaseImage(t *testing.T, pods []corev1.Pod) {
+	t.Helper()
 	for _, p := range pods {
 		if c := p.Spec.Containers[0]; c.Image != n.release.tagRef()+"@"+n.release.digest {
 			t.Errorf("Pod %s runs image %s, want the release's %s@%s", p.Name, c.Image, n.release.tagRef(), n.release.digest)
 		}
 	}
-	n.waitLockHeldBy(t, pods)
-	return pods
 }
 
 // operatorCRD is a stand-in for a Prometheus Operator CRD (name, kind,
@@ -461,14 +473,21 @@ func (n *node) helmMayFail(t *testing.T, helm string, args ...string) {
 	}
 }
 
-func (n *node) runHelm(t *testing.T, helm string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
+// helmCommand is helm run against the node as the admin, with a home of
+// its own in the node's directory (its registry logins and caches too).
+func (n *node) helmCommand(ctx context.Context, helm string, args ...string) *exec.Cmd {
 	home := filepath.Join(n.dir, "helm")
 	cmd := exec.CommandContext(ctx, helm, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+n.kubeconfig,
 		"HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	return cmd
+}
+
+func (n *node) runHelm(t *testing.T, helm string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := n.helmCommand(ctx, helm, args...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

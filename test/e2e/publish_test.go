@@ -70,15 +70,12 @@ func (n *node) publish(ctx context.Context) error {
 	}
 
 	begin := time.Now()
-	for _, cmd := range [][]string{
-		{tool, "push", "--release=" + n.release.dir, "--registry=" + registryAddr, "--plain-http"},
-		{helm, "push", filepath.Join(n.release.dir, "cle-"+strings.TrimPrefix(n.release.tag, "v")+".tgz"), "oci://" + registryAddr + "/" + chartRepository, "--plain-http"},
+	for _, c := range []*exec.Cmd{
+		exec.CommandContext(ctx, tool, "push", "--release="+n.release.dir, "--registry="+registryAddr, "--plain-http"),
+		n.helmCommand(ctx, helm, "push", filepath.Join(n.release.dir, "cle-"+strings.TrimPrefix(n.release.tag, "v")+".tgz"), "oci://"+registryAddr+"/"+chartRepository, "--plain-http"),
 	} {
-		c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
-		home := filepath.Join(n.dir, "helm")
-		c.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
 		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s %s: %w\n%s", filepath.Base(cmd[0]), strings.Join(cmd[1:], " "), err, out)
+			return fmt.Errorf("%s: %w\n%s", strings.Join(append([]string{filepath.Base(c.Path)}, c.Args[1:]...), " "), err, out)
 		}
 	}
 	n.chartRef = "oci://" + registryAddr + "/" + chartRepository + "/cle"

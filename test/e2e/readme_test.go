@@ -200,10 +200,7 @@ func TestReadmeHelm(t *testing.T) {
 					ns = cmd[i+1]
 				}
 			}
-			t.Cleanup(func() {
-				n.helmMayFail(t, helm, "uninstall", release, "--namespace", ns, "--ignore-not-found", "--wait", "--timeout=3m")
-				n.kubectl(t, "", "delete", "crd", crdName, "--ignore-not-found", "--wait=true", "--timeout=3m")
-			})
+			n.uninstallWhenDone(t, helm, release, ns)
 		default:
 			t.Fatalf("README.md's Helm install runs %q, which the test does not know how to undo", strings.Join(cmd, " "))
 		}
@@ -212,11 +209,7 @@ func TestReadmeHelm(t *testing.T) {
 		t.Fatal("README.md's Helm install has no helm install --namespace")
 	}
 	pods := n.waitDeploymentReady(t, ns, cleDeployment)
-	for _, p := range pods {
-		if c := p.Spec.Containers[0]; c.Image != n.release.tagRef()+"@"+n.release.digest {
-			t.Errorf("Pod %s runs image %s, want the release's %s@%s", p.Name, c.Image, n.release.tagRef(), n.release.digest)
-		}
-	}
+	n.wantReleaseImage(t, pods)
 	holder := n.waitLockHeldBy(t, pods)
 	t.Logf("the README's helm install of %s: %d Pods Ready, %s acting, in %s", n.chartRef, len(pods), holder, time.Since(begin).Round(100*time.Millisecond))
 }

@@ -64,10 +64,8 @@ func openRelease() (*release, error) {
 
 func (r *release) bundle(name string) string { return filepath.Join(r.dir, name) }
 
-// tagRef and digestRef are the two names containerd needs for an image that
-// Pods name as repo:tag@digest.
-func (r *release) tagRef() string    { return r.repo + ":" + r.tag }
-func (r *release) digestRef() string { return r.repo + "@" + r.digest }
+// tagRef is the image's name by tag: Pods name it as tagRef()@digest.
+func (r *release) tagRef() string { return r.repo + ":" + r.tag }
 
 // verifyChecksums checks every file checksums.txt lists, as a user
 // downloading the release would.
