@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/cle-dev/cle/cmd/cle-controller/app"
+	"github.com/cle-dev/cle/internal/stepped"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/lock"
@@ -580,8 +581,7 @@ func (s *electorSim) startLibrary(p *electorProc) {
 // candidateConfig is p's candidate: its name, emulation version and the
 // run's strategy, timings and access layer.
 func (s *electorSim) candidateConfig(p *electorProc) candidate.Config {
-	return candidate.Config{
-		Access:           s.srv.access(p.cut),
+	return stepped.WithAccess(candidate.Config{
 		Namespace:        simNS,
 		LeaseName:        simLease,
 		Identity:         p.name,
@@ -591,7 +591,7 @@ func (s *electorSim) candidateConfig(p *electorProc) candidate.Config {
 		LeaseDuration:    simLeaseDuration,
 		RenewDeadline:    simRenewDeadline,
 		RetryPeriod:      simRetryPeriod,
-	}
+	}, s.srv.access(p.cut))
 }
 
 // running records p as started, with cancel ending it, and runs it on a

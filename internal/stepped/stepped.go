@@ -17,6 +17,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 // Loops are the loops of one candidate process, built but not running.
@@ -83,12 +85,26 @@ type ExternalLoops interface {
 }
 
 // New builds the loops of a candidate from its candidate.Config (passed as
-// any: this package cannot name the type), whose Access and Clock are set.
-// pkg/candidate sets it when it is linked in.
+// any: this package cannot name the type), whose access layer (WithAccess)
+// and Clock are set. pkg/candidate sets it when it is linked in.
 var New func(cfg any) (Loops, error)
 
 // NewExternal builds the loops of an External as New does a Candidate's.
 var NewExternal func(cfg any) (ExternalLoops, error)
+
+// SetAccess replaces the access layer of a candidate.Config (passed and
+// returned as any). pkg/candidate sets it when it is linked in.
+var SetAccess func(cfg any, a access.Interface) any
+
+// WithAccess returns cfg, a pkg/candidate Config (or a type that embeds
+// none: it must be candidate.Config itself), with its access layer replaced
+// by a: the candidate uses a instead of the one Run would detect from
+// RestConfig or Clients and APIMode, which it then ignores. Tests and
+// simulations inject their server this way; the field is not part of the
+// library's API.
+func WithAccess[C any](cfg C, a access.Interface) C {
+	return SetAccess(cfg, a).(C)
+}
 
 // deadlineKey is the context key of a request's deadline.
 type deadlineKey struct{}

@@ -306,8 +306,8 @@ func (c *Candidate) withTimeout(ctx context.Context, d time.Duration) (context.C
 // It also returns the clients it detected the layer with (none when the layer
 // was injected).
 func (c *Candidate) accessLayer(ctx context.Context) (access.Interface, access.Clients, error) {
-	if c.cfg.Access != nil {
-		return c.cfg.Access, access.Clients{}, nil
+	if c.cfg.access != nil {
+		return c.cfg.access, access.Clients{}, nil
 	}
 	clients := c.cfg.Clients
 	if clients.Kube == nil {

@@ -50,7 +50,7 @@ func TestNewValidates(t *testing.T) {
 		tweak func(*Config)
 		want  string
 	}{
-		"no client":         {func(c *Config) { c.RestConfig = nil }, "one of RestConfig, Clients or Access"},
+		"no client":         {func(c *Config) { c.RestConfig = nil }, "one of RestConfig or Clients"},
 		"two clients":       {func(c *Config) { c.Clients = access.Clients{Kube: fakeKube()} }, "not both"},
 		"bad mode":          {func(c *Config) { c.APIMode = "magic" }, "APIMode"},
 		"no namespace":      {func(c *Config) { c.Namespace = "" }, "Namespace is required"},
@@ -74,7 +74,7 @@ func TestNewValidates(t *testing.T) {
 		"candidate renewed too rarely": {func(c *Config) { c.CandidateRenewInterval = 11 * time.Minute },
 			"CandidateRenewInterval (11m0s) must be at most 10m0s"},
 		"no OnStartedLeading":    {func(c *Config) { c.Callbacks.OnStartedLeading = nil }, "OnStartedLeading is required"},
-		"access needs no client": {func(c *Config) { c.RestConfig = nil; c.Access = access.NewNative(fakeKube()); c.APIMode = "magic" }, ""},
+		"access needs no client": {func(c *Config) { c.RestConfig = nil; c.access = access.NewNative(fakeKube()); c.APIMode = "magic" }, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := valid()

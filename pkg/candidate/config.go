@@ -51,15 +51,16 @@ const (
 // Config configures a Candidate. It has the shape of client-go's
 // LeaderElectionConfig; zero values take the defaults above.
 type Config struct {
-	// RestConfig is used to build the clients when neither Clients nor Access
-	// is set. The library's own requests are never write-guarded.
+	// RestConfig is used to build the clients when Clients is not set. The
+	// library's own requests are never write-guarded.
 	RestConfig *rest.Config
 	// Clients are ready API clients, an alternative to RestConfig.
 	Clients access.Clients
-	// Access replaces the access layer that Run would detect from the clients
-	// and APIMode; tests inject one here. When set, RestConfig, Clients and
-	// APIMode are ignored.
-	Access access.Interface
+	// access replaces the access layer that Run would detect from the
+	// clients and APIMode; this module's tests and simulations inject one
+	// with stepped.WithAccess. When set, RestConfig, Clients and APIMode are
+	// ignored.
+	access access.Interface
 	// APIMode is "auto" (default), or an access.Mode to insist on one.
 	APIMode string
 
@@ -204,13 +205,13 @@ func (c *Config) complete(external bool) error {
 
 	var errs []error
 	switch {
-	case c.Access != nil:
+	case c.access != nil:
 	case c.RestConfig != nil && c.Clients.Kube != nil:
 		errs = append(errs, errors.New("set RestConfig or Clients, not both"))
 	case c.RestConfig == nil && c.Clients.Kube == nil:
-		errs = append(errs, errors.New("one of RestConfig, Clients or Access is required"))
+		errs = append(errs, errors.New("one of RestConfig or Clients is required"))
 	}
-	if c.Access == nil && c.APIMode != DefaultAPIMode {
+	if c.access == nil && c.APIMode != DefaultAPIMode {
 		if _, err := access.ParseMode(c.APIMode); err != nil {
 			errs = append(errs, fmt.Errorf("APIMode: %w", err))
 		}

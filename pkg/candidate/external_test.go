@@ -180,7 +180,7 @@ func TestExternalRenewalShutdownWithoutResignLeavesTheLease(t *testing.T) {
 func TestExternalRenewalConfig(t *testing.T) {
 	h := &harness{}
 	cfg := h.config()
-	cfg.Access = nil
+	cfg.access = nil
 	cfg.Clients.Kube = fakeKube()
 	cfg.Callbacks.OnStartedLeading = nil
 	if _, err := NewExternal(cfg); err != nil {

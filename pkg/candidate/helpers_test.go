@@ -172,7 +172,7 @@ func (h *harness) entries() []string {
 
 func (h *harness) config(tweaks ...func(*Config)) Config {
 	cfg := Config{
-		Access:           access.NewNative(h.client),
+		access:           access.NewNative(h.client),
 		Namespace:        testNS,
 		LeaseName:        testLease,
 		Identity:         me,

@@ -563,7 +563,7 @@ func TestWritesOutsideRenewalHaveTimeouts(t *testing.T) {
 			var hang atomic.Bool
 			hang.Store(true)
 			acc := h.hanging(func(l *coordinationv1.Lease) bool { return hang.Load() && holder(l) == "better" })
-			h.start(func(c *Config) { c.Access = acc })
+			h.start(func(c *Config) { c.access = acc })
 			h.elect(me)
 			h.prefer("better")
 			awaitReturn(t, acc, "the handover's update")
@@ -573,7 +573,7 @@ func TestWritesOutsideRenewalHaveTimeouts(t *testing.T) {
 	t.Run("LeaseCandidate renewal", func(t *testing.T) {
 		bubble(t, func(t *testing.T, h *harness) {
 			acc := h.hanging(nil)
-			h.start(func(c *Config) { c.Access = acc })
+			h.start(func(c *Config) { c.access = acc })
 			acc.hangCandidate.Store(true)
 			h.step(DefaultCandidateRenewInterval)
 			awaitReturn(t, acc, "the LeaseCandidate renewal")
@@ -587,7 +587,7 @@ func TestWritesOutsideRenewalHaveTimeouts(t *testing.T) {
 func TestShutdownStepsHaveTheirOwnTimeouts(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		acc := h.hanging(nil)
-		h.start(func(c *Config) { c.Access = acc })
+		h.start(func(c *Config) { c.access = acc })
 		h.elect(me)
 		acc.hangDelete.Store(true)
 		h.stop()
@@ -719,7 +719,7 @@ func TestFailuresAreLoggedAsErrors(t *testing.T) {
 func TestShutdownCancelledWritesAreNotErrors(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		acc := h.hanging(nil)
-		h.start(func(c *Config) { c.Access = acc })
+		h.start(func(c *Config) { c.access = acc })
 		acc.hangCandidate.Store(true)
 		h.step(DefaultCandidateRenewInterval)
 		h.stop()

@@ -9,11 +9,17 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cle-dev/cle/internal/stepped"
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 func init() {
 	stepped.New = func(cfg any) (stepped.Loops, error) { return newStepped(cfg) }
 	stepped.NewExternal = newSteppedExternal
+	stepped.SetAccess = func(cfg any, a access.Interface) any {
+		c := cfg.(Config)
+		c.access = a
+		return c
+	}
 }
 
 // steppedLoops are a Candidate's loops driven by a simulation (see package
@@ -39,14 +45,14 @@ func newStepped(cfg any) (*steppedLoops, error) {
 
 func steppedConfig(cfg any) (Config, error) {
 	config, ok := cfg.(Config)
-	if !ok || config.Access == nil || config.Clock == nil {
-		return Config{}, fmt.Errorf("%w: stepped loops need a Config with Access and Clock", ErrInvalidConfig)
+	if !ok || config.access == nil || config.Clock == nil {
+		return Config{}, fmt.Errorf("%w: stepped loops need a Config with an access layer (stepped.WithAccess) and a Clock", ErrInvalidConfig)
 	}
 	return config, nil
 }
 
 func steppedOf(c *Candidate) *steppedLoops {
-	el, reg := c.loops(c.cfg.Access, c.cfg.Writer)
+	el, reg := c.loops(c.cfg.access, c.cfg.Writer)
 	return &steppedLoops{c: c, el: el, reg: reg}
 }
 
@@ -88,7 +94,7 @@ func (s *steppedExternal) ResignInLoop(ctx context.Context) {
 func (s *steppedExternal) Changed() <-chan struct{} { return *s.x.x.changed.Load() }
 
 func (s *steppedLoops) Start(ctx context.Context) error {
-	return s.c.start(s.c.withLogger(ctx), s.c.cfg.Access, s.reg)
+	return s.c.start(s.c.withLogger(ctx), s.c.cfg.access, s.reg)
 }
 
 func (s *steppedLoops) StepElector(ctx context.Context) time.Duration {

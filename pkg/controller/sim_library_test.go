@@ -114,8 +114,7 @@ func (p *simProcess) startLibrary() {
 		proof = w.podProcessStarts(p)
 	}
 	cfg := candidatepkg.Config{
-		Access: &simAccess{leases: simLibLeases{l}, candidates: simLibCandidates{l}, leaseInf: l.leases, candInf: l.cands},
-		Clock:  l.clock, Logger: logger,
+		Clock: l.clock, Logger: logger,
 		Namespace: c.e.ns, LeaseName: c.e.name, Identity: c.name,
 		BinaryVersion: c.binary, EmulationVersion: c.emulation, Strategy: c.strategy,
 		LeaseDuration: simLeaseDuration, RenewDeadline: simRenewDeadline, RetryPeriod: simRetryPeriod,
@@ -129,6 +128,7 @@ func (p *simProcess) startLibrary() {
 			OnStoppedLeading: l.workReturns,
 		},
 	}
+	cfg = stepped.WithAccess(cfg, &simAccess{leases: simLibLeases{l}, candidates: simLibCandidates{l}, leaseInf: l.leases, candInf: l.cands})
 	var loops stepped.Loops
 	var err error
 	if p.ext == nil {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/stepped"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 )
@@ -343,8 +344,7 @@ func (l *errLock) updateErrors() []error {
 // Lock.
 func (w *world) runElector(o elector) (le *leaderelection.LeaderElector, lk *errLock, stop func()) {
 	t := w.t
-	lock, err := New(Config{ReleaseAfterLeaderWork: o.releaseAfterWork, Candidate: candidate.Config{
-		Access:        access.NewNative(w.client),
+	lock, err := New(Config{ReleaseAfterLeaderWork: o.releaseAfterWork, Candidate: stepped.WithAccess(candidate.Config{
 		Namespace:     ns,
 		LeaseName:     leaseName,
 		Identity:      me,
@@ -352,7 +352,7 @@ func (w *world) runElector(o elector) (le *leaderelection.LeaderElector, lk *err
 		LeaseDuration: leaseDuration,
 		RenewDeadline: renewDeadline,
 		RetryPeriod:   retryPeriod,
-	}})
+	}, access.NewNative(w.client))})
 	if err != nil {
 		t.Fatal(err)
 	}
