@@ -792,6 +792,10 @@ func runSim(seed uint64, tracing bool) simResult {
 		w.ErrorRate, w.LagBase, w.clockFaults = 0, time.Millisecond, false
 	}
 	w.Tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.ErrorRate, w.LagBase, w.strategy)
+	if w.swarm = swarmRun(seed, string(w.strategy)); w.swarm != nil {
+		w.res.swarms = 1
+		w.Tracef("a swarm run: faults %s", w.swarm)
+	}
 
 	primary := w.newElection(simNS, simLease)
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
@@ -878,6 +882,9 @@ func runSim(seed uint64, tracing bool) simResult {
 		l.kill() // no goroutine outlives the run
 	}
 	w.res.violation, w.res.trace, w.res.faults = w.Violation, w.Trace, w.Faults
+	if w.swarm != nil && w.res.violation != "" {
+		w.res.violation = fmt.Sprintf("(swarm %s) %s", w.swarm, w.res.violation)
+	}
 	if w.fleet {
 		w.res.fleets, w.res.maxQueued = 1, w.MaxQueued
 	}
@@ -886,6 +893,12 @@ func runSim(seed uint64, tracing bool) simResult {
 
 // scheduleFaults draws the faults of the fault phase.
 func (w *simWorld) scheduleFaults() {
+	if w.swarm != nil {
+		for t := w.swarm.gapBetween(w); t < simFaultPhase; t += w.swarm.gapBetween(w) {
+			w.At(w.Start.Add(t), w.injectFault)
+		}
+		return
+	}
 	for t := w.DurationBetween(5*time.Second, 30*time.Second); t < simFaultPhase; t += w.DurationBetween(5*time.Second, 40*time.Second) {
 		w.At(w.Start.Add(t), w.injectFault)
 	}
@@ -921,7 +934,11 @@ func (w *simWorld) strike() (e *simElection, struck *simCandidate, until time.Ti
 		}
 		return e.cands[w.Rng.IntN(len(e.cands))]
 	}
-	switch k := w.Rng.IntN(15); k {
+	k := w.Rng.IntN(len(simFaultKinds))
+	if w.swarm != nil {
+		k = w.swarm.kind(w.Rng)
+	}
+	switch k {
 	case 0, 1: // SIGSTOP, then SIGCONT
 		c := pick()
 		if p := c.proc; p != nil && !p.dead && !p.paused {

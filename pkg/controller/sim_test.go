@@ -316,7 +316,9 @@ type simResult struct {
 	// candidate to lead while a fault that struck one lasted.
 	spacedRuns, rounds int
 	toFailover         time.Duration
-	faults             map[string]int
+	// swarms counts the swarm runs (see simSwarm).
+	swarms int
+	faults map[string]int
 	// adopters counts what the processes over pkg/lock did: their terms,
 	// renewals not counted for being slow, and what their releases did.
 	adopters  map[string]int
@@ -342,6 +344,7 @@ func (r *simResult) add(o simResult) {
 	r.simulated += o.simulated
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
 	r.spacedRuns += o.spacedRuns
+	r.swarms += o.swarms
 	r.rounds += o.rounds
 	r.toFailover = max(r.toFailover, o.toFailover)
 	if r.faults == nil {
@@ -366,8 +369,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); %d runs with faults one at a time (%d faults judged each on its own; while one that struck a candidate lasted, another led within %s at most); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.spacedRuns, r.rounds, r.toFailover.Round(time.Millisecond), r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); %d runs with faults one at a time (%d faults judged each on its own; while one that struck a candidate lasted, another led within %s at most); %d swarm runs; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.spacedRuns, r.rounds, r.toFailover.Round(time.Millisecond), r.swarms, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -418,6 +421,8 @@ type simWorld struct {
 	// spaced: faults strike one at a time, each judged on its own (see
 	// sim_spaced_test.go).
 	spaced bool
+	// swarm is a swarm run's mix of faults; nil in other runs.
+	swarm *simSwarm
 
 	// ctrl is the active controller replica; ctrls are all replicas that
 	// run, among them a deposed one that has not noticed yet.
@@ -1070,11 +1075,12 @@ var simReplayKinds = []struct {
 	{"adopters", 1, func(r simResult) bool { return r.adopters["client-go-terms"]+r.adopters["manager-terms"] > 0 }, false},
 	{"terms ended on proof of death", 5, func(r simResult) bool { return r.holderExits > 0 }, false},
 	{"kube-apiserver's controller", 3, func(r simResult) bool { return r.faults["builtin-acts"] > 0 }, false},
-	{"an operator's priorities", 24, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
+	{"an operator's priorities", 16, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
 	{"a strategy rollout", 1, func(r simResult) bool { return r.faults["strategy-rollout"] > 0 }, false},
 	{"a shared Identity", 4, func(r simResult) bool { return r.identityInUse > 0 }, false},
-	{"a lost token history", 271, func(r simResult) bool { return r.faults["token-history-lost"] > 0 }, false},
+	{"a lost token history", 34, func(r simResult) bool { return r.faults["token-history-lost"] > 0 }, false},
 	{"writes through the write guard", 3, func(r simResult) bool { return r.guardedWrites > 0 }, false},
+	{"a swarm of faults", 1, func(r simResult) bool { return r.swarms > 0 }, false},
 }
 
 // TestSimulationAdoptersRunTheLibrary: an adopter's elector acquires the
