@@ -1011,15 +1011,11 @@ func (w *simWorld) strike() (e *simElection, struck *simCandidate, until time.Ti
 	case 9: // the active controller stops (SIGSTOP); a standby takes over
 		// if the pause outlasts the controller lock, and the stopped one
 		// runs again later, not knowing yet that it was replaced.
-		sc := w.ctrl
-		if sc == nil || sc.paused {
+		if sc := w.ctrl; sc == nil || sc.paused {
 			return e, nil, time.Time{}, false
 		}
-		w.Fault("controller-pause")
-		w.Tracef("controller %d pauses", sc.id)
-		sc.pause()
 		d := w.DurationBetween(time.Second, 40*time.Second)
-		w.After(d, sc.resume)
+		w.pauseController(d)
 		until = w.Now.Add(d)
 	case 10: // someone deletes the Lease and creates it again, vacant
 		// (kubectl, GitOps re-applying it): creates carry no precondition
@@ -1046,11 +1042,7 @@ func (w *simWorld) strike() (e *simElection, struck *simCandidate, until time.Ti
 		// nothing until the partition heals
 		c := pick()
 		if p := c.proc; p != nil && !p.dead {
-			d := w.DurationBetween(time.Second, 40*time.Second)
-			w.faultOn(c, "partition")
-			w.Tracef("%s/%d is partitioned from the API server for %s", c.shown(), p.id, d)
-			p.partitionedUntil = w.Now.Add(d)
-			p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = p.partitionedUntil, p.partitionedUntil
+			w.partition(c, w.DurationBetween(time.Second, 40*time.Second))
 			struck, until = c, p.partitionedUntil
 		}
 	case 14: // an operator sets, changes or removes a candidate's priority
@@ -1091,6 +1083,37 @@ func (w *simWorld) strike() (e *simElection, struck *simCandidate, until time.Ti
 		until = w.Now.Add(d)
 	}
 	return e, struck, until, serverWide
+}
+
+// pauseController stops the active controller replica (SIGSTOP) for d; a
+// standby takes over if the pause outlasts the controller lock, and the
+// stopped one runs again later, not knowing yet that it was replaced. It
+// reports whether there was a running replica to pause.
+func (w *simWorld) pauseController(d time.Duration) bool {
+	sc := w.ctrl
+	if sc == nil || sc.paused {
+		return false
+	}
+	w.Fault("controller-pause")
+	w.Tracef("controller %d pauses", sc.id)
+	sc.pause()
+	w.After(d, sc.resume)
+	return true
+}
+
+// partition cuts c's process off from the API server for d, its clock and
+// timers running on: its requests fail, its watches deliver nothing until
+// the partition heals. It reports whether c had a live process.
+func (w *simWorld) partition(c *simCandidate, d time.Duration) bool {
+	p := c.proc
+	if p == nil || p.dead {
+		return false
+	}
+	w.faultOn(c, "partition")
+	w.Tracef("%s/%d is partitioned from the API server for %s", c.shown(), p.id, d)
+	p.partitionedUntil = w.Now.Add(d)
+	p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = p.partitionedUntil, p.partitionedUntil
+	return true
 }
 
 // rollout changes the strategy the candidates ask for, one candidate after

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -48,7 +50,15 @@ type simSwarm struct {
 	weights [len(simFaultKinds)]int
 	total   int
 	gap     int // index into simSwarmGaps
+	// reactive: faults also follow the code's own events (see react),
+	// drawn from rng, at most simSwarmReactions of them.
+	reactive  bool
+	reactions int
+	rng       *rand.Rand
 }
+
+// simSwarmReactions bounds the faults one run's reactions strike.
+const simSwarmReactions = 6
 
 // swarmRun draws seed's swarm, or nil when its run is not one. A run
 // asking for the priority strategy may draw operators' annotations, others
@@ -61,7 +71,7 @@ func swarmRun(seed uint64, strategyName string) *simSwarm {
 	if rng.IntN(simSwarmEvery) != 0 {
 		return nil
 	}
-	s := &simSwarm{gap: rng.IntN(len(simSwarmGaps))}
+	s := &simSwarm{gap: rng.IntN(len(simSwarmGaps)), rng: rng}
 	kinds := []int{0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}
 	if strategyName == string(strategy.PriorityName) {
 		kinds = append(kinds, 14)
@@ -88,7 +98,81 @@ func swarmRun(seed uint64, strategyName string) *simSwarm {
 		s.weights[k] = 1 << rng.IntN(4) // 1, 2, 4 or 8
 		s.total += s.weights[k]
 	}
+	s.reactive = rng.IntN(2) == 0
 	return s
+}
+
+// between draws a duration in [lo, hi) from the swarm's own stream.
+func (s *simSwarm) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(s.rng.Int64N(int64(hi-lo)))
+}
+
+// react lets a reactive swarm run's faults follow what the code just did:
+// the server has applied a write of by to e's Lease (rv "": a create),
+// whose answer is still on its way. A fault then strikes at that instant,
+// before the writer hears back, where a fault drawn at random times
+// almost never lands:
+//   - the controller created the Lease: its watches expire (it relists
+//     later), and kubectl may delete and re-create that Lease meanwhile;
+//   - the controller wrote the Lease: it pauses (SIGSTOP) before the
+//     answer, perhaps past its lock, and a standby takes over;
+//   - a holder renewed: it is cut off from the API server just after.
+func (w *simWorld) react(e *simElection, written *coordinationv1.Lease, rv, by string) {
+	s := w.swarm
+	if s == nil || !s.reactive || s.reactions >= simSwarmReactions || !w.Faulty || written == nil {
+		return
+	}
+	controller := strings.HasPrefix(by, "controller ")
+	switch {
+	case controller && rv == "" && s.rng.IntN(2) == 0:
+		s.reactions++
+		d := s.between(time.Second, 14*time.Second)
+		recreate := s.rng.IntN(2) == 0
+		at := s.between(0, min(d, 3*time.Second))
+		w.After(0, func() {
+			sc := w.ctrl
+			if sc == nil || sc.leaseWatch.Expired || !w.Faulty {
+				return
+			}
+			w.Fault("watch-expired-after-create")
+			sc.expireWatches(d)
+			if !recreate {
+				return
+			}
+			w.After(at, func() {
+				if l := e.lease(); l != nil && w.Faulty {
+					w.Fault("recreate-lease")
+					_, _ = w.writeLease(e, nil, l.ResourceVersion, "kubectl")
+					_, _ = w.writeLease(e, &coordinationv1.Lease{}, "", "kubectl")
+				}
+			})
+		})
+	case controller && s.rng.IntN(8) == 0:
+		s.reactions++
+		d := s.between(time.Second, 40*time.Second)
+		w.After(0, func() {
+			if w.Faulty {
+				w.pauseController(d)
+			}
+		})
+	case !controller && s.rng.IntN(16) == 0:
+		var holder *simCandidate
+		for _, c := range e.cands {
+			if p := c.proc; p != nil && c.name == holderIdentity(written) && by == fmt.Sprintf("%s/%d", c.shown(), p.id) {
+				holder = c
+			}
+		}
+		if holder == nil {
+			return
+		}
+		s.reactions++
+		d := s.between(time.Second, 40*time.Second)
+		w.After(0, func() {
+			if w.Faulty {
+				w.partition(holder, d)
+			}
+		})
+	}
 }
 
 // kind draws the kind of the next fault.

@@ -588,7 +588,11 @@ func (w *simWorld) candidateWatchers(ns, name string) []*simworld.Watcher {
 // writeLease stores e's Lease (nil: deletes it) if rv matches the stored
 // one ("" creates), and sends the event to every watcher of it.
 func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv string, by string) (*coordinationv1.Lease, error) {
-	return w.WriteLease(e.ns, e.name, lease, rv, by, func() []*simworld.Watcher { return w.leaseWatchers(e) })
+	written, err := w.WriteLease(e.ns, e.name, lease, rv, by, func() []*simworld.Watcher { return w.leaseWatchers(e) })
+	if err == nil {
+		w.react(e, written, rv, by)
+	}
+	return written, err
 }
 
 // writeCandidate is writeLease for a LeaseCandidate.
