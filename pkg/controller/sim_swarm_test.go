@@ -203,3 +203,17 @@ func (s *simSwarm) String() string {
 	}
 	return strings.Join(parts, "+") + "/" + simSwarmGaps[s.gap].name
 }
+
+// landsAfterDeath draws whether a request a controller replica sent before
+// it was stopped or replaced still reaches the server (its bytes were on
+// the wire, or in a proxy's buffer): in half of the cases in swarm runs,
+// drawn from the swarm's stream; in the other runs such a request is lost
+// with the replica's connection, as it always was, so that their schedules
+// stay as they were.
+func (w *simWorld) landsAfterDeath() bool {
+	if w.swarm == nil || w.swarm.rng.IntN(2) != 0 {
+		return false
+	}
+	w.Fault("controller-write-after-death")
+	return true
+}

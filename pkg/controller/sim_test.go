@@ -1282,8 +1282,8 @@ func (sc *simController) send(th *simThread, r *simRequest) {
 	var err error
 	var appliedAt time.Time
 	w.After(sent, func() {
-		if sc.dead {
-			return // a replica that is gone makes no more requests
+		if sc.dead && !w.landsAfterDeath() {
+			return // lost with the replica's connection
 		}
 		appliedAt = w.Apply(func() { obj, err = r.do() })
 	})
