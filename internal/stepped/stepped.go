@@ -96,9 +96,8 @@ var NewExternal func(cfg any) (ExternalLoops, error)
 // returned as any). pkg/candidate sets it when it is linked in.
 var SetAccess func(cfg any, a access.Interface) any
 
-// WithAccess returns cfg, a pkg/candidate Config (or a type that embeds
-// none: it must be candidate.Config itself), with its access layer replaced
-// by a: the candidate uses a instead of the one Run would detect from
+// WithAccess returns cfg, which must be a pkg/candidate Config, with its
+// access layer replaced by a: the candidate uses a instead of the one Run would detect from
 // RestConfig or Clients and APIMode, which it then ignores. Tests and
 // simulations inject their server this way; the field is not part of the
 // library's API.

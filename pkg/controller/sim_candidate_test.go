@@ -1085,35 +1085,33 @@ func (w *simWorld) strike() (e *simElection, struck *simCandidate, until time.Ti
 	return e, struck, until, serverWide
 }
 
-// pauseController stops the active controller replica (SIGSTOP) for d; a
-// standby takes over if the pause outlasts the controller lock, and the
-// stopped one runs again later, not knowing yet that it was replaced. It
-// reports whether there was a running replica to pause.
-func (w *simWorld) pauseController(d time.Duration) bool {
+// pauseController stops the active controller replica (SIGSTOP) for d, if
+// one runs; a standby takes over if the pause outlasts the controller lock,
+// and the stopped one runs again later, not knowing yet that it was
+// replaced.
+func (w *simWorld) pauseController(d time.Duration) {
 	sc := w.ctrl
 	if sc == nil || sc.paused {
-		return false
+		return
 	}
 	w.Fault("controller-pause")
 	w.Tracef("controller %d pauses", sc.id)
 	sc.pause()
 	w.After(d, sc.resume)
-	return true
 }
 
-// partition cuts c's process off from the API server for d, its clock and
-// timers running on: its requests fail, its watches deliver nothing until
-// the partition heals. It reports whether c had a live process.
-func (w *simWorld) partition(c *simCandidate, d time.Duration) bool {
+// partition cuts c's process, if it has a live one, off from the API
+// server for d, its clock and timers running on: its requests fail, its
+// watches deliver nothing until the partition heals.
+func (w *simWorld) partition(c *simCandidate, d time.Duration) {
 	p := c.proc
 	if p == nil || p.dead {
-		return false
+		return
 	}
 	w.faultOn(c, "partition")
 	w.Tracef("%s/%d is partitioned from the API server for %s", c.shown(), p.id, d)
 	p.partitionedUntil = w.Now.Add(d)
 	p.leaseWatch.StalledUntil, p.candWatch.StalledUntil = p.partitionedUntil, p.partitionedUntil
-	return true
 }
 
 // rollout changes the strategy the candidates ask for, one candidate after

@@ -48,7 +48,6 @@ var simSwarmGaps = []struct {
 type simSwarm struct {
 	// weights[k] is kind k's weight against the others; 0, off.
 	weights [len(simFaultKinds)]int
-	total   int
 	gap     int // index into simSwarmGaps
 	// reactive: faults also follow the code's own events (see react),
 	// drawn from rng, at most simSwarmReactions of them.
@@ -96,7 +95,6 @@ func swarmRun(seed uint64, strategyName string) *simSwarm {
 	}
 	for _, k := range on {
 		s.weights[k] = 1 << rng.IntN(4) // 1, 2, 4 or 8
-		s.total += s.weights[k]
 	}
 	s.reactive = rng.IntN(2) == 0
 	return s
@@ -158,7 +156,7 @@ func (w *simWorld) react(e *simElection, written *coordinationv1.Lease, rv, by s
 	case !controller && s.rng.IntN(16) == 0:
 		var holder *simCandidate
 		for _, c := range e.cands {
-			if p := c.proc; p != nil && c.name == holderIdentity(written) && by == fmt.Sprintf("%s/%d", c.shown(), p.id) {
+			if p := c.proc; p != nil && c.name == holderIdentity(written) && p.lib != nil && by == p.lib.who() {
 				holder = c
 			}
 		}
@@ -177,7 +175,11 @@ func (w *simWorld) react(e *simElection, written *coordinationv1.Lease, rv, by s
 
 // kind draws the kind of the next fault.
 func (s *simSwarm) kind(rng *rand.Rand) int {
-	n := rng.IntN(s.total)
+	total := 0
+	for _, w := range s.weights {
+		total += w
+	}
+	n := rng.IntN(total)
 	for k, w := range s.weights {
 		if n < w {
 			return k
