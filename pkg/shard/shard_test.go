@@ -1,0 +1,189 @@
+package shard
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+)
+
+// TestOfIsPinned pins shards of a few keys: replicas built from different
+// releases must agree on every key's shard, so the hash never changes. The
+// figures agree with an independent implementation of FNV-1a and the jump
+// consistent hash.
+func TestOfIsPinned(t *testing.T) {
+	for _, c := range []struct {
+		key        string
+		n32, n7, k int
+	}{
+		{"default/web", 25, 3, 996},
+		{"kube-system/coredns", 26, 6, 143},
+		{"a", 31, 2, 163},
+		{"", 17, 1, 266},
+	} {
+		if got := [3]int{Of(c.key, 32), Of(c.key, 7), Of(c.key, 1000)}; got != [3]int{c.n32, c.n7, c.k} {
+			t.Errorf("Of(%q) for 32, 7, 1000 shards = %v, want %v", c.key, got, [3]int{c.n32, c.n7, c.k})
+		}
+	}
+	if Of("x", 0) != 0 || Of("x", 1) != 0 || Of("x", -5) != 0 {
+		t.Errorf("a count below 2 must map every key to shard 0")
+	}
+}
+
+// TestOfSpreadsAndMovesLittle checks the two properties a shard function
+// needs: keys spread evenly, and growing the count moves only the keys the
+// new shards take.
+func TestOfSpreadsAndMovesLittle(t *testing.T) {
+	const keys = 64000
+	for _, c := range []struct{ from, to int }{{32, 33}, {3, 5}, {5, 3}, {32, 64}} {
+		counts := make([]int, c.to)
+		moved := 0
+		for i := range keys {
+			key := fmt.Sprintf("ns-%d/object-%d", i%17, i)
+			a, b := Of(key, c.from), Of(key, c.to)
+			counts[b]++
+			if a != b {
+				moved++
+				if c.to > c.from && b < c.from {
+					t.Fatalf("%s moved from shard %d to old shard %d when growing %d to %d", key, a, b, c.from, c.to)
+				}
+			}
+		}
+		mean := float64(keys) / float64(c.to)
+		for s, n := range counts {
+			if float64(n) < 0.9*mean || float64(n) > 1.1*mean {
+				t.Errorf("%d to %d: shard %d has %d keys, mean %.0f", c.from, c.to, s, n, mean)
+			}
+		}
+		want := float64(keys) * float64(abs(c.to-c.from)) / float64(max(c.to, c.from))
+		if float64(moved) > 1.1*want || float64(moved) < 0.9*want {
+			t.Errorf("%d to %d: %d keys moved, want about %.0f", c.from, c.to, moved, want)
+		}
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func TestGroupAnnotationsRoundTrip(t *testing.T) {
+	g := Group{
+		Generation: 17,
+		Count:      6,
+		Owners:     []Owner{{"a", 3}, {"a", 3}, {}, {"b-1.x", 1}, {"b-1.x", 1}, {"a", 3}},
+		Tokens:     []int64{4, 4, 9, 5, 5, 6},
+		Moving:     map[int]string{1: "b-1.x", 5: ""},
+	}
+	ann, err := g.Annotations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		CountAnnotation:      "6",
+		AssignmentAnnotation: "g=17;0-1=a@3;3-4=b-1.x@1;5=a@3",
+		TokensAnnotation:     "0-1=4;2=9;3-4=5;5=6",
+		MovingAnnotation:     "1=b-1.x;5=",
+	}
+	if !maps.Equal(ann, want) {
+		t.Fatalf("annotations %v, want %v", ann, want)
+	}
+	back, err := ParseGroup(ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameGroup(g, back) || back.Generation != g.Generation {
+		t.Errorf("round trip gave %+v, want %+v", back, g)
+	}
+
+	none, err := ParseGroup(map[string]string{"other": "x"})
+	if err != nil || none.Count != 0 {
+		t.Errorf("a Lease with no count: %+v, %v; want an empty group", none, err)
+	}
+
+	released := map[int]int64{3: 12, 5: 14, 6: 14}
+	text := EncodeReleased(released)
+	if text != "3=12;5-6=14" {
+		t.Errorf("released %q", text)
+	}
+	if back, err := ParseReleased(text, 7); err != nil || !maps.Equal(back, released) {
+		t.Errorf("ParseReleased = %v, %v", back, err)
+	}
+}
+
+func TestParseGroupRefusesWhatItCannotRead(t *testing.T) {
+	base := map[string]string{CountAnnotation: "4", AssignmentAnnotation: "g=2;0-1=a@1", TokensAnnotation: "0-3=1"}
+	for name, change := range map[string][2]string{
+		"count":             {CountAnnotation, "many"},
+		"count too large":   {CountAnnotation, "4097"},
+		"no generation":     {AssignmentAnnotation, "0-1=a@1"},
+		"bad generation":    {AssignmentAnnotation, "g=x;0-1=a@1"},
+		"no epoch":          {AssignmentAnnotation, "g=2;0-1=a"},
+		"bad epoch":         {AssignmentAnnotation, "g=2;0-1=a@-1"},
+		"empty owner":       {AssignmentAnnotation, "g=2;0-1=@1"},
+		"beyond count":      {AssignmentAnnotation, "g=2;0-4=a@1"},
+		"reversed range":    {AssignmentAnnotation, "g=2;3-1=a@1"},
+		"named twice":       {AssignmentAnnotation, "g=2;0-1=a@1;1=b@1"},
+		"no equals":         {AssignmentAnnotation, "g=2;0-1"},
+		"owned, no token":   {TokensAnnotation, "2-3=1"},
+		"negative token":    {TokensAnnotation, "0-3=-1"},
+		"moving to a space": {MovingAnnotation, "1=a b"},
+		"moving not shard":  {MovingAnnotation, "x=a"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ann := maps.Clone(base)
+			ann[change[0]] = change[1]
+			if g, err := ParseGroup(ann); err == nil {
+				t.Errorf("%s=%q parsed as %+v", change[0], change[1], g)
+			}
+		})
+	}
+	if _, err := ParseGroup(base); err != nil {
+		t.Errorf("the base case: %v", err)
+	}
+	for _, text := range []string{"0", "-2", "x", "4097"} {
+		if _, err := ParseDeclared(text); err == nil {
+			t.Errorf("ParseDeclared(%q) accepted", text)
+		}
+	}
+	if n, err := ParseDeclared("32"); n != 32 || err != nil {
+		t.Errorf("ParseDeclared(32) = %d, %v", n, err)
+	}
+	if _, err := (Group{Count: 1, Owners: []Owner{{"a;b", 1}}, Tokens: []int64{1}}).Annotations(); err == nil {
+		t.Errorf("a name with ';' was written")
+	}
+}
+
+// FuzzParseGroup: whatever a Lease carries, ParseGroup returns an error or a
+// group that writes back to the same meaning, and Plan takes it without a
+// panic.
+func FuzzParseGroup(f *testing.F) {
+	f.Add("4", "g=2;0-1=a@1;3=b@2", "0-3=1", "3=a")
+	f.Add("0", "g=0", "", "")
+	f.Add("3", "g=1;0-2=a@@1", "0-2=1;1=2", "0-2=")
+	f.Fuzz(func(t *testing.T, count, assignment, tokens, moving string) {
+		ann := map[string]string{CountAnnotation: count, AssignmentAnnotation: assignment, TokensAnnotation: tokens, MovingAnnotation: moving}
+		g, err := ParseGroup(ann)
+		if err != nil {
+			return
+		}
+		out, err := g.Annotations()
+		if err != nil {
+			t.Fatalf("parsed %+v cannot be written: %v", g, err)
+		}
+		again, err := ParseGroup(out)
+		if err != nil || !sameGroup(g, again) || again.Generation != g.Generation {
+			t.Fatalf("%v read back as %+v (%v), want %+v", out, again, err, g)
+		}
+		replicas := []Replica{member("a", g.Count), member("b", g.Count)}
+		if strings.Contains(assignment, "b@2") {
+			replicas[1].Epoch = 2
+		}
+		d := Plan(Input{Group: g, Replicas: replicas})
+		if _, err := d.Group.Annotations(); err != nil {
+			t.Fatalf("decision cannot be written: %v", err)
+		}
+	})
+}
