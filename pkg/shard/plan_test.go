@@ -255,6 +255,9 @@ type world struct {
 	replicas map[string]*modelReplica
 	group    Group
 	tokens   map[int]int64 // highest token granted for each shard
+	floor    int64         // the rebuilt group's floor for tokens (Input.MinToken)
+	used     map[int]int64 // highest token a process acted with, for each shard
+	losses   int
 }
 
 type modelReplica struct {
@@ -263,8 +266,10 @@ type modelReplica struct {
 	alive    bool // its process runs
 	ended    bool // the controller knows its epoch ended
 	mayOwn   bool
-	restart  bool // it comes back in place
-	acting   map[int]int64
+	restart  bool          // it comes back in place
+	acting   map[int]int64 // what the process does
+	recorded map[int]int64 // what its member Lease says it acts on
+	highest  int64         // the highest token its member Lease records
 	released map[int]int64
 	deadFor  int // decisions since its process died
 }
@@ -272,6 +277,7 @@ type modelReplica struct {
 func (w *world) input() Input {
 	var in Input
 	in.Group = w.group
+	in.MinToken = w.floor
 	names := slices.Sorted(maps.Keys(w.replicas))
 	for i, name := range names {
 		r := w.replicas[name]
@@ -293,7 +299,7 @@ func (w *world) decide() Decision {
 				w.t.Fatalf("shard %d granted to %s@%d while %s@%d acts on it with token %d", g.Shard, g.Owner.Member, g.Owner.Epoch, r.name, r.epoch, tok)
 			}
 		}
-		if g.Token <= w.tokens[g.Shard] {
+		if g.Token <= w.tokens[g.Shard] || g.Token <= w.used[g.Shard] {
 			w.t.Fatalf("shard %d granted with token %d, not above %d", g.Shard, g.Token, w.tokens[g.Shard])
 		}
 		w.tokens[g.Shard] = g.Token
@@ -305,25 +311,32 @@ func (w *world) decide() Decision {
 	return d
 }
 
-// observe is a process reading the group Lease: it starts granted shards and
-// lets go of moving ones (each with probability letGo).
+// observe is a process reading the group Lease: it starts granted shards,
+// recording each on its member Lease first, and lets go of those it is asked
+// to (each with probability letGo percent).
 func (w *world) observe(r *modelReplica, letGo int) {
 	if !r.alive || r.ended {
 		return
 	}
-	for s, o := range w.group.Owners {
-		granted := o == Owner{Member: r.name, Epoch: r.epoch}
-		tok := w.group.Tokens[s]
-		_, moving := w.group.Moving[s]
-		if acting, ok := r.acting[s]; ok && (!granted || acting != tok) {
-			w.t.Fatalf("%s@%d acts on shard %d with token %d, but the group grants it to %v with %d", r.name, r.epoch, s, acting, o, tok)
+	me := Owner{Member: r.name, Epoch: r.epoch}
+	granted, asked := Mine(w.group, me)
+	for s, tok := range r.acting {
+		if granted[s] != tok {
+			w.t.Fatalf("%s@%d acts on shard %d with token %d, but the group grants it to %v with %d", r.name, r.epoch, s, tok, w.group.Owners[s], w.group.Tokens[s])
 		}
+	}
+	for _, s := range slices.Sorted(maps.Keys(granted)) {
+		tok := granted[s]
+		r.highest = max(r.highest, tok)
 		switch {
-		case granted && moving && w.rng.intn(100) < letGo:
+		case asked[s] && w.rng.intn(100) < letGo:
 			delete(r.acting, s)
+			delete(r.recorded, s)
 			r.released[s] = tok
-		case granted && !moving && r.released[s] != tok:
+		case !asked[s] && r.released[s] != tok:
+			r.recorded[s] = tok
 			r.acting[s] = tok
+			w.used[s] = max(w.used[s], tok)
 		}
 	}
 	for s := range r.acting {
@@ -335,6 +348,39 @@ func (w *world) observe(r *modelReplica, letGo int) {
 			}
 		}
 	}
+}
+
+// holdsHighest says r's member Lease records a token no other one does.
+func (w *world) holdsHighest(r *modelReplica) bool {
+	for _, other := range w.replicas {
+		if other != r && other.highest >= r.highest {
+			return false
+		}
+	}
+	return r.highest > 0
+}
+
+// lose is the group Lease deleted while the controller restarts: the next
+// controller rebuilds the group from the member Leases of epochs that have
+// not ended.
+func (w *world) lose() {
+	acting := make(map[Owner]Acting)
+	for _, r := range w.replicas {
+		a := Acting{Count: w.group.Count, Highest: r.highest}
+		if !r.ended {
+			a.Shards = maps.Clone(r.recorded)
+		}
+		acting[Owner{Member: r.name, Epoch: r.epoch}] = a
+	}
+	g, floor, err := FromMembers(0, acting)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.group, w.floor = g, floor
+	// Grants nobody saw may be made again with the same token: no process
+	// acted with it. Every token a process used stays below the next grants.
+	w.tokens = maps.Clone(w.used)
+	w.losses++
 }
 
 // pcg is a small deterministic generator, so that a failing seed replays.
@@ -350,19 +396,26 @@ func (p *pcg) intn(n int) int {
 }
 
 // TestPlanModel drives Plan with processes that join, die, restart in place
-// and answer moves late, and checks at every step that no shard is acted on
+// and answer moves late, loses the group Lease and rebuilds it from member
+// Leases, and checks at every step that no shard is acted on
 // by two processes, that every grant's token rises, and that once faults stop
 // the group settles with every shard owned and a spread of at most one.
 func TestPlanModel(t *testing.T) {
+	losses := 0
+	defer func() {
+		if losses < 100 {
+			t.Errorf("the group Lease was lost %d times in all runs: the rebuild is hardly exercised", losses)
+		}
+	}()
 	for seed := range uint64(300) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			w := &world{t: t, rng: &pcg{state: seed}, count: 1 + int((seed*7)%40), replicas: map[string]*modelReplica{}, tokens: map[int]int64{}}
+			w := &world{t: t, rng: &pcg{state: seed}, count: 1 + int((seed*7)%40), replicas: map[string]*modelReplica{}, tokens: map[int]int64{}, used: map[int]int64{}}
 			next := 0
 			join := func() {
 				name := fmt.Sprintf("r%d", next)
 				next++
 				w.replicas[name] = &modelReplica{name: name, epoch: 1, alive: true, mayOwn: w.rng.intn(8) > 0,
-					acting: map[int]int64{}, released: map[int]int64{}}
+					acting: map[int]int64{}, recorded: map[int]int64{}, released: map[int]int64{}}
 			}
 			for range 1 + w.rng.intn(4) {
 				join()
@@ -391,6 +444,10 @@ func TestPlanModel(t *testing.T) {
 					}
 				case 4:
 					pick.mayOwn = !pick.mayOwn
+				case 5:
+					if w.rng.intn(3) == 0 {
+						w.lose()
+					}
 				}
 				for _, r := range w.replicas {
 					if r.alive {
@@ -404,8 +461,11 @@ func TestPlanModel(t *testing.T) {
 						// A new process of the same replica, in the next epoch.
 						r.epoch++
 						r.alive, r.ended, r.restart = true, false, false
-						r.released = map[int]int64{}
-					case r.ended && !r.restart && r.deadFor > 8 && step%3 == 0:
+						r.released, r.recorded = map[int]int64{}, map[int]int64{}
+					case r.ended && !r.restart && r.deadFor > 8 && step%3 == 0 && !w.holdsHighest(r):
+						// The controller deletes the member Lease of a
+						// replica that left, unless it is the one that
+						// records the group's highest token.
 						delete(w.replicas, r.name)
 					}
 				}
@@ -414,6 +474,8 @@ func TestPlanModel(t *testing.T) {
 					w.observe(w.replicas[name], 50)
 				}
 			}
+
+			losses += w.losses
 
 			// Faults stop: every process lives and answers moves at once.
 			for _, r := range w.replicas {

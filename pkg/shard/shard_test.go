@@ -187,3 +187,58 @@ func FuzzParseGroup(f *testing.F) {
 		}
 	})
 }
+
+func TestActingRoundTripAndRebuild(t *testing.T) {
+	a := Acting{Count: 8, Highest: 9, Shards: map[int]int64{0: 4, 1: 4, 5: 9}}
+	text := a.Encode()
+	if text != "n=8;h=9;0-1=4;5=9" {
+		t.Fatalf("acting %q", text)
+	}
+	back, err := ParseActing(text)
+	if err != nil || back.Count != 8 || back.Highest != 9 || !maps.Equal(back.Shards, a.Shards) {
+		t.Fatalf("ParseActing = %+v, %v", back, err)
+	}
+	for _, bad := range []string{"", "0-1=4", "n=8", "n=8;0-1=4", "n=8;h=3;0-1=4", "n=8;h=9;8=4", "n=x;h=1"} {
+		if got, err := ParseActing(bad); err == nil {
+			t.Errorf("ParseActing(%q) = %+v", bad, got)
+		}
+	}
+	if got, err := ParseActing("n=0;h=12"); err != nil || got.Highest != 12 || len(got.Shards) != 0 {
+		t.Errorf("a replica acting on nothing: %+v, %v", got, err)
+	}
+
+	g, floor, err := FromMembers(0, map[Owner]Acting{
+		{"a", 2}: {Count: 8, Highest: 9, Shards: map[int]int64{0: 4, 5: 9}},
+		{"b", 1}: {Count: 8, Highest: 7, Shards: map[int]int64{1: 7}},
+		{"c", 3}: {Count: 0, Highest: 21}, // left long ago, its Lease kept for its token
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := owners(g), "0=a@2;1=b@1;5=a@2"; got != want || floor != 21 || g.Count != 8 {
+		t.Errorf("rebuilt %s (count %d) with floor %d, want %s (8) and 21", got, g.Count, floor, want)
+	}
+	d := Plan(Input{Group: g, Replicas: []Replica{member("a", 8), member("b", 8)}, MinToken: floor})
+	for _, gr := range d.Grants {
+		if gr.Shard == 0 || gr.Shard == 1 || gr.Shard == 5 || gr.Token != 22 {
+			t.Errorf("grant %+v over a shard in use, or with a token not above the floor", gr)
+		}
+	}
+	if _, _, err := FromMembers(0, map[Owner]Acting{
+		{"a", 1}: {Count: 8, Shards: map[int]int64{0: 1}},
+		{"b", 1}: {Count: 4, Shards: map[int]int64{0: 1}},
+	}); err == nil {
+		t.Errorf("members acting under two counts were rebuilt into one group")
+	}
+}
+
+func TestMine(t *testing.T) {
+	g := Group{Count: 4, Owners: []Owner{{"a", 2}, {"a", 1}, {"b", 1}, {"a", 2}}, Tokens: []int64{3, 2, 2, 5}, Moving: map[int]string{3: "b"}}
+	granted, letGo := Mine(g, Owner{"a", 2})
+	if !maps.Equal(granted, map[int]int64{0: 3, 3: 5}) || !maps.Equal(letGo, map[int]bool{3: true}) {
+		t.Errorf("Mine = %v, %v", granted, letGo)
+	}
+	if granted, _ := Mine(g, Owner{}); len(granted) != 0 {
+		t.Errorf("the zero owner was granted %v", granted)
+	}
+}
