@@ -193,16 +193,18 @@ func Plan(in Input) Decision {
 	// The members that count for quotas: those that may own now, and those
 	// whose shards wait for their next epoch.
 	var eligible []*Replica
+	isEligible := make(map[*Replica]bool)
 	for i := range in.Replicas {
 		r := &in.Replicas[i]
 		if canOwnNow(r) || (r.Returning && r.MayOwn) {
 			eligible = append(eligible, r)
+			isEligible[r] = true
 		}
 	}
 	kept := make(map[string][]int, len(eligible))
 	for s, o := range g.Owners {
 		r := replicas[o.Member]
-		if r == nil || !slices.Contains(eligible, r) {
+		if r == nil || !isEligible[r] {
 			continue
 		}
 		if (states[s] == stateActing && canOwnNow(r) && o.Epoch == r.Epoch) || states[s] == stateHeld {
@@ -214,6 +216,7 @@ func Plan(in Input) Decision {
 	// Shards that leave their owner: over quota (highest-numbered first), or
 	// owned by a replica that may not own them any more.
 	leaving := make(map[int]bool)
+	stays := make([]bool, g.Count)
 	for _, r := range eligible {
 		mine := kept[r.Name]
 		for len(mine) > quota[r.Name] {
@@ -221,6 +224,9 @@ func Plan(in Input) Decision {
 			mine = mine[:len(mine)-1]
 		}
 		kept[r.Name] = mine
+		for _, s := range mine {
+			stays[s] = true
+		}
 	}
 	for s, o := range g.Owners {
 		if states[s] == stateFree || leaving[s] {
@@ -232,7 +238,7 @@ func Plan(in Input) Decision {
 			// cannot judge this owner, so it leaves the shard alone.
 			continue
 		}
-		if (r == nil || !slices.Contains(kept[r.Name], s)) && len(eligible) > 0 {
+		if !stays[s] && len(eligible) > 0 {
 			leaving[s] = true
 		}
 	}
@@ -276,7 +282,7 @@ func Plan(in Input) Decision {
 		}
 		if last := before.Owners[s]; last.Member != "" {
 			if r := replicas[last.Member]; r != nil && canOwnNow(r) && r.Epoch > last.Epoch &&
-				slices.Contains(eligible, r) && have[r.Name] < quota[r.Name] {
+				isEligible[r] && have[r.Name] < quota[r.Name] {
 				grant(s, r, true)
 				continue
 			}

@@ -538,3 +538,26 @@ func TestPlanOwnerInAnEpochNotSeenYet(t *testing.T) {
 		t.Errorf("shard 0 disturbed: owner %v, moving %v", d.Group.Owners[0], d.Group.Moving)
 	}
 }
+
+// BenchmarkPlan is one decision for the largest group, settled and with a
+// member joining: go test ./pkg/shard -run '^$' -bench Plan.
+func BenchmarkPlan(b *testing.B) {
+	for _, members := range []int{3, 64} {
+		var replicas []Replica
+		for i := range members {
+			replicas = append(replicas, member(fmt.Sprintf("replica-%03d", i), MaxShards))
+		}
+		settled := Plan(Input{Replicas: replicas}).Group
+		joined := append(slices.Clone(replicas), member("newcomer", MaxShards))
+		b.Run(fmt.Sprintf("settled/%d-members", members), func(b *testing.B) {
+			for b.Loop() {
+				Plan(Input{Group: settled, Replicas: replicas})
+			}
+		})
+		b.Run(fmt.Sprintf("join/%d-members", members), func(b *testing.B) {
+			for b.Loop() {
+				Plan(Input{Group: settled, Replicas: joined})
+			}
+		})
+	}
+}
