@@ -33,6 +33,15 @@ func Counter(c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
+// Gauge is a gauge's value, read from the gauge itself.
+func Gauge(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetGauge().GetValue()
+}
+
 // Value sums the series of the family called name whose labels include the
 // given name/value pairs: counter and gauge values, and the sample counts of
 // histograms. A family with no such series is 0.

@@ -122,6 +122,7 @@ type Controller struct {
 	queue   workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	gcQueue workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	obs     *observations
+	groups  *groups
 	events  *eventDeduper
 	pings   *pingBudget
 
@@ -192,6 +193,7 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 				Name: "cle_candidate_gc", Clock: opts.Clock, MetricsProvider: opts.Metrics.queue,
 			}),
 		obs:         newObservations(opts.CandidateTTL, opts.LeaseDuration),
+		groups:      newGroups(),
 		pings:       newPingBudget(opts.PingRate, opts.PingBurst),
 		events:      newEventDeduper(opts.Recorder),
 		neededSince: map[types.NamespacedName]time.Time{},
@@ -338,6 +340,9 @@ func (c *Controller) onLease(obj any) {
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	now := c.opts.Clock.Now()
 	c.opts.WatchLag.observe(lease, now) // the controller's lock has no candidates
+	if group, step := c.groups.observeMember(lease, now, c.opts.LeaseDuration); step {
+		c.enqueue(group, now)
+	}
 	if !c.hasCandidates(key) {
 		return
 	}
@@ -357,6 +362,9 @@ func (c *Controller) onLeaseDelete(obj any) {
 	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	c.opts.WatchLag.forget(key)
+	if group, ok := c.groups.memberDeleted(lease); ok {
+		c.enqueue(group, c.opts.Clock.Now())
+	}
 	referenced := c.hasCandidates(key)
 	c.obs.leaseDeleted(key, referenced, relisted, c.opts.Clock.Now())
 	if referenced {

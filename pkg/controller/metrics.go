@@ -24,6 +24,9 @@ type Metrics struct {
 	InvalidCandidate prometheus.Counter
 	ExitsRead        prometheus.Counter
 	HolderExits      prometheus.Counter
+	Shards           *prometheus.GaugeVec
+	ShardSpread      *prometheus.GaugeVec
+	ShardMoves       *prometheus.CounterVec
 
 	queue *queueMetrics
 	// candidates reports, when scraped, the candidates of the controller
@@ -96,6 +99,18 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Name: "holder_exits_total",
 			Help: "Terms ended before their Lease expired because the kubelet reported the holder's process exited (--proof-of-death).",
 		}),
+		Shards: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "shards",
+			Help: "Shards of each shard group (namespace/name) as last decided: owned, moving (its owner is asked to let go) or unowned.",
+		}, []string{"group", "state"}),
+		ShardSpread: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "shard_spread",
+			Help: "Largest minus smallest number of shards a member of the group that may own holds, as last decided.",
+		}, []string{"group"}),
+		ShardMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "shard_moves_total",
+			Help: "Shards taken from their owner: rebalance (a live owner asked to let go) or owner_ended (its epoch ended).",
+		}, []string{"group", "reason"}),
 		queue:  newQueueMetrics(),
 		leases: newLeaseCollector(),
 		candidates: &stateGauge{desc: prometheus.NewDesc("cle_candidates",
@@ -107,7 +122,7 @@ func NewMetrics() *Metrics {
 
 // Register registers every metric, including the workqueue's, with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingBudget, m.PingTimeouts, m.Conflicts, m.InvalidCandidate, m.ExitsRead, m.HolderExits}
+	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingBudget, m.PingTimeouts, m.Conflicts, m.InvalidCandidate, m.ExitsRead, m.HolderExits, m.Shards, m.ShardSpread, m.ShardMoves}
 	cs = append(cs, m.queue.collectors()...)
 	cs = append(cs, m.candidates, m.leases)
 	for _, c := range cs {

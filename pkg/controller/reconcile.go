@@ -39,6 +39,11 @@ const (
 // resourceVersion read from the cache; a failed write returns an error and the
 // step is retried with backoff (and at the returned time, if that is sooner).
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	if cands := c.candidatesOf(key); len(cands) > 0 {
+		if name, group := groupStrategy(cands); group {
+			return c.reconcileGroup(ctx, key, cands, name)
+		}
+	}
 	now := c.opts.Clock.Now()
 	judgeAt := now
 	if queued := c.takeQueuedAt(key); !queued.IsZero() && queued.Before(now) {

@@ -1,0 +1,521 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/shard"
+	"github.com/cle-dev/cle/pkg/strategy"
+)
+
+// Event reasons of shard groups, on the group Lease (docs/design.md, "Shard
+// groups").
+const (
+	ReasonShardsAssigned     = "ShardsAssigned"
+	ReasonShardsMoving       = "ShardsMoving"
+	ReasonShardsFreed        = "ShardsFreed"
+	ReasonShardCountConflict = "ShardCountConflict"
+	ReasonMemberStandby      = "MemberStandby"
+	ReasonInvalidGroup       = "InvalidGroup"
+)
+
+// groupWriteWait bounds how long a group step waits for the cache to show
+// the controller's own last write of the group Lease before it decides
+// again from what the cache shows.
+const groupWriteWait = 10 * time.Second
+
+// isShardStrategy says whether name is one of the strategies of a group.
+func isShardStrategy(name string) bool {
+	return name == shard.StrategyShards || name == shard.StrategyShardsOldestEmulationVersion
+}
+
+// memberRecord is what the controller observed of one member Lease, on its
+// own clock.
+type memberRecord struct {
+	uid        types.UID
+	holder     string
+	epoch      int64
+	renewTime  time.Time
+	duration   time.Duration
+	observedAt time.Time // when the holder record last changed, locally
+	released   string
+	acting     string
+	deleted    bool
+}
+
+// expiry is when the member's epoch has run out by the controller's
+// observation: a lease duration after its last renewal was seen, plus how
+// late writes may show.
+func (m *memberRecord) expiry(spread time.Duration) time.Time {
+	return m.observedAt.Add(m.duration + spread)
+}
+
+// groupRecord is what the controller keeps of a group between steps.
+type groupRecord struct {
+	members map[string]*memberRecord
+	// last is the group as last read or written, kept across a deletion of
+	// the group Lease: its owners may still act.
+	last  *shard.Group
+	floor int64
+	// writing says the controller wrote the group Lease at writtenAt, when
+	// the cache showed it at writtenFrom ("" for none): until the cache
+	// shows something else, it shows a group older than the controller's.
+	writing     bool
+	writtenFrom string
+	writtenAt   time.Time
+}
+
+// groups holds the controller's records of shard groups. Handlers and
+// workers share it.
+type groups struct {
+	mu      sync.Mutex
+	records map[types.NamespacedName]*groupRecord
+}
+
+func newGroups() *groups {
+	return &groups{records: map[types.NamespacedName]*groupRecord{}}
+}
+
+func (g *groups) recordLocked(key types.NamespacedName) *groupRecord {
+	r := g.records[key]
+	if r == nil {
+		r = &groupRecord{members: map[string]*memberRecord{}}
+		g.records[key] = r
+	}
+	return r
+}
+
+// memberOf returns the group key and the replica of a member Lease, if it
+// is one.
+func memberOf(lease *coordinationv1.Lease) (types.NamespacedName, string, bool) {
+	group := lease.Annotations[shard.GroupAnnotation]
+	replica, ok := strings.CutPrefix(lease.Name, group+".")
+	if group == "" || !ok || replica == "" {
+		return types.NamespacedName{}, "", false
+	}
+	return types.NamespacedName{Namespace: lease.Namespace, Name: group}, replica, true
+}
+
+// observeMember records a member Lease seen at now and says whether the
+// group needs a step: anything but a renewal changed.
+func (g *groups) observeMember(lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration) (types.NamespacedName, bool) {
+	key, replica, ok := memberOf(lease)
+	if !ok {
+		return key, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rec := g.recordLocked(key)
+	prev := rec.members[replica]
+	next := &memberRecord{
+		uid:       lease.UID,
+		holder:    holderIdentity(lease),
+		epoch:     int64(ptr.Deref(lease.Spec.LeaseTransitions, 0)),
+		renewTime: leaseRenewTime(lease),
+		duration:  time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second,
+		released:  lease.Annotations[shard.ReleasedAnnotation],
+		acting:    lease.Annotations[shard.ActingAnnotation],
+	}
+	if next.duration <= 0 {
+		next.duration = defaultDuration
+	}
+	next.observedAt = now
+	if prev != nil && !prev.deleted && prev.uid == next.uid && prev.holder == next.holder && prev.epoch == next.epoch &&
+		prev.renewTime.Equal(next.renewTime) {
+		next.observedAt = prev.observedAt
+	}
+	rec.members[replica] = next
+	step := prev == nil || prev.deleted || prev.holder != next.holder || prev.epoch != next.epoch ||
+		prev.released != next.released || prev.acting != next.acting || prev.duration != next.duration
+	return key, step
+}
+
+// memberDeleted records that a member Lease is gone: its replica may act
+// until its epoch runs out by the last renewal observed.
+func (g *groups) memberDeleted(lease *coordinationv1.Lease) (types.NamespacedName, bool) {
+	key, replica, ok := memberOf(lease)
+	if !ok {
+		return key, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m := g.records[key].membersOrNil()[replica]; m != nil {
+		m.deleted = true
+	}
+	return key, true
+}
+
+func (r *groupRecord) membersOrNil() map[string]*memberRecord {
+	if r == nil {
+		return nil
+	}
+	return r.members
+}
+
+// groupStrategy says whether the Lease key is a shard group, and under
+// which strategy: the one every candidate of the key that asks for a shard
+// strategy asks for ("" when they disagree).
+func groupStrategy(cands []*coordinationv1beta1.LeaseCandidate) (string, bool) {
+	name, group := "", false
+	for _, lc := range cands {
+		s := string(lc.Spec.Strategy)
+		if !isShardStrategy(s) {
+			continue
+		}
+		switch {
+		case !group:
+			name, group = s, true
+		case s != name:
+			name = ""
+		}
+	}
+	return name, group
+}
+
+// reconcileGroup runs one step of a shard group: it reads what the
+// controller observed of the group's replicas, applies the rules of
+// pkg/shard and writes the group Lease when they change it.
+func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedName, cands []*coordinationv1beta1.LeaseCandidate, strategyName string) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	now := c.opts.Clock.Now()
+	spread := c.opts.WatchLag.Spread(now)
+	lease := c.leaseOf(key)
+	if strategyName == "" {
+		c.events.emit(key, lease, corev1.EventTypeWarning, ReasonStrategyConflict, "Wait",
+			"The group's candidates ask for different shard strategies; nothing is assigned until they agree")
+		return 0, nil
+	}
+
+	c.groups.mu.Lock()
+	rec := c.groups.recordLocked(key)
+	if rec.writing {
+		cached := ""
+		if lease != nil {
+			cached = lease.ResourceVersion
+		}
+		if cached == rec.writtenFrom && now.Sub(rec.writtenAt) < groupWriteWait {
+			c.groups.mu.Unlock()
+			return groupWriteWait, nil // the watch will show the write, and queue a step
+		}
+		rec.writing = false
+	}
+	members := make(map[string]memberRecord, len(rec.members))
+	for name, m := range rec.members {
+		members[name] = *m
+	}
+	var last *shard.Group
+	if rec.last != nil {
+		copied := *rec.last
+		last = &copied
+	}
+	floor := rec.floor
+	c.groups.mu.Unlock()
+
+	var group shard.Group
+	switch {
+	case lease != nil:
+		g, err := shard.ParseGroup(lease.Annotations)
+		if err != nil {
+			// Never overwrite what cannot be read: owners may act on it.
+			c.events.emit(key, lease, corev1.EventTypeWarning, ReasonInvalidGroup, "Wait",
+				"The group Lease cannot be read, so nothing is assigned: %v", err)
+			logger.Info("Group Lease cannot be read; leaving it as it is", "err", err)
+			return 0, nil
+		}
+		group = g
+	case last != nil:
+		// Deleted behind this controller: its owners may still act.
+		group = *last
+	default:
+		acting := make(map[shard.Owner]shard.Acting)
+		for name, m := range members {
+			if m.acting == "" {
+				continue
+			}
+			a, err := shard.ParseActing(m.acting)
+			if err != nil {
+				logger.Info("Member Lease's record of what it acts on cannot be read; waiting for its epoch to end", "replica", name, "err", err)
+				if now.Before(m.expiry(spread)) {
+					return m.expiry(spread).Sub(now), nil
+				}
+				continue
+			}
+			if m.holder == "" || !now.Before(m.expiry(spread)) {
+				a.Shards = nil // that epoch ended: only its highest token counts
+			}
+			acting[shard.Owner{Member: name, Epoch: m.epoch}] = a
+		}
+		g, f, err := shard.FromMembers(0, acting)
+		if err != nil {
+			c.events.emit(key, nil, corev1.EventTypeWarning, ReasonInvalidGroup, "Wait",
+				"The group cannot be rebuilt from its member Leases: %v", err)
+			return 0, nil
+		}
+		group, floor = g, max(floor, f)
+	}
+	for _, t := range group.Tokens {
+		floor = max(floor, t)
+	}
+	for _, m := range members {
+		if a, err := shard.ParseActing(m.acting); err == nil {
+			floor = max(floor, a.Highest)
+		}
+	}
+
+	replicas := c.groupReplicas(cands, members, strategyName, group.Count, now, spread)
+	d := shard.Plan(shard.Input{Group: group, Replicas: replicas, MinToken: floor})
+	c.sayGroup(ctx, key, lease, d)
+
+	next := c.nextGroupStep(members, now, spread)
+	c.groups.mu.Lock()
+	rec = c.groups.recordLocked(key)
+	for name, m := range rec.members {
+		if m.deleted && !now.Before(m.expiry(spread)) {
+			delete(rec.members, name) // its epoch ended and no grant names it
+		}
+	}
+	if !d.Changed {
+		kept := d.Group
+		rec.last, rec.floor = &kept, floor
+		c.groups.mu.Unlock()
+		return next, nil
+	}
+	c.groups.mu.Unlock()
+
+	if err := c.writeGroup(ctx, key, lease, d.Group, strategyName); err != nil {
+		return next, err
+	}
+	c.groups.mu.Lock()
+	rec = c.groups.recordLocked(key)
+	kept := d.Group
+	rec.last, rec.floor = &kept, floor
+	rec.writing, rec.writtenFrom, rec.writtenAt = true, "", now
+	if lease != nil {
+		rec.writtenFrom = lease.ResourceVersion
+	}
+	c.groups.mu.Unlock()
+	logger.V(2).Info("Wrote the shard group", "generation", d.Group.Generation, "count", d.Group.Count,
+		"grants", len(d.Grants), "moves", len(d.Moves), "freed", len(d.Freed), "unowned", d.Unowned, "spread", d.Spread)
+	return next, nil
+}
+
+// groupReplicas says what the controller observed of each replica of a
+// group, for shard.Plan.
+func (c *Controller) groupReplicas(cands []*coordinationv1beta1.LeaseCandidate, members map[string]memberRecord, strategyName string, count int, now time.Time, spread time.Duration) []shard.Replica {
+	ended := func(m memberRecord) bool { return m.holder == "" || !now.Before(m.expiry(spread)) }
+	var mine []*coordinationv1beta1.LeaseCandidate
+	for _, lc := range cands {
+		if string(lc.Spec.Strategy) == strategyName {
+			mine = append(mine, lc)
+		}
+	}
+	slices.SortFunc(mine, func(a, b *coordinationv1beta1.LeaseCandidate) int {
+		return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+	var out []shard.Replica
+	seen := map[string]bool{}
+	for rank, lc := range mine {
+		seen[lc.Name] = true
+		r := shard.Replica{Name: lc.Name, Rank: rank}
+		if n, err := shard.ParseDeclared(lc.Annotations[shard.DeclaredAnnotation]); err == nil {
+			r.Declared = n
+		}
+		crec := c.obs.candidate(lc, now)
+		state, _ := crec.state(now, c.opts.CandidateFreshness, c.opts.PingTimeout)
+		if m, ok := members[lc.Name]; ok {
+			r.Epoch, r.Ended = m.epoch, ended(m)
+			r.Member = state != unresponsive && !r.Ended && !m.deleted && m.holder == lc.Name && m.epoch > 0
+			r.Released = releasedOf(m, count)
+		}
+		out = append(out, r)
+	}
+	// Who may own: everybody, or the members of the oldest emulation
+	// version among the members.
+	oldest := ""
+	if strategyName == shard.StrategyShardsOldestEmulationVersion {
+		for i, lc := range mine {
+			if !out[i].Member {
+				continue
+			}
+			if oldest == "" {
+				oldest = lc.Spec.EmulationVersion
+			} else if n, err := strategy.CompareVersions(lc.Spec.EmulationVersion, oldest); err == nil && n < 0 {
+				oldest = lc.Spec.EmulationVersion
+			}
+		}
+	}
+	for i, lc := range mine {
+		out[i].MayOwn = true
+		if oldest != "" {
+			n, err := strategy.CompareVersions(lc.Spec.EmulationVersion, oldest)
+			out[i].MayOwn = err == nil && n == 0
+		}
+	}
+	// Replicas whose candidate is gone still hold what their member Lease
+	// says until their epoch ends.
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		if seen[name] {
+			continue
+		}
+		m := members[name]
+		out = append(out, shard.Replica{Name: name, Epoch: m.epoch, Ended: ended(m), Released: releasedOf(m, count), Rank: len(out)})
+	}
+	return out
+}
+
+func releasedOf(m memberRecord, count int) map[int]int64 {
+	if m.released == "" || count == 0 {
+		return nil
+	}
+	released, err := shard.ParseReleased(m.released, count)
+	if err != nil {
+		return nil
+	}
+	return released
+}
+
+// nextGroupStep is when the group needs a step without any event: when the
+// next live member's epoch runs out.
+func (c *Controller) nextGroupStep(members map[string]memberRecord, now time.Time, spread time.Duration) time.Duration {
+	var next time.Duration
+	for _, m := range members {
+		if m.holder == "" {
+			continue
+		}
+		if at := m.expiry(spread); at.After(now) && (next == 0 || at.Sub(now) < next) {
+			next = at.Sub(now) + time.Millisecond
+		}
+	}
+	return next
+}
+
+// writeGroup creates or updates the group Lease; an update is conditional on
+// the resourceVersion the decision was made from.
+func (c *Controller) writeGroup(ctx context.Context, key types.NamespacedName, lease *coordinationv1.Lease, g shard.Group, strategyName string) error {
+	ann, err := g.Annotations()
+	if err != nil {
+		return fmt.Errorf("write the group %s: %w", key, err)
+	}
+	name := coordinationv1.CoordinatedLeaseStrategy(strategyName)
+	leases := c.access.Leases(key.Namespace)
+	if lease == nil {
+		_, err := leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: ann},
+			Spec:       coordinationv1.LeaseSpec{Strategy: &name},
+		})
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create the group Lease %s: it exists and the cache does not show it yet: %w", key, err)
+		}
+		if err != nil {
+			return fmt.Errorf("create the group Lease %s: %w", key, err)
+		}
+		return nil
+	}
+	clone := lease.DeepCopy()
+	if clone.Annotations == nil {
+		clone.Annotations = map[string]string{}
+	}
+	maps.Copy(clone.Annotations, ann)
+	if ann[shard.MovingAnnotation] == "" {
+		delete(clone.Annotations, shard.MovingAnnotation)
+	}
+	clone.Spec.Strategy = &name
+	if _, err := leases.Update(ctx, clone); err != nil {
+		return fmt.Errorf("update the group Lease %s: %w", key, err)
+	}
+	return nil
+}
+
+// sayGroup reports a group decision in Events and metrics.
+func (c *Controller) sayGroup(ctx context.Context, key types.NamespacedName, lease *coordinationv1.Lease, d shard.Decision) {
+	logger := klog.FromContext(ctx)
+	m := c.opts.Metrics
+	group := key.Namespace + "/" + key.Name
+	if n := len(d.Grants); n > 0 {
+		returned := 0
+		for _, g := range d.Grants {
+			if g.Returned {
+				returned++
+			}
+		}
+		c.events.emit(key, lease, corev1.EventTypeNormal, ReasonShardsAssigned, "Assign",
+			"Generation %d: %d shards granted (%d back to a restarted replica): %s", d.Group.Generation, n, returned, describeOwners(d.Group))
+		logger.V(2).Info("Granting shards", "generation", d.Group.Generation, "grants", n, "returned", returned)
+	}
+	if n := len(d.Moves); n > 0 {
+		c.events.emit(key, lease, corev1.EventTypeNormal, ReasonShardsMoving, "Move",
+			"Generation %d: %d shards asked to move: %s", d.Group.Generation, n, describeMoves(d.Moves))
+		m.ShardMoves.WithLabelValues(group, "rebalance").Add(float64(n))
+	}
+	if n := len(d.Freed); n > 0 {
+		ended := 0
+		for _, f := range d.Freed {
+			if !f.Released {
+				ended++
+			}
+		}
+		if ended > 0 {
+			c.events.emit(key, lease, corev1.EventTypeNormal, ReasonShardsFreed, "Free",
+				"Generation %d: %d shards freed because their owner's epoch ended", d.Group.Generation, ended)
+			m.ShardMoves.WithLabelValues(group, "owner_ended").Add(float64(ended))
+		}
+	}
+	if d.Conflict {
+		c.events.emit(key, lease, corev1.EventTypeWarning, ReasonShardCountConflict, "Wait",
+			"The live members do not all declare one shard count; the count in effect (%d) stays", d.Group.Count)
+	}
+	if len(d.Standby) > 0 {
+		c.events.emit(key, lease, corev1.EventTypeNormal, ReasonMemberStandby, "Wait",
+			"Members waiting as standbys (a newer emulation version than the oldest member's): %s", strings.Join(d.Standby, ", "))
+	}
+	owned := d.Group.Count - d.Unowned - len(d.Group.Moving)
+	m.Shards.WithLabelValues(group, "owned").Set(float64(owned))
+	m.Shards.WithLabelValues(group, "moving").Set(float64(len(d.Group.Moving)))
+	m.Shards.WithLabelValues(group, "unowned").Set(float64(d.Unowned))
+	m.ShardSpread.WithLabelValues(group).Set(float64(d.Spread))
+}
+
+func describeOwners(g shard.Group) string {
+	count := map[string]int{}
+	for _, o := range g.Owners {
+		if o.Member != "" {
+			count[o.Member]++
+		}
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(count)) {
+		parts = append(parts, fmt.Sprintf("%s %d", name, count[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeMoves(moves []shard.Move) string {
+	var parts []string
+	for _, mv := range moves {
+		to := mv.To
+		if to == "" {
+			to = "(nobody yet)"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s→%s", mv.Shard, mv.From.Member, to))
+		if len(parts) == 8 && len(moves) > 8 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(moves)-8))
+			break
+		}
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,370 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/internal/promtest"
+	"github.com/cle-dev/cle/pkg/controller"
+	"github.com/cle-dev/cle/pkg/shard"
+)
+
+// groupReplica is a replica of a shard group played by the test, as the
+// sharded library is specified to behave (docs/design.md, "What a replica
+// does"): it renews its member Lease, records a granted shard there before it
+// acts on it, and lets go of a shard it is asked to move, saying so with the
+// grant's token.
+type groupReplica struct {
+	e      *env
+	group  string
+	name   string
+	epoch  int32
+	period time.Duration // between its reads of the group Lease
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	acting   map[int]int64
+	released map[int]int64
+	highest  int64
+	renewed  time.Time // when its last renewal of the member Lease was sent
+}
+
+const groupLeaseSeconds = 3
+
+func (e *env) startReplica(group, name string, epoch int32, count int, period time.Duration) *groupReplica {
+	e.t.Helper()
+	if _, err := e.acc.LeaseCandidates(e.ns).Get(context.Background(), name); apierrors.IsNotFound(err) {
+		_, err := e.acc.LeaseCandidates(e.ns).Create(context.Background(), &coordinationv1beta1.LeaseCandidate{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{shard.DeclaredAnnotation: fmt.Sprint(count)}},
+			Spec: coordinationv1beta1.LeaseCandidateSpec{
+				LeaseName: group, BinaryVersion: "1.36.0", EmulationVersion: "1.36.0",
+				Strategy:  shard.StrategyShards,
+				RenewTime: ptr.To(metav1.NewMicroTime(time.Now())),
+			},
+		})
+		if err != nil {
+			e.t.Fatalf("create candidate %s: %v", name, err)
+		}
+		e.keepRenewing(name, 10*time.Second)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &groupReplica{e: e, group: group, name: name, epoch: epoch, period: period, cancel: cancel, done: make(chan struct{}),
+		acting: map[int]int64{}, released: map[int]int64{}}
+	go r.run(ctx)
+	e.t.Cleanup(r.crash)
+	return r
+}
+
+// crash stops the replica at once, as a killed process: it acts on nothing
+// and renews nothing from now on.
+func (r *groupReplica) crash() {
+	r.mu.Lock()
+	r.acting = map[int]int64{}
+	r.mu.Unlock()
+	r.cancel()
+	<-r.done
+}
+
+func (r *groupReplica) actingOn() map[int]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.acting)
+}
+
+func (r *groupReplica) run(ctx context.Context) {
+	defer close(r.done)
+	leases := r.e.acc.Leases(r.e.ns)
+	member := shard.MemberLeaseName(r.group, r.name)
+	for ctx.Err() == nil {
+		if err := r.step(ctx, leases, member); err != nil && ctx.Err() == nil {
+			r.e.t.Logf("replica %s: %v", r.name, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.period):
+		}
+	}
+}
+
+// step renews the member Lease with what the replica acts on, having read
+// the group Lease: shards granted and not asked back are recorded, then
+// acted on; shards asked back stop, then are released.
+func (r *groupReplica) step(ctx context.Context, leases interface {
+	Get(context.Context, string) (*coordinationv1.Lease, error)
+	Create(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error)
+	Update(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error)
+}, member string) error {
+	var g shard.Group
+	if gl, err := leases.Get(ctx, r.group); err == nil {
+		if g, err = shard.ParseGroup(gl.Annotations); err != nil {
+			return err
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+	me := shard.Owner{Member: r.name, Epoch: int64(r.epoch)}
+	granted, letGo := shard.Mine(g, me)
+
+	r.mu.Lock()
+	// Stop first: what is asked back, and what is no longer granted.
+	for s, t := range r.acting {
+		if granted[s] != t || letGo[s] {
+			delete(r.acting, s)
+		}
+	}
+	for s := range letGo {
+		r.released[s] = granted[s]
+	}
+	record := maps.Clone(r.acting)
+	for s, t := range granted {
+		r.highest = max(r.highest, t)
+		if !letGo[s] && r.released[s] != t {
+			record[s] = t
+		}
+	}
+	acting := shard.Acting{Count: g.Count, Highest: r.highest, Shards: record}.Encode()
+	released := shard.EncodeReleased(r.released)
+	r.mu.Unlock()
+
+	sent := time.Now()
+	now := metav1.NewMicroTime(sent)
+	lease, err := leases.Get(ctx, member)
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: member, Annotations: map[string]string{
+				shard.GroupAnnotation: r.group, shard.ActingAnnotation: acting, shard.ReleasedAnnotation: released}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(r.name), LeaseDurationSeconds: ptr.To[int32](groupLeaseSeconds),
+				LeaseTransitions: ptr.To(r.epoch), AcquireTime: &now, RenewTime: &now},
+		})
+	case err == nil:
+		lease.Annotations[shard.ActingAnnotation] = acting
+		lease.Annotations[shard.ReleasedAnnotation] = released
+		lease.Spec.HolderIdentity, lease.Spec.LeaseTransitions, lease.Spec.RenewTime = ptr.To(r.name), ptr.To(r.epoch), &now
+		_, err = leases.Update(ctx, lease)
+	}
+	if err != nil {
+		return err
+	}
+	// Recorded: the replica may act on those shards now.
+	r.mu.Lock()
+	r.renewed = sent
+	if ctx.Err() == nil {
+		for s, t := range record {
+			r.acting[s] = t
+		}
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// witness checks, every few milliseconds until stopped, that no shard is
+// acted on by two replicas and that no shard's token goes down on the group
+// Lease.
+type witness struct {
+	stop func() []string
+}
+
+func watchGroup(e *env, group string, replicas func() []*groupReplica) *witness {
+	ctx, cancel := context.WithCancel(context.Background())
+	var problems []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tokens := map[int]int64{}
+		for ctx.Err() == nil {
+			owner := map[int]string{}
+			for _, r := range replicas() {
+				for s := range r.actingOn() {
+					if other, ok := owner[s]; ok {
+						problem := fmt.Sprintf("shard %d acted on by %s and %s", s, other, r.name)
+						if !slices.Contains(problems, problem) {
+							problems = append(problems, problem)
+						}
+					}
+					owner[s] = r.name
+				}
+			}
+			if gl, err := e.acc.Leases(e.ns).Get(ctx, group); err == nil {
+				if g, err := shard.ParseGroup(gl.Annotations); err == nil {
+					for s, t := range g.Tokens {
+						if t < tokens[s] {
+							problems = append(problems, fmt.Sprintf("shard %d's token went from %d to %d", s, tokens[s], t))
+						}
+						tokens[s] = t
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return &witness{stop: func() []string { cancel(); <-done; return problems }}
+}
+
+// waitGroup polls the group Lease until cond holds, and returns the group.
+func (e *env) waitGroup(name string, timeout time.Duration, what string, cond func(shard.Group) bool) shard.Group {
+	e.t.Helper()
+	var got shard.Group
+	var lastErr error
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		lease, err := e.acc.Leases(e.ns).Get(ctx, name)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		g, err := shard.ParseGroup(lease.Annotations)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		got = g
+		return cond(g), nil
+	})
+	if err != nil {
+		e.t.Fatalf("group %s: %s not reached within %s (last: %+v, %v): %v", name, what, timeout, got, lastErr, err)
+	}
+	return got
+}
+
+// waitActing polls until every replica acts on what g grants it.
+func waitActing(t *testing.T, g shard.Group, replicas []*groupReplica) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		for _, r := range replicas {
+			granted, _ := shard.Mine(g, shard.Owner{Member: r.name, Epoch: int64(r.epoch)})
+			if !maps.Equal(granted, r.actingOn()) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the replicas do not act on what the group grants them: %v", err)
+	}
+}
+
+// balancedOver says every shard is owned, none is moving, and the owners
+// are exactly members, each with its share (differing by at most one).
+func balancedOver(count int, members ...string) func(shard.Group) bool {
+	return func(g shard.Group) bool {
+		if g.Count != count || len(g.Moving) > 0 {
+			return false
+		}
+		per := map[string]int{}
+		for _, o := range g.Owners {
+			if o.Member == "" {
+				return false
+			}
+			per[o.Member]++
+		}
+		if len(per) != len(members) {
+			return false
+		}
+		for _, m := range members {
+			if n := per[m]; n < count/len(members) || n > (count+len(members)-1)/len(members) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// TestShardGroup: three replicas join a group of 32 shards one after the
+// other and end with 11, 11 and 10; a fourth joins and takes 8, moved only once their owners let go; a
+// replica crashes and its shards go to the others once its member Lease has
+// expired by the controller's observation. Throughout, no shard is acted on
+// by two replicas and no token goes down.
+func TestShardGroup(t *testing.T) { forEachMode(t, testShardGroup) }
+
+func testShardGroup(t *testing.T, m apiMode) {
+	const group, count = "sharded", 32
+	e := startController(t, m, controller.Options{LeaseDuration: groupLeaseSeconds * time.Second})
+	var mu sync.Mutex
+	var replicas []*groupReplica
+	all := func() []*groupReplica { mu.Lock(); defer mu.Unlock(); return append([]*groupReplica(nil), replicas...) }
+	// a reads the group Lease seldom: a shard granted away from it before
+	// it let go would be acted on twice for a while.
+	start := func(name string) *groupReplica {
+		period := 200 * time.Millisecond
+		if name == "a" {
+			period = 1500 * time.Millisecond
+		}
+		r := e.startReplica(group, name, 1, count, period)
+		mu.Lock()
+		replicas = append(replicas, r)
+		mu.Unlock()
+		return r
+	}
+	w := watchGroup(e, group, all)
+	defer func() {
+		for _, p := range w.stop() {
+			t.Error(p)
+		}
+	}()
+
+	start("a")
+	start("b")
+	start("c")
+	first := e.waitGroup(group, 20*time.Second, "32 shards over a, b and c", balancedOver(count, "a", "b", "c"))
+	waitActing(t, first, all())
+	for s, tok := range first.Tokens {
+		if tok < 1 {
+			t.Errorf("shard %d is owned with token %d", s, tok)
+		}
+	}
+	e.expectEvent(t, group, controller.ReasonShardsAssigned)
+
+	start("d")
+	joined := e.waitGroup(group, 20*time.Second, "32 shards over a, b, c and d", balancedOver(count, "a", "b", "c", "d"))
+	waitActing(t, joined, all())
+	moved := 0
+	for s := range count {
+		if joined.Owners[s] != first.Owners[s] {
+			moved++
+			if joined.Owners[s].Member != "d" || joined.Tokens[s] <= first.Tokens[s] {
+				t.Errorf("shard %d moved from %v to %v with token %d", s, first.Owners[s], joined.Owners[s], joined.Tokens[s])
+			}
+		}
+	}
+	if moved != 8 {
+		t.Errorf("%d shards moved when d joined, want the 8 of its share", moved)
+	}
+	e.expectEvent(t, group, controller.ReasonShardsMoving)
+
+	b := all()[1]
+	b.crash()
+	after := e.waitGroup(group, 30*time.Second, "32 shards over a, c and d", balancedOver(count, "a", "c", "d"))
+	b.mu.Lock()
+	renewed := b.renewed
+	b.mu.Unlock()
+	if since := time.Since(renewed); since < groupLeaseSeconds*time.Second {
+		t.Errorf("b's shards were granted again %s after its last renewal, before its member Lease could expire", since)
+	}
+	for s := range count {
+		if joined.Owners[s].Member == "b" && after.Tokens[s] <= joined.Tokens[s] {
+			t.Errorf("shard %d of b went to %v with token %d, not above %d", s, after.Owners[s], after.Tokens[s], joined.Tokens[s])
+		}
+	}
+	e.expectEvent(t, group, controller.ReasonShardsFreed)
+	if got := promtest.Gauge(e.metrics.Shards.WithLabelValues(e.ns+"/"+group, "owned")); got != count {
+		t.Errorf("cle_shards{state=owned} = %v, want %d", got, count)
+	}
+}
