@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,13 +16,18 @@ const (
 	// CountAnnotation is the shard count in effect, on the group Lease.
 	CountAnnotation = "cle.dev/shard-count"
 	// AssignmentAnnotation is the generation and each owned shard's owner and
-	// epoch, on the group Lease: "g=17;0-10=a@3;11-21=b@1;22-31=c@2".
+	// epoch, on the group Lease: the generation, a table of owners, then runs
+	// of shards and the index of their owner in the table:
+	// "g=17;m=a@3,b@1,c@2;0-10=0;11-21=1;22-31=2". Names are written once, so
+	// that a group of MaxShards shards fits in a Lease however its shards are
+	// spread.
 	AssignmentAnnotation = "cle.dev/assignment"
 	// TokensAnnotation is the last token granted for each shard, on the group
 	// Lease: "0-10=4;11-31=5".
 	TokensAnnotation = "cle.dev/shard-tokens"
 	// MovingAnnotation lists the shards whose owner is asked to let go, and
-	// the replica each is meant for (empty while nobody is): "3=b;5-6=c".
+	// the replica each is meant for, as a table and runs of indexes into it
+	// (empty while nobody is): "m=b,c;3=0;5-6=1;7=".
 	MovingAnnotation = "cle.dev/moving"
 	// ReleasedAnnotation is written by a replica on its member Lease: the
 	// shards it has stopped acting on, each with the token of the grant it
@@ -69,20 +75,86 @@ func (g Group) Annotations() (map[string]string, error) {
 		}
 		tokens[s] = strconv.FormatInt(g.Tokens[s], 10)
 	}
-	moving := make(map[int]string, len(g.Moving))
-	for s, to := range g.Moving {
-		moving[s] = to
-	}
 	assignment := "g=" + strconv.FormatInt(g.Generation, 10)
-	if runs := encodeRuns(owners); runs != "" {
+	if runs := encodeIndexed(owners); runs != "" {
 		assignment += ";" + runs
 	}
-	return map[string]string{
+	ann := map[string]string{
 		CountAnnotation:      strconv.Itoa(g.Count),
 		AssignmentAnnotation: assignment,
 		TokensAnnotation:     encodeRuns(tokens),
-		MovingAnnotation:     encodeRuns(moving),
-	}, nil
+		MovingAnnotation:     encodeIndexed(g.Moving),
+	}
+	size := 0
+	for k, v := range ann {
+		size += len(k) + len(v)
+	}
+	if size > maxAnnotationBytes {
+		return nil, fmt.Errorf("the group takes %d bytes of annotations, more than the %d a Lease can carry beside its others", size, maxAnnotationBytes)
+	}
+	return ann, nil
+}
+
+// maxAnnotationBytes is what a group may take of a Lease's 256 KiB of
+// annotations. A group of MaxShards shards with rising tokens on every shard
+// and a hundred replicas of 253-character names takes about 180 KB.
+const maxAnnotationBytes = 224 << 10
+
+// encodeIndexed writes shard values as a table of the distinct non-empty
+// values, in order of first appearance, and runs of their indexes; an empty
+// value stays empty: "m=a@3,b@1;0-10=0;11=1;12=".
+func encodeIndexed(values map[int]string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	index := map[string]string{}
+	var table []string
+	indexed := make(map[int]string, len(values))
+	for _, s := range slices.Sorted(maps.Keys(values)) {
+		v := values[s]
+		if v == "" {
+			indexed[s] = ""
+			continue
+		}
+		i, ok := index[v]
+		if !ok {
+			i = strconv.Itoa(len(table))
+			index[v] = i
+			table = append(table, v)
+		}
+		indexed[s] = i
+	}
+	return "m=" + strings.Join(table, ",") + ";" + encodeRuns(indexed)
+}
+
+// parseIndexed reads what encodeIndexed writes, for shards below count.
+func parseIndexed(text string, count int) (map[int]string, error) {
+	if text == "" {
+		return map[int]string{}, nil
+	}
+	head, rest, _ := strings.Cut(text, ";")
+	tableText, ok := strings.CutPrefix(head, "m=")
+	if !ok {
+		return nil, fmt.Errorf("%q does not start with its table of names (m=)", text)
+	}
+	table := strings.Split(tableText, ",")
+	runs, err := parseRuns(rest, count)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]string, len(runs))
+	for s, v := range runs {
+		if v == "" {
+			out[s] = ""
+			continue
+		}
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 0 || i >= len(table) {
+			return nil, fmt.Errorf("shard %d: %q is not an index into the table of %d names", s, v, len(table))
+		}
+		out[s] = table[i]
+	}
+	return out, nil
 }
 
 func (g Group) validate() error {
@@ -140,6 +212,11 @@ func ParseGroup(annotations map[string]string) (Group, error) {
 	var g Group
 	countText, ok := annotations[CountAnnotation]
 	if !ok {
+		for _, k := range []string{AssignmentAnnotation, TokensAnnotation, MovingAnnotation} {
+			if _, has := annotations[k]; has {
+				return Group{}, fmt.Errorf("%s is missing beside %s: a group's count is never guessed", CountAnnotation, k)
+			}
+		}
 		return g, nil
 	}
 	n, err := strconv.Atoi(countText)
@@ -159,7 +236,7 @@ func ParseGroup(annotations map[string]string) (Group, error) {
 	if g.Generation, err = strconv.ParseInt(genText, 10, 64); err != nil || g.Generation < 0 {
 		return Group{}, fmt.Errorf("%s: generation %q is not a number from 0", AssignmentAnnotation, genText)
 	}
-	owners, err := parseRuns(rest, n)
+	owners, err := parseIndexed(rest, n)
 	if err != nil {
 		return Group{}, fmt.Errorf("%s: %w", AssignmentAnnotation, err)
 	}
@@ -191,7 +268,7 @@ func ParseGroup(annotations map[string]string) (Group, error) {
 		}
 	}
 
-	moving, err := parseRuns(annotations[MovingAnnotation], n)
+	moving, err := parseIndexed(annotations[MovingAnnotation], n)
 	if err != nil {
 		return Group{}, fmt.Errorf("%s: %w", MovingAnnotation, err)
 	}
@@ -219,11 +296,17 @@ func EncodeReleased(released map[int]int64) string {
 }
 
 // ParseReleased reads a member Lease's ReleasedAnnotation for a group of
-// count shards.
+// count shards. Shards at or above count are left out: they were released
+// under a larger count, whose tokens every grant of this one is above.
 func ParseReleased(text string, count int) (map[int]int64, error) {
-	released, err := parseInts(text, count)
+	released, err := parseInts(text, MaxShards)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ReleasedAnnotation, err)
+	}
+	for s := range released {
+		if s >= count {
+			delete(released, s)
+		}
 	}
 	return released, nil
 }

@@ -28,7 +28,7 @@ const GroupAnnotation = "cle.dev/group"
 // ActingAnnotation is written by a replica on its member Lease before it
 // starts acting on a shard, and rewritten once it stops: the shards it acts
 // on, with the count it acts under and each shard's token
-// ("n=32;0-10=4;12=6"). A shard acted on is
+// ("n=32;h=9;0-10=4;12=6"). A shard acted on is
 // always recorded on a member Lease, so that a controller that lost the group
 // Lease (deleted, and the controller restarted) rebuilds who acts from the
 // member Leases (FromMembers) instead of granting those shards again, and
@@ -123,6 +123,9 @@ func FromMembers(generation int64, acting map[Owner]Acting) (g Group, floor int6
 		if len(a.Shards) == 0 {
 			continue
 		}
+		if a.Count < 1 || a.Count > MaxShards {
+			return Group{}, 0, fmt.Errorf("%s@%d acts on shards under a count of %d", o.Member, o.Epoch, a.Count)
+		}
 		if count != 0 && a.Count != count {
 			return Group{}, 0, fmt.Errorf("members act under different shard counts: %d and %d (%s@%d)", count, a.Count, o.Member, o.Epoch)
 		}
@@ -133,7 +136,7 @@ func FromMembers(generation int64, acting map[Owner]Acting) (g Group, floor int6
 		floor = max(floor, acting[o].Highest)
 		for s, t := range acting[o].Shards {
 			floor = max(floor, t)
-			if s < count && t > g.Tokens[s] {
+			if s >= 0 && s < count && t > g.Tokens[s] {
 				g.Owners[s], g.Tokens[s] = o, t
 			}
 		}

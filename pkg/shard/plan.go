@@ -3,6 +3,7 @@ package shard
 import (
 	"cmp"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -122,10 +123,16 @@ const (
 // quota; quotas differ by at most one. Plan is deterministic: the same input
 // gives the same decision.
 func Plan(in Input) Decision {
+	// A name given twice is taken once, as first given.
+	unique := make([]Replica, 0, len(in.Replicas))
 	replicas := make(map[string]*Replica, len(in.Replicas))
-	for i := range in.Replicas {
-		replicas[in.Replicas[i].Name] = &in.Replicas[i]
+	for _, r := range in.Replicas {
+		if _, dup := replicas[r.Name]; !dup && r.Name != "" {
+			unique = append(unique, r)
+			replicas[r.Name] = &unique[len(unique)-1]
+		}
 	}
+	in.Replicas = unique
 	var d Decision
 	for _, r := range in.Replicas {
 		if r.Member && !r.MayOwn {
@@ -264,12 +271,16 @@ func Plan(in Input) Decision {
 	for name, mine := range kept {
 		have[name] = len(mine)
 	}
-	grant := func(s int, r *Replica, returned bool) {
+	grant := func(s int, r *Replica, returned bool) bool {
+		if max(g.Tokens[s], in.MinToken) == math.MaxInt64 {
+			return false // no token left above the last: the shard stays free
+		}
 		t := max(g.Tokens[s], in.MinToken) + 1
 		g.Tokens[s] = t
 		g.Owners[s] = Owner{Member: r.Name, Epoch: r.Epoch}
 		have[r.Name]++
 		d.Grants = append(d.Grants, Grant{Shard: s, Owner: g.Owners[s], Token: t, Returned: returned})
+		return true
 	}
 
 	// A free shard goes back to the next epoch of the replica that owned it
@@ -282,8 +293,7 @@ func Plan(in Input) Decision {
 		}
 		if last := before.Owners[s]; last.Member != "" {
 			if r := replicas[last.Member]; r != nil && canOwnNow(r) && r.Epoch > last.Epoch &&
-				isEligible[r] && have[r.Name] < quota[r.Name] {
-				grant(s, r, true)
+				isEligible[r] && have[r.Name] < quota[r.Name] && grant(s, r, true) {
 				continue
 			}
 		}
@@ -295,9 +305,10 @@ func Plan(in Input) Decision {
 	// its share as one run of shards.
 	receivers := receiversByNeed(eligible, quota, have)
 	for _, r := range receivers {
-		for need := quota[r.Name] - have[r.Name]; need > 0 && len(rest) > 0; need-- {
-			grant(rest[0], r, false)
-			rest = rest[1:]
+		for need := quota[r.Name] - have[r.Name]; need > 0 && len(rest) > 0; rest = rest[1:] {
+			if grant(rest[0], r, false) {
+				need--
+			}
 		}
 	}
 
@@ -335,18 +346,17 @@ func countInEffect(current int, replicas []Replica) (count, changing int, confli
 		if !r.Member {
 			continue
 		}
-		members++
-		switch {
-		case agreed == 0:
-			agreed = r.Declared
-		case r.Declared != agreed:
-			agreed = -1
+		if r.Declared <= 0 || r.Declared > MaxShards || (members > 0 && r.Declared != agreed) {
+			// A member whose count could not be read disagrees with all.
+			conflict = true
 		}
+		members++
+		agreed = r.Declared
 	}
 	if members == 0 {
 		return current, 0, false
 	}
-	if agreed <= 0 || agreed > MaxShards {
+	if conflict {
 		return current, 0, true
 	}
 	if agreed == current {
@@ -394,13 +404,36 @@ func canOwnNow(r *Replica) bool {
 
 // quotas gives each eligible member ⌊n/E⌋ or ⌈n/E⌉ shards; the larger quotas
 // go to the members that keep the most already (then lower rank, then name),
-// so that balancing moves as little as it can.
+// so that balancing moves as little as it can. A member waiting to return
+// from a restart cannot be granted anything until it does: its quota is what
+// it holds, at most its share, and the rest is shared among the others, so
+// that nothing stays unowned for the return window.
 func quotas(n int, eligible []*Replica, kept map[string][]int) map[string]int {
 	q := make(map[string]int, len(eligible))
 	if len(eligible) == 0 {
 		return q
 	}
-	order := slices.Clone(eligible)
+	share(n, eligible, kept, q)
+	var waiting, able []*Replica
+	left := n
+	for _, r := range eligible {
+		if canOwnNow(r) {
+			able = append(able, r)
+			continue
+		}
+		waiting = append(waiting, r)
+		q[r.Name] = min(q[r.Name], len(kept[r.Name]))
+		left -= q[r.Name]
+	}
+	if len(waiting) > 0 && len(able) > 0 {
+		share(left, able, kept, q)
+	}
+	return q
+}
+
+// share sets the quotas of members so that they add up to n.
+func share(n int, members []*Replica, kept map[string][]int, q map[string]int) {
+	order := slices.Clone(members)
 	slices.SortFunc(order, func(a, b *Replica) int {
 		return cmp.Or(cmp.Compare(len(kept[b.Name]), len(kept[a.Name])), cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.Name, b.Name))
 	})
@@ -411,7 +444,6 @@ func quotas(n int, eligible []*Replica, kept map[string][]int) map[string]int {
 			q[r.Name]++
 		}
 	}
-	return q
 }
 
 // receiversByNeed lists the members that may be granted shards now and have

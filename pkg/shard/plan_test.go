@@ -561,3 +561,19 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+func TestPlanReturningReplicaReservesOnlyWhatItHolds(t *testing.T) {
+	// b's epoch ended by expiry, c restarts in place: b's 11 shards go to a,
+	// and none waits for c beyond the 10 it holds.
+	first := Plan(Input{Replicas: []Replica{member("a", 32), member("b", 32), member("c", 32)}})
+	b, c := member("b", 32), member("c", 32)
+	b.Ended, b.Member = true, false
+	c.Ended, c.Member, c.Returning = true, false, true
+	d := Plan(Input{Group: first.Group, Replicas: []Replica{member("a", 32), b, c}})
+	if d.Unowned != 0 {
+		t.Errorf("%d shards unowned while c returns: %s", d.Unowned, owners(d.Group))
+	}
+	if got := perMember(d.Group); got["a"] != 22 || got["c"] != 10 {
+		t.Errorf("per member %v, want a 22 and c's 10 held", got)
+	}
+}

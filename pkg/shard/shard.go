@@ -10,6 +10,7 @@ package shard
 
 import (
 	"hash/fnv"
+	"math"
 )
 
 // MaxShards bounds a group's shard count so that its assignment fits in a
@@ -20,11 +21,13 @@ const MaxShards = 4096
 // computes the same shard for a key without asking anybody, and when n changes
 // to m only about |m-n|/max(m,n) of the keys move: a jump consistent hash
 // (Lamping and Veach, 2014) of the key's 64-bit FNV-1a hash. n below 1 is taken
-// as 1.
+// as 1, and n above 2^31-1 (where the hash's arithmetic would overflow) as
+// 2^31-1.
 func Of(key string, n int) int {
 	if n <= 1 {
 		return 0
 	}
+	n = min(n, math.MaxInt32)
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
 	return jump(h.Sum64(), n)

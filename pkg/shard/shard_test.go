@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"maps"
+	"math"
 	"strings"
 	"testing"
 )
@@ -27,6 +28,11 @@ func TestOfIsPinned(t *testing.T) {
 	}
 	if Of("x", 0) != 0 || Of("x", 1) != 0 || Of("x", -5) != 0 {
 		t.Errorf("a count below 2 must map every key to shard 0")
+	}
+	for _, n := range []int{math.MaxInt32, math.MaxInt32 + 1, math.MaxInt} {
+		if s := Of("default/web", n); s < 0 || s >= math.MaxInt32 {
+			t.Errorf("Of(default/web, %d) = %d, outside the shards", n, s)
+		}
 	}
 }
 
@@ -83,9 +89,9 @@ func TestGroupAnnotationsRoundTrip(t *testing.T) {
 	}
 	want := map[string]string{
 		CountAnnotation:      "6",
-		AssignmentAnnotation: "g=17;0-1=a@3;3-4=b-1.x@1;5=a@3",
+		AssignmentAnnotation: "g=17;m=a@3,b-1.x@1;0-1=0;3-4=1;5=0",
 		TokensAnnotation:     "0-1=4;2=9;3-4=5;5=6",
-		MovingAnnotation:     "1=b-1.x;5=",
+		MovingAnnotation:     "m=b-1.x;1=0;5=",
 	}
 	if !maps.Equal(ann, want) {
 		t.Fatalf("annotations %v, want %v", ann, want)
@@ -114,23 +120,27 @@ func TestGroupAnnotationsRoundTrip(t *testing.T) {
 }
 
 func TestParseGroupRefusesWhatItCannotRead(t *testing.T) {
-	base := map[string]string{CountAnnotation: "4", AssignmentAnnotation: "g=2;0-1=a@1", TokensAnnotation: "0-3=1"}
+	base := map[string]string{CountAnnotation: "4", AssignmentAnnotation: "g=2;m=a@1;0-1=0", TokensAnnotation: "0-3=1"}
 	for name, change := range map[string][2]string{
 		"count":             {CountAnnotation, "many"},
 		"count too large":   {CountAnnotation, "4097"},
-		"no generation":     {AssignmentAnnotation, "0-1=a@1"},
-		"bad generation":    {AssignmentAnnotation, "g=x;0-1=a@1"},
-		"no epoch":          {AssignmentAnnotation, "g=2;0-1=a"},
-		"bad epoch":         {AssignmentAnnotation, "g=2;0-1=a@-1"},
-		"empty owner":       {AssignmentAnnotation, "g=2;0-1=@1"},
-		"beyond count":      {AssignmentAnnotation, "g=2;0-4=a@1"},
-		"reversed range":    {AssignmentAnnotation, "g=2;3-1=a@1"},
-		"named twice":       {AssignmentAnnotation, "g=2;0-1=a@1;1=b@1"},
-		"no equals":         {AssignmentAnnotation, "g=2;0-1"},
+		"no generation":     {AssignmentAnnotation, "m=a@1;0-1=0"},
+		"bad generation":    {AssignmentAnnotation, "g=x;m=a@1;0-1=0"},
+		"no table":          {AssignmentAnnotation, "g=2;0-1=a@1"},
+		"no epoch":          {AssignmentAnnotation, "g=2;m=a;0-1=0"},
+		"bad epoch":         {AssignmentAnnotation, "g=2;m=a@-1;0-1=0"},
+		"empty owner":       {AssignmentAnnotation, "g=2;m=@1;0-1=0"},
+		"index past table":  {AssignmentAnnotation, "g=2;m=a@1;0-1=1"},
+		"no owner index":    {AssignmentAnnotation, "g=2;m=a@1;0-1="},
+		"beyond count":      {AssignmentAnnotation, "g=2;m=a@1;0-4=0"},
+		"reversed range":    {AssignmentAnnotation, "g=2;m=a@1;3-1=0"},
+		"named twice":       {AssignmentAnnotation, "g=2;m=a@1,b@1;0-1=0;1=1"},
+		"no equals":         {AssignmentAnnotation, "g=2;m=a@1;0-1"},
 		"owned, no token":   {TokensAnnotation, "2-3=1"},
 		"negative token":    {TokensAnnotation, "0-3=-1"},
-		"moving to a space": {MovingAnnotation, "1=a b"},
-		"moving not shard":  {MovingAnnotation, "x=a"},
+		"moving to a space": {MovingAnnotation, "m=a b;1=0"},
+		"moving not shard":  {MovingAnnotation, "m=a;x=0"},
+		"moving no table":   {MovingAnnotation, "1=a"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ann := maps.Clone(base)
@@ -142,6 +152,11 @@ func TestParseGroupRefusesWhatItCannotRead(t *testing.T) {
 	}
 	if _, err := ParseGroup(base); err != nil {
 		t.Errorf("the base case: %v", err)
+	}
+	for _, k := range []string{AssignmentAnnotation, TokensAnnotation, MovingAnnotation} {
+		if g, err := ParseGroup(map[string]string{k: base[k]}); err == nil {
+			t.Errorf("a group Lease with %s and no count parsed as %+v", k, g)
+		}
 	}
 	for _, text := range []string{"0", "-2", "x", "4097"} {
 		if _, err := ParseDeclared(text); err == nil {
@@ -160,9 +175,9 @@ func TestParseGroupRefusesWhatItCannotRead(t *testing.T) {
 // group that writes back to the same meaning, and Plan takes it without a
 // panic.
 func FuzzParseGroup(f *testing.F) {
-	f.Add("4", "g=2;0-1=a@1;3=b@2", "0-3=1", "3=a")
+	f.Add("4", "g=2;m=a@1,b@2;0-1=0;3=1", "0-3=1", "m=a;3=0")
 	f.Add("0", "g=0", "", "")
-	f.Add("3", "g=1;0-2=a@@1", "0-2=1;1=2", "0-2=")
+	f.Add("3", "g=1;m=a@@1;0-2=0", "0-2=1;1=2", "0-2=")
 	f.Fuzz(func(t *testing.T, count, assignment, tokens, moving string) {
 		ann := map[string]string{CountAnnotation: count, AssignmentAnnotation: assignment, TokensAnnotation: tokens, MovingAnnotation: moving}
 		g, err := ParseGroup(ann)
@@ -240,5 +255,29 @@ func TestMine(t *testing.T) {
 	}
 	if granted, _ := Mine(g, Owner{}); len(granted) != 0 {
 		t.Errorf("the zero owner was granted %v", granted)
+	}
+}
+
+// TestLargestGroupFits: the most spread assignment of the largest group, with
+// a hundred replicas of the longest names and every shard moving, fits in a
+// Lease's annotations.
+func TestLargestGroupFits(t *testing.T) {
+	g := Group{Generation: 1 << 40, Count: MaxShards, Owners: make([]Owner, MaxShards), Tokens: make([]int64, MaxShards), Moving: map[int]string{}}
+	name := func(i int) string { return fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 249)) }
+	for s := range MaxShards {
+		g.Owners[s] = Owner{Member: name(s % 100), Epoch: 1 << 30}
+		g.Tokens[s] = 1<<40 + int64(s)
+		g.Moving[s] = name((s + 1) % 100)
+	}
+	ann, err := g.Annotations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ParseGroup(ann)
+	if err != nil || !sameGroup(g, back) {
+		t.Fatalf("read back: %v", err)
+	}
+	if _, err := (Group{Count: 1, Owners: []Owner{{strings.Repeat("y", 300*1024), 1}}, Tokens: []int64{1}}).Annotations(); err == nil {
+		t.Errorf("a group too large for a Lease was written")
 	}
 }
