@@ -53,6 +53,7 @@ type memberRecord struct {
 	renewTime  time.Time
 	duration   time.Duration
 	observedAt time.Time // when the holder record last changed, locally
+	firstSeen  time.Time // when this controller first saw the member Lease
 	released   string
 	acting     string
 	deleted    bool
@@ -134,7 +135,10 @@ func (g *groups) observeMember(lease *coordinationv1.Lease, now time.Time, defau
 	if next.duration <= 0 {
 		next.duration = defaultDuration
 	}
-	next.observedAt = now
+	next.observedAt, next.firstSeen = now, now
+	if prev != nil {
+		next.firstSeen = prev.firstSeen
+	}
 	if prev != nil && !prev.deleted && prev.uid == next.uid && prev.holder == next.holder && prev.epoch == next.epoch &&
 		prev.renewTime.Equal(next.renewTime) {
 		next.observedAt = prev.observedAt
@@ -242,6 +246,23 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 		// Deleted behind this controller: its owners may still act.
 		group = *last
 	default:
+		// Nothing is granted from member Leases before each has been watched
+		// for its lease duration: a replica's write recording a shard of the
+		// lost group Lease may still be on its way, and the replica acts on
+		// the shard only once that write has landed, within its renew
+		// deadline.
+		var settled time.Time
+		for _, m := range members {
+			if m.holder != "" && now.Before(m.expiry(spread)) {
+				if at := m.firstSeen.Add(m.duration + spread); at.After(settled) {
+					settled = at
+				}
+			}
+		}
+		if now.Before(settled) {
+			logger.V(2).Info("No group Lease and no memory of one: waiting until every member Lease has been watched for its lease duration", "until", settled)
+			return settled.Sub(now) + time.Millisecond, nil
+		}
 		acting := make(map[shard.Owner]shard.Acting)
 		for name, m := range members {
 			if m.acting == "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/cle-dev/cle/internal/promtest"
 	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/pkg/shard"
+	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 // groupReplica is a replica of a shard group played by the test, as the
@@ -36,6 +37,7 @@ type groupReplica struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
+	last     shard.Group // the last group Lease it saw
 	acting   map[int]int64
 	released map[int]int64
 	highest  int64
@@ -107,7 +109,11 @@ func (r *groupReplica) step(ctx context.Context, leases interface {
 	Create(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error)
 	Update(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error)
 }, member string) error {
-	var g shard.Group
+	// A deleted group Lease changes nothing: the replica goes by the last
+	// one it saw until the controller writes another.
+	r.mu.Lock()
+	g := r.last
+	r.mu.Unlock()
 	if gl, err := leases.Get(ctx, r.group); err == nil {
 		if g, err = shard.ParseGroup(gl.Annotations); err != nil {
 			return err
@@ -119,6 +125,7 @@ func (r *groupReplica) step(ctx context.Context, leases interface {
 	granted, letGo := shard.Mine(g, me)
 
 	r.mu.Lock()
+	r.last = g
 	// Stop first: what is asked back, and what is no longer granted.
 	for s, t := range r.acting {
 		if granted[s] != t || letGo[s] {
@@ -366,5 +373,56 @@ func testShardGroup(t *testing.T, m apiMode) {
 	e.expectEvent(t, group, controller.ReasonShardsFreed)
 	if got := promtest.Gauge(e.metrics.Shards.WithLabelValues(e.ns+"/"+group, "owned")); got != count {
 		t.Errorf("cle_shards{state=owned} = %v, want %d", got, count)
+	}
+}
+
+// TestShardGroupLeaseLost: the group Lease is deleted while cle-controller is
+// down. The controller started again, with no memory of it, rebuilds the
+// group from what the member Leases say their replicas act on: every shard
+// stays with the replica acting on it, and the next grants are numbered above
+// every token in use.
+func TestShardGroupLeaseLost(t *testing.T) { forEachMode(t, testShardGroupLeaseLost) }
+
+func testShardGroupLeaseLost(t *testing.T, m apiMode) {
+	const group, count = "lost", 12
+	ns := m.server.CreateNamespace(t)
+	o := framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: groupLeaseSeconds * time.Second}}
+	first := m.server.StartController(t, o)
+	e := newEnv(t, m, ns)
+	var replicas []*groupReplica
+	for _, name := range []string{"a", "b"} {
+		replicas = append(replicas, e.startReplica(group, name, 1, count, 200*time.Millisecond))
+	}
+	w := watchGroup(e, group, func() []*groupReplica { return replicas })
+	defer func() {
+		for _, p := range w.stop() {
+			t.Error(p)
+		}
+	}()
+	before := e.waitGroup(group, 20*time.Second, "12 shards over a and b", balancedOver(count, "a", "b"))
+	waitActing(t, before, replicas)
+	highest := int64(0)
+	for _, tok := range before.Tokens {
+		highest = max(highest, tok)
+	}
+
+	first.Stop()
+	if err := e.client.CoordinationV1().Leases(ns).Delete(context.Background(), group, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// c joins while the group has no Lease and no controller.
+	replicas = append(replicas, e.startReplica(group, "c", 1, count, 200*time.Millisecond))
+	m.server.StartController(t, o)
+
+	after := e.waitGroup(group, 30*time.Second, "12 shards over a, b and c", balancedOver(count, "a", "b", "c"))
+	for s := range count {
+		switch o := after.Owners[s]; {
+		case o == before.Owners[s]:
+			if after.Tokens[s] != before.Tokens[s] {
+				t.Errorf("shard %d stayed with %v but its token went from %d to %d", s, o, before.Tokens[s], after.Tokens[s])
+			}
+		case after.Tokens[s] <= highest:
+			t.Errorf("shard %d went to %v with token %d, not above %d, the highest in use before the loss", s, o, after.Tokens[s], highest)
+		}
 	}
 }
