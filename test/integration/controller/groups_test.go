@@ -178,6 +178,25 @@ func (r *groupReplica) step(ctx context.Context, leases interface {
 	return nil
 }
 
+// replicaSet is the replicas of a test, read by its witness as they join.
+type replicaSet struct {
+	mu   sync.Mutex
+	list []*groupReplica
+}
+
+func (rs *replicaSet) add(r *groupReplica) *groupReplica {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.list = append(rs.list, r)
+	return r
+}
+
+func (rs *replicaSet) all() []*groupReplica {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Clone(rs.list)
+}
+
 // witness checks, every few milliseconds until stopped, that no shard is
 // acted on by two replicas and that no shard's token goes down on the group
 // Lease.
@@ -304,9 +323,8 @@ func TestShardGroup(t *testing.T) { forEachMode(t, testShardGroup) }
 func testShardGroup(t *testing.T, m apiMode) {
 	const group, count = "sharded", 32
 	e := startController(t, m, controller.Options{LeaseDuration: groupLeaseSeconds * time.Second})
-	var mu sync.Mutex
-	var replicas []*groupReplica
-	all := func() []*groupReplica { mu.Lock(); defer mu.Unlock(); return append([]*groupReplica(nil), replicas...) }
+	var rs replicaSet
+	all := rs.all
 	// a reads the group Lease seldom: a shard granted away from it before
 	// it let go would be acted on twice for a while.
 	start := func(name string) *groupReplica {
@@ -314,11 +332,7 @@ func testShardGroup(t *testing.T, m apiMode) {
 		if name == "a" {
 			period = 1500 * time.Millisecond
 		}
-		r := e.startReplica(group, name, 1, count, period)
-		mu.Lock()
-		replicas = append(replicas, r)
-		mu.Unlock()
-		return r
+		return rs.add(e.startReplica(group, name, 1, count, period))
 	}
 	w := watchGroup(e, group, all)
 	defer func() {
@@ -389,18 +403,18 @@ func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 	o := framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: groupLeaseSeconds * time.Second}}
 	first := m.server.StartController(t, o)
 	e := newEnv(t, m, ns)
-	var replicas []*groupReplica
+	var rs replicaSet
 	for _, name := range []string{"a", "b"} {
-		replicas = append(replicas, e.startReplica(group, name, 1, count, 200*time.Millisecond))
+		rs.add(e.startReplica(group, name, 1, count, 200*time.Millisecond))
 	}
-	w := watchGroup(e, group, func() []*groupReplica { return replicas })
+	w := watchGroup(e, group, rs.all)
 	defer func() {
 		for _, p := range w.stop() {
 			t.Error(p)
 		}
 	}()
 	before := e.waitGroup(group, 20*time.Second, "12 shards over a and b", balancedOver(count, "a", "b"))
-	waitActing(t, before, replicas)
+	waitActing(t, before, rs.all())
 	highest := int64(0)
 	for _, tok := range before.Tokens {
 		highest = max(highest, tok)
@@ -411,7 +425,7 @@ func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 		t.Fatal(err)
 	}
 	// c joins while the group has no Lease and no controller.
-	replicas = append(replicas, e.startReplica(group, "c", 1, count, 200*time.Millisecond))
+	rs.add(e.startReplica(group, "c", 1, count, 200*time.Millisecond))
 	m.server.StartController(t, o)
 
 	after := e.waitGroup(group, 30*time.Second, "12 shards over a, b and c", balancedOver(count, "a", "b", "c"))
