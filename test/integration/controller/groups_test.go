@@ -46,14 +46,30 @@ type groupReplica struct {
 
 const groupLeaseSeconds = 3
 
-func (e *env) startReplica(group, name string, epoch int32, count int, period time.Duration) *groupReplica {
+// replicaOpts is how a replica the test plays is built.
+type replicaOpts struct {
+	count     int
+	period    time.Duration // between its reads of the group Lease
+	emulation string        // default 1.36.0
+	strategy  string        // default shard.StrategyShards
+}
+
+func (e *env) startReplica(group, name string, o replicaOpts) *groupReplica {
 	e.t.Helper()
+	const epoch = 1
+	if o.emulation == "" {
+		o.emulation = "1.36.0"
+	}
+	if o.strategy == "" {
+		o.strategy = shard.StrategyShards
+	}
+	count, period := o.count, o.period
 	if _, err := e.acc.LeaseCandidates(e.ns).Get(context.Background(), name); apierrors.IsNotFound(err) {
 		_, err := e.acc.LeaseCandidates(e.ns).Create(context.Background(), &coordinationv1beta1.LeaseCandidate{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{shard.DeclaredAnnotation: fmt.Sprint(count)}},
 			Spec: coordinationv1beta1.LeaseCandidateSpec{
-				LeaseName: group, BinaryVersion: "1.36.0", EmulationVersion: "1.36.0",
-				Strategy:  shard.StrategyShards,
+				LeaseName: group, BinaryVersion: "1.37.0", EmulationVersion: o.emulation,
+				Strategy:  coordinationv1.CoordinatedLeaseStrategy(o.strategy),
 				RenewTime: ptr.To(metav1.NewMicroTime(time.Now())),
 			},
 		})
@@ -332,7 +348,7 @@ func testShardGroup(t *testing.T, m apiMode) {
 		if name == "a" {
 			period = 1500 * time.Millisecond
 		}
-		return rs.add(e.startReplica(group, name, 1, count, period))
+		return rs.add(e.startReplica(group, name, replicaOpts{count: count, period: period}))
 	}
 	w := watchGroup(e, group, all)
 	defer func() {
@@ -405,7 +421,7 @@ func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 	e := newEnv(t, m, ns)
 	var rs replicaSet
 	for _, name := range []string{"a", "b"} {
-		rs.add(e.startReplica(group, name, 1, count, 200*time.Millisecond))
+		rs.add(e.startReplica(group, name, replicaOpts{count: count, period: 200 * time.Millisecond}))
 	}
 	w := watchGroup(e, group, rs.all)
 	defer func() {
@@ -425,7 +441,7 @@ func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 		t.Fatal(err)
 	}
 	// c joins while the group has no Lease and no controller.
-	rs.add(e.startReplica(group, "c", 1, count, 200*time.Millisecond))
+	rs.add(e.startReplica(group, "c", replicaOpts{count: count, period: 200 * time.Millisecond}))
 	m.server.StartController(t, o)
 
 	after := e.waitGroup(group, 30*time.Second, "12 shards over a, b and c", balancedOver(count, "a", "b", "c"))
@@ -439,4 +455,35 @@ func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 			t.Errorf("shard %d went to %v with token %d, not above %d, the highest in use before the loss", s, o, after.Tokens[s], highest)
 		}
 	}
+}
+
+// TestShardGroupRollingUpgrade: under cle.dev/ShardsOldestEmulationVersion,
+// replicas of a newer emulation version wait as standbys while one of the
+// oldest is a member, and take every shard when the last of them leaves.
+func TestShardGroupRollingUpgrade(t *testing.T) { forEachMode(t, testShardGroupRollingUpgrade) }
+
+func testShardGroupRollingUpgrade(t *testing.T, m apiMode) {
+	const group, count = "upgraded", 8
+	e := startController(t, m, controller.Options{LeaseDuration: groupLeaseSeconds * time.Second})
+	var rs replicaSet
+	w := watchGroup(e, group, rs.all)
+	defer func() {
+		for _, p := range w.stop() {
+			t.Error(p)
+		}
+	}()
+	start := func(name, emulation string) *groupReplica {
+		return rs.add(e.startReplica(group, name, replicaOpts{count: count, period: 200 * time.Millisecond, emulation: emulation,
+			strategy: shard.StrategyShardsOldestEmulationVersion}))
+	}
+	oldA, oldB := start("old-a", "1.35.0"), start("old-b", "1.35.0")
+	start("new-c", "1.36.0")
+	g := e.waitGroup(group, 20*time.Second, "8 shards over the two replicas of 1.35", balancedOver(count, "old-a", "old-b"))
+	waitActing(t, g, rs.all())
+	e.expectEvent(t, group, controller.ReasonMemberStandby)
+
+	oldA.crash()
+	e.waitGroup(group, 20*time.Second, "every shard on the last replica of 1.35", balancedOver(count, "old-b"))
+	oldB.crash()
+	e.waitGroup(group, 20*time.Second, "every shard on the replica of 1.36", balancedOver(count, "new-c"))
 }
