@@ -18,6 +18,7 @@ package kubectlcle
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -69,10 +71,15 @@ const (
 	// Candidates that would win only the tie-break (equal versions, older or
 	// lower name) do not take over.
 	StateOptimal State = "optimal"
+	// StateGroup: the Lease is a shard group's (its candidates ask for
+	// cle.dev/Shards or cle.dev/ShardsOldestEmulationVersion): cle-controller
+	// assigns the group's shards over its members instead of naming a holder.
+	// Why tells how many shards are owned, moving and unowned.
+	StateGroup State = "group"
 )
 
 // States lists every State in the order Summarize tries them.
-var States = []State{StateConflict, StateUnmanaged, StateVacant, StateExpired, StatePreempting, StateOptimal}
+var States = []State{StateGroup, StateConflict, StateUnmanaged, StateVacant, StateExpired, StatePreempting, StateOptimal}
 
 // Judge computes Summaries. Its zero value is not usable: Registry is
 // required.
@@ -164,6 +171,9 @@ func (j Judge) Summarize(in Input, now time.Time) Summary {
 			s.Why = fmt.Sprintf("Its %d candidates have all expired (not renewed within %s), so nobody is elected.", len(s.Expired), j.CandidateTTL)
 		}
 		return s
+	}
+	if group, ok := summarizeGroup(&s, live); ok {
+		return group
 	}
 
 	res := strategy.ResolveStrategy(live)
@@ -415,4 +425,56 @@ func joinStrategies(names []coordinationv1.CoordinatedLeaseStrategy) string {
 
 func byName(a, b *coordinationv1beta1.LeaseCandidate) int {
 	return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace))
+}
+
+// summarizeGroup summarizes a shard group's Lease, if the live candidates
+// ask for a shard strategy.
+func summarizeGroup(s *Summary, live []*coordinationv1beta1.LeaseCandidate) (Summary, bool) {
+	members := 0
+	for _, lc := range live {
+		if name := string(lc.Spec.Strategy); name == shard.StrategyShards || name == shard.StrategyShardsOldestEmulationVersion {
+			members++
+			s.Strategy = lc.Spec.Strategy
+		}
+	}
+	if members == 0 {
+		return *s, false
+	}
+	s.State = StateGroup
+	s.Holder, s.PreferredHolder, s.Term = "", "", 0
+	if s.Lease == nil {
+		s.Why = fmt.Sprintf("A shard group of %d candidates; the controller has not assigned its shards yet.", members)
+		return *s, true
+	}
+	g, err := shard.ParseGroup(s.Lease.Annotations)
+	if err != nil {
+		s.Why = fmt.Sprintf("A shard group of %d candidates whose Lease cannot be read, so nothing is assigned: %v", members, err)
+		return *s, true
+	}
+	if g.Count == 0 {
+		s.Why = fmt.Sprintf("A shard group of %d candidates; the controller has not assigned its shards yet.", members)
+		return *s, true
+	}
+	per := map[string]int{}
+	unowned := 0
+	for i, o := range g.Owners {
+		if o.Member == "" {
+			if _, moving := g.Moving[i]; !moving {
+				unowned++
+			}
+			continue
+		}
+		per[o.Member]++
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(per)) {
+		parts = append(parts, fmt.Sprintf("%s %d", name, per[name]))
+	}
+	owners := strings.Join(parts, ", ")
+	if owners == "" {
+		owners = "nobody"
+	}
+	s.Why = fmt.Sprintf("A shard group of %d shards (generation %d) over %d candidates: %d owned, %d moving, %d unowned; by owner: %s.",
+		g.Count, g.Generation, members, g.Count-unowned-len(g.Moving), len(g.Moving), unowned, owners)
+	return *s, true
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -264,5 +265,40 @@ func TestDescribeSaysWhereCandidatesRun(t *testing.T) {
 	}
 	if got["newer"] != "team/app-0 app 0123456789abcdef0123456789abcdef" || got["broken"] != "  " {
 		t.Errorf("candidates' Pods and instances: %q, want newer's only", got)
+	}
+}
+
+func TestSummarizeGroup(t *testing.T) {
+	judge := Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: 30 * time.Minute, PingTimeout: 5 * time.Second, DefaultLeaseDuration: 15 * time.Second}
+	member := func(name string) candSpec {
+		return candSpec{name: name, binary: "1.36.0", emulation: "1.36.0", strategy: shard.StrategyShards}
+	}
+	var cands []*coordinationv1beta1.LeaseCandidate
+	for _, c := range []candSpec{member("a"), member("b")} {
+		cands = append(cands, cand(c))
+	}
+	in := Input{Key: types.NamespacedName{Namespace: "ns", Name: "l"}, Candidates: cands}
+	if s := judge.Summarize(in, now); s.State != StateGroup || !strings.Contains(s.Why, "not assigned its shards yet") {
+		t.Errorf("a group with no Lease: %s: %s", s.State, s.Why)
+	}
+
+	g := shard.Group{Generation: 4, Count: 5, Owners: []shard.Owner{{Member: "a", Epoch: 1}, {Member: "a", Epoch: 1}, {Member: "b", Epoch: 2}, {}, {Member: "b", Epoch: 2}},
+		Tokens: []int64{1, 1, 2, 0, 3}, Moving: map[int]string{4: "a"}}
+	ann, err := g.Annotations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lease(leaseSpec{strategy: shard.StrategyShards})
+	l.Annotations = ann
+	in.Lease = l
+	s := judge.Summarize(in, now)
+	want := "A shard group of 5 shards (generation 4) over 2 candidates: 3 owned, 1 moving, 1 unowned; by owner: a 2, b 2."
+	if s.State != StateGroup || s.Why != want || s.Strategy != shard.StrategyShards {
+		t.Errorf("Summarize = %s, %q, %q; want group, %q", s.State, s.Why, s.Strategy, want)
+	}
+
+	l.Annotations = map[string]string{shard.CountAnnotation: "x"}
+	if s := judge.Summarize(in, now); s.State != StateGroup || !strings.Contains(s.Why, "cannot be read") {
+		t.Errorf("an unreadable group Lease: %s: %s", s.State, s.Why)
 	}
 }
