@@ -39,11 +39,6 @@ const (
 // again from what the cache shows.
 const groupWriteWait = 10 * time.Second
 
-// isShardStrategy says whether name is one of the strategies of a group.
-func isShardStrategy(name string) bool {
-	return name == shard.StrategyShards || name == shard.StrategyShardsOldestEmulationVersion
-}
-
 // memberRecord is what the controller observed of one member Lease, on its
 // own clock.
 type memberRecord struct {
@@ -64,6 +59,12 @@ type memberRecord struct {
 // late writes may show.
 func (m *memberRecord) expiry(spread time.Duration) time.Time {
 	return m.observedAt.Add(m.duration + spread)
+}
+
+// ended says the member's epoch is over at now: its member Lease names no
+// holder (released), or has expired by the controller's observation.
+func (m *memberRecord) ended(now time.Time, spread time.Duration) bool {
+	return m.holder == "" || !now.Before(m.expiry(spread))
 }
 
 // groupRecord is what the controller keeps of a group between steps.
@@ -158,17 +159,12 @@ func (g *groups) memberDeleted(lease *coordinationv1.Lease) (types.NamespacedNam
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if m := g.records[key].membersOrNil()[replica]; m != nil {
-		m.deleted = true
+	if r := g.records[key]; r != nil {
+		if m := r.members[replica]; m != nil {
+			m.deleted = true
+		}
 	}
 	return key, true
-}
-
-func (r *groupRecord) membersOrNil() map[string]*memberRecord {
-	if r == nil {
-		return nil
-	}
-	return r.members
 }
 
 // groupStrategy says whether the Lease key is a shard group, and under
@@ -178,7 +174,7 @@ func groupStrategy(cands []*coordinationv1beta1.LeaseCandidate) (string, bool) {
 	name, group := "", false
 	for _, lc := range cands {
 		s := string(lc.Spec.Strategy)
-		if !isShardStrategy(s) {
+		if !shard.IsStrategy(s) {
 			continue
 		}
 		switch {
@@ -253,7 +249,7 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 		// deadline.
 		var settled time.Time
 		for _, m := range members {
-			if m.holder != "" && now.Before(m.expiry(spread)) {
+			if !m.ended(now, spread) {
 				if at := m.firstSeen.Add(m.duration + spread); at.After(settled) {
 					settled = at
 				}
@@ -276,18 +272,20 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 				}
 				continue
 			}
-			if m.holder == "" || !now.Before(m.expiry(spread)) {
+			if m.ended(now, spread) {
 				a.Shards = nil // that epoch ended: only its highest token counts
 			}
 			acting[shard.Owner{Member: name, Epoch: m.epoch}] = a
 		}
-		g, f, err := shard.FromMembers(0, acting)
+		// Its floor is the highest token a member Lease records, taken
+		// below for every group.
+		g, _, err := shard.FromMembers(0, acting)
 		if err != nil {
 			c.events.emit(key, nil, corev1.EventTypeWarning, ReasonInvalidGroup, "Wait",
 				"The group cannot be rebuilt from its member Leases: %v", err)
 			return 0, nil
 		}
-		group, floor = g, max(floor, f)
+		group = g
 	}
 	for _, t := range group.Tokens {
 		floor = max(floor, t)
@@ -338,7 +336,6 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 // groupReplicas says what the controller observed of each replica of a
 // group, for shard.Plan.
 func (c *Controller) groupReplicas(cands []*coordinationv1beta1.LeaseCandidate, members map[string]memberRecord, strategyName string, count int, now time.Time, spread time.Duration) []shard.Replica {
-	ended := func(m memberRecord) bool { return m.holder == "" || !now.Before(m.expiry(spread)) }
 	var mine []*coordinationv1beta1.LeaseCandidate
 	for _, lc := range cands {
 		if string(lc.Spec.Strategy) == strategyName {
@@ -359,7 +356,7 @@ func (c *Controller) groupReplicas(cands []*coordinationv1beta1.LeaseCandidate, 
 		crec := c.obs.candidate(lc, now)
 		state, _ := crec.state(now, c.opts.CandidateFreshness, c.opts.PingTimeout)
 		if m, ok := members[lc.Name]; ok {
-			r.Epoch, r.Ended = m.epoch, ended(m)
+			r.Epoch, r.Ended = m.epoch, m.ended(now, spread)
 			r.Member = state != unresponsive && !r.Ended && !m.deleted && m.holder == lc.Name && m.epoch > 0
 			r.Released = releasedOf(m, count)
 		}
@@ -394,7 +391,7 @@ func (c *Controller) groupReplicas(cands []*coordinationv1beta1.LeaseCandidate, 
 			continue
 		}
 		m := members[name]
-		out = append(out, shard.Replica{Name: name, Epoch: m.epoch, Ended: ended(m), Released: releasedOf(m, count), Rank: len(out)})
+		out = append(out, shard.Replica{Name: name, Epoch: m.epoch, Ended: m.ended(now, spread), Released: releasedOf(m, count), Rank: len(out)})
 	}
 	return out
 }
@@ -475,7 +472,7 @@ func (c *Controller) sayGroup(ctx context.Context, key types.NamespacedName, lea
 			}
 		}
 		c.events.emit(key, lease, corev1.EventTypeNormal, ReasonShardsAssigned, "Assign",
-			"Generation %d: %d shards granted (%d back to a restarted replica): %s", d.Group.Generation, n, returned, describeOwners(d.Group))
+			"Generation %d: %d shards granted (%d back to a restarted replica): %s", d.Group.Generation, n, returned, d.Group.DescribeOwners())
 		logger.V(2).Info("Granting shards", "generation", d.Group.Generation, "grants", n, "returned", returned)
 	}
 	if n := len(d.Moves); n > 0 {
@@ -509,20 +506,6 @@ func (c *Controller) sayGroup(ctx context.Context, key types.NamespacedName, lea
 	m.Shards.WithLabelValues(group, "moving").Set(float64(len(d.Group.Moving)))
 	m.Shards.WithLabelValues(group, "unowned").Set(float64(d.Unowned))
 	m.ShardSpread.WithLabelValues(group).Set(float64(d.Spread))
-}
-
-func describeOwners(g shard.Group) string {
-	count := map[string]int{}
-	for _, o := range g.Owners {
-		if o.Member != "" {
-			count[o.Member]++
-		}
-	}
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(count)) {
-		parts = append(parts, fmt.Sprintf("%s %d", name, count[name]))
-	}
-	return strings.Join(parts, ", ")
 }
 
 func describeMoves(moves []shard.Move) string {

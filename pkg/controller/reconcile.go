@@ -39,10 +39,9 @@ const (
 // resourceVersion read from the cache; a failed write returns an error and the
 // step is retried with backoff (and at the returned time, if that is sooner).
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
-	if cands := c.candidatesOf(key); len(cands) > 0 {
-		if name, group := groupStrategy(cands); group {
-			return c.reconcileGroup(ctx, key, cands, name)
-		}
+	cands := c.candidatesOf(key)
+	if name, group := groupStrategy(cands); group {
+		return c.reconcileGroup(ctx, key, cands, name)
 	}
 	now := c.opts.Clock.Now()
 	judgeAt := now
@@ -52,7 +51,7 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 			klog.FromContext(ctx).V(2).Info("Judging candidates as of when this Lease was queued", "backlog", backlog)
 		}
 	}
-	v := c.snapshot(key, now)
+	v := c.snapshot(key, cands, now)
 	v.judgeAt = judgeAt
 	c.pacePings(ctx, v)
 	d := decide(&c.opts, v)
@@ -64,9 +63,9 @@ func (c *Controller) electsBuiltin() bool {
 	return c.opts.ElectsBuiltin == nil || c.opts.ElectsBuiltin()
 }
 
-// snapshot reads what decide needs about the Lease key from the caches and
-// the records, as of now.
-func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
+// snapshot reads what decide needs about the Lease key, whose candidates in
+// the cache are cands, from the caches and the records, as of now.
+func (c *Controller) snapshot(key types.NamespacedName, cands []*coordinationv1beta1.LeaseCandidate, now time.Time) *view {
 	v := &view{key: key, now: now, judgeAt: now, spread: c.opts.WatchLag.Spread(now)}
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
@@ -75,7 +74,7 @@ func (c *Controller) snapshot(key types.NamespacedName, now time.Time) *view {
 		v.holderExitedAt = c.exits.exitedAt(proof.HolderProcess(v.lease))
 		v.departedExited = !c.exits.exitedAt(v.record.departed.process).IsZero()
 	}
-	for _, lc := range c.candidatesOf(key) {
+	for _, lc := range cands {
 		rec := c.obs.candidate(lc, now)
 		if c.exits != nil {
 			rec.exited = !c.exits.exitedAt(proof.CandidateProcess(lc.Annotations)).IsZero()

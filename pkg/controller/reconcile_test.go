@@ -687,7 +687,7 @@ func TestExpiredCandidatesAreIgnored(t *testing.T) {
 		h.step(10 * time.Minute)
 		h.renew("other", h.clock.Now())
 	}
-	live, next := liveCandidates(&h.c.opts, h.c.snapshot(leaseKey, h.clock.Now()))
+	live, next := liveCandidates(&h.c.opts, h.c.snapshot(leaseKey, h.c.candidatesOf(leaseKey), h.clock.Now()))
 	if len(live) != 1 || live[0].Name != "other" || !next.Equal(h.clock.Now().Add(30*time.Minute)) {
 		t.Errorf("live candidates %v until %v, want [other] until %v", names(live), next, h.clock.Now().Add(30*time.Minute))
 	}

@@ -18,7 +18,6 @@ package kubectlcle
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -432,7 +431,7 @@ func byName(a, b *coordinationv1beta1.LeaseCandidate) int {
 func summarizeGroup(s *Summary, live []*coordinationv1beta1.LeaseCandidate) (Summary, bool) {
 	members := 0
 	for _, lc := range live {
-		if name := string(lc.Spec.Strategy); name == shard.StrategyShards || name == shard.StrategyShardsOldestEmulationVersion {
+		if shard.IsStrategy(string(lc.Spec.Strategy)) {
 			members++
 			s.Strategy = lc.Spec.Strategy
 		}
@@ -455,25 +454,11 @@ func summarizeGroup(s *Summary, live []*coordinationv1beta1.LeaseCandidate) (Sum
 		s.Why = fmt.Sprintf("A shard group of %d candidates; the controller has not assigned its shards yet.", members)
 		return *s, true
 	}
-	per := map[string]int{}
-	unowned := 0
-	for i, o := range g.Owners {
-		if o.Member == "" {
-			if _, moving := g.Moving[i]; !moving {
-				unowned++
-			}
-			continue
-		}
-		per[o.Member]++
-	}
-	var parts []string
-	for _, name := range slices.Sorted(maps.Keys(per)) {
-		parts = append(parts, fmt.Sprintf("%s %d", name, per[name]))
-	}
-	owners := strings.Join(parts, ", ")
+	owners := g.DescribeOwners()
 	if owners == "" {
 		owners = "nobody"
 	}
+	unowned := g.Unowned()
 	s.Why = fmt.Sprintf("A shard group of %d shards (generation %d) over %d candidates: %d owned, %d moving, %d unowned; by owner: %s.",
 		g.Count, g.Generation, members, g.Count-unowned-len(g.Moving), len(g.Moving), unowned, owners)
 	return *s, true

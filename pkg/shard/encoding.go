@@ -61,6 +61,39 @@ type Group struct {
 	Moving map[int]string
 }
 
+// OwnerCounts is how many shards each owner holds, by replica name.
+func (g Group) OwnerCounts() map[string]int {
+	counts := make(map[string]int)
+	for _, o := range g.Owners {
+		if o.Member != "" {
+			counts[o.Member]++
+		}
+	}
+	return counts
+}
+
+// DescribeOwners says how many shards each owner holds, by name:
+// "a 11, b 11, c 10" ("" when nobody owns any).
+func (g Group) DescribeOwners() string {
+	counts := g.OwnerCounts()
+	parts := make([]string, 0, len(counts))
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, name+" "+strconv.Itoa(counts[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Unowned counts the shards nobody owns and nobody is asked to let go of.
+func (g Group) Unowned() int {
+	n := 0
+	for s, o := range g.Owners {
+		if _, moving := g.Moving[s]; o.Member == "" && !moving {
+			n++
+		}
+	}
+	return n
+}
+
 // Annotations returns g as the group Lease's annotations. It fails on a group
 // whose slices do not match its count or whose names cannot be written.
 func (g Group) Annotations() (map[string]string, error) {

@@ -22,6 +22,11 @@ const (
 	StrategyShardsOldestEmulationVersion = "cle.dev/ShardsOldestEmulationVersion"
 )
 
+// IsStrategy says whether name is one of a group's strategies.
+func IsStrategy(name string) bool {
+	return name == StrategyShards || name == StrategyShardsOldestEmulationVersion
+}
+
 // GroupAnnotation names, on a member Lease, the group it belongs to.
 const GroupAnnotation = "cle.dev/group"
 

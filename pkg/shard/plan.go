@@ -143,11 +143,8 @@ func Plan(in Input) Decision {
 
 	before := cloneGroup(in.Group)
 	g := cloneGroup(in.Group)
-	count, changing, conflict := countInEffect(g.Count, in.Replicas)
+	count, conflict := countInEffect(g.Count, in.Replicas)
 	d.Conflict = conflict
-	if changing > 0 {
-		d.Changing = changing
-	}
 
 	states := make([]shardState, g.Count)
 	for s, o := range g.Owners {
@@ -172,6 +169,7 @@ func Plan(in Input) Decision {
 				}
 			}
 			g.Moving = moving
+			d.Changing = count
 			return finish(before, g, d, replicas)
 		}
 		floor := in.MinToken
@@ -191,7 +189,6 @@ func Plan(in Input) Decision {
 		}
 		g.Moving = nil
 		states = make([]shardState, count)
-		d.Changing = 0
 	}
 	if g.Count == 0 {
 		return finish(before, g, d, replicas)
@@ -338,9 +335,9 @@ func Plan(in Input) Decision {
 }
 
 // countInEffect says which count the group should have: the one in effect
-// unless every live member declares another one (count differs from the
-// current), and whether the members disagree.
-func countInEffect(current int, replicas []Replica) (count, changing int, conflict bool) {
+// unless every live member declares another one, and whether the members
+// disagree.
+func countInEffect(current int, replicas []Replica) (count int, conflict bool) {
 	agreed, members := 0, 0
 	for _, r := range replicas {
 		if !r.Member {
@@ -353,16 +350,10 @@ func countInEffect(current int, replicas []Replica) (count, changing int, confli
 		members++
 		agreed = r.Declared
 	}
-	if members == 0 {
-		return current, 0, false
+	if members == 0 || conflict {
+		return current, conflict
 	}
-	if conflict {
-		return current, 0, true
-	}
-	if agreed == current {
-		return current, 0, false
-	}
-	return agreed, agreed, false
+	return agreed, false
 }
 
 func stateOf(o Owner, token int64, s int, replicas map[string]*Replica) shardState {
@@ -485,16 +476,8 @@ func finish(before, g Group, d Decision, replicas map[string]*Replica) Decision 
 		g.Generation = before.Generation + 1
 		d.Changed = true
 	}
-	held := make(map[string]int)
-	for s, o := range g.Owners {
-		if o.Member == "" {
-			if _, moving := g.Moving[s]; !moving {
-				d.Unowned++
-			}
-			continue
-		}
-		held[o.Member]++
-	}
+	d.Unowned = g.Unowned()
+	held := g.OwnerCounts()
 	first := true
 	lo, hi := 0, 0
 	for _, r := range replicas {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -22,16 +21,6 @@ func owners(g Group) string {
 		}
 	}
 	return encodeRuns(values)
-}
-
-func perMember(g Group) map[string]int {
-	out := make(map[string]int)
-	for _, o := range g.Owners {
-		if o.Member != "" {
-			out[o.Member]++
-		}
-	}
-	return out
 }
 
 // settle lets every owner release what it is asked to move and plans again,
@@ -111,7 +100,7 @@ func TestPlanJoinMovesOnlyTheNewQuota(t *testing.T) {
 	if len(moves) != 8 {
 		t.Errorf("%d moves in all, want 8: %v", len(moves), moves)
 	}
-	for name, n := range perMember(last.Group) {
+	for name, n := range last.Group.OwnerCounts() {
 		if n != 8 {
 			t.Errorf("%s owns %d shards, want 8", name, n)
 		}
@@ -136,7 +125,7 @@ func TestPlanEndedEpochFreesAtOnce(t *testing.T) {
 	if len(d.Freed) != 10 || len(d.Grants) != 10 || len(d.Moves) != 0 {
 		t.Fatalf("freed %d, granted %d, moved %d: want 10, 10, 0", len(d.Freed), len(d.Grants), len(d.Moves))
 	}
-	if got := perMember(d.Group); got["a"] != 16 || got["b"] != 16 || got["c"] != 0 {
+	if got := d.Group.OwnerCounts(); got["a"] != 16 || got["b"] != 16 || got["c"] != 0 {
 		t.Errorf("per member %v, want a and b 16 each", got)
 	}
 	if d.Unowned != 0 || d.Spread != 0 {
@@ -510,18 +499,10 @@ func TestPlanModel(t *testing.T) {
 				t.Errorf("count %d, declared %d", d.Group.Count, w.count)
 			}
 			if owners > 0 && (d.Unowned != 0 || d.Spread > 1) {
-				t.Errorf("settled with %d unowned and a spread of %d: %s", d.Unowned, d.Spread, owners2(d.Group))
+				t.Errorf("settled with %d unowned and a spread of %d: %s", d.Unowned, d.Spread, d.Group.DescribeOwners())
 			}
 		})
 	}
-}
-
-func owners2(g Group) string {
-	var b strings.Builder
-	for name, n := range perMember(g) {
-		fmt.Fprintf(&b, "%s:%d ", name, n)
-	}
-	return b.String()
 }
 
 func TestPlanOwnerInAnEpochNotSeenYet(t *testing.T) {
@@ -573,7 +554,7 @@ func TestPlanReturningReplicaReservesOnlyWhatItHolds(t *testing.T) {
 	if d.Unowned != 0 {
 		t.Errorf("%d shards unowned while c returns: %s", d.Unowned, owners(d.Group))
 	}
-	if got := perMember(d.Group); got["a"] != 22 || got["c"] != 10 {
+	if got := d.Group.OwnerCounts(); got["a"] != 22 || got["c"] != 10 {
 		t.Errorf("per member %v, want a 22 and c's 10 held", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/promtest"
+	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/test/integration/framework"
@@ -120,11 +121,7 @@ func (r *groupReplica) run(ctx context.Context) {
 // step renews the member Lease with what the replica acts on, having read
 // the group Lease: shards granted and not asked back are recorded, then
 // acted on; shards asked back stop, then are released.
-func (r *groupReplica) step(ctx context.Context, leases interface {
-	Get(context.Context, string) (*coordinationv1.Lease, error)
-	Create(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error)
-	Update(context.Context, *coordinationv1.Lease) (*coordinationv1.Lease, error)
-}, member string) error {
+func (r *groupReplica) step(ctx context.Context, leases access.LeaseClient, member string) error {
 	// A deleted group Lease changes nothing: the replica goes by the last
 	// one it saw until the controller writes another.
 	r.mu.Lock()
