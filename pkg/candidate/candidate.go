@@ -117,6 +117,9 @@ type Candidate struct {
 	held atomic.Int32
 	// metrics are nil unless Config.Metrics is set.
 	metrics *metrics
+	// annotations are more annotations the registrar writes on the
+	// LeaseCandidate (a group replica's declared shard count).
+	annotations map[string]string
 	// process is the process instance the kubelet will report exited, and
 	// its Pod, set by start before the loops run (none without a proof of
 	// death): the registrar registers it, the elector stamps its renewals
@@ -127,7 +130,7 @@ type Candidate struct {
 // New validates cfg, fills in its defaults and returns a Candidate. Every
 // problem with cfg is reported at once, wrapped in ErrInvalidConfig.
 func New(cfg Config) (*Candidate, error) {
-	if err := cfg.complete(false); err != nil {
+	if err := cfg.complete(forCandidate); err != nil {
 		return nil, err
 	}
 	return newCandidate(cfg, selfRenewal{})
@@ -198,36 +201,18 @@ func (c *Candidate) Run(ctx context.Context) error {
 	ctx = c.withLogger(ctx)
 	logger := klog.FromContext(ctx)
 
-	acc, clients, err := c.accessLayer(ctx)
-	if err != nil {
-		return err
-	}
-	if acc == nil {
-		return nil // ctx done before the API could be reached
-	}
-	writer, ok := c.writer(ctx, clients)
-	if !ok {
-		return nil // ctx done before the server answered
+	acc, writer, err := c.connect(ctx)
+	if acc == nil || err != nil {
+		return err // nil: ctx done before the API could be reached
 	}
 
 	el, reg := c.loops(acc, writer)
 
 	// The informers outlive ctx: the shutdown steps read from them.
-	informerCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-	var informers sync.WaitGroup
-	defer func() {
-		stopInformers()
-		informers.Wait()
-	}()
-	for _, inf := range []cache.SharedIndexInformer{el.informer, reg.informer} {
-		informers.Go(func() { inf.RunWithContext(informerCtx) })
-	}
-	for _, synced := range []cache.DoneChecker{el.synced, reg.synced} {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-synced.Done():
-		}
+	stopInformers, synced := runInformers(ctx, &el.watched, &reg.watched)
+	defer stopInformers()
+	if !synced {
+		return nil
 	}
 	if err := c.start(ctx, acc, reg); err != nil {
 		return err
@@ -244,6 +229,46 @@ func (c *Candidate) Run(ctx context.Context) error {
 	el.notifications.Wait()
 	logger.V(2).Info("Candidate stopped")
 	return nil
+}
+
+// connect reaches the API: it returns the access layer and the user name to
+// record on the LeaseCandidate, or a nil layer when ctx ended first.
+func (c *Candidate) connect(ctx context.Context) (access.Interface, string, error) {
+	acc, clients, err := c.accessLayer(ctx)
+	if err != nil || acc == nil {
+		return nil, "", err
+	}
+	writer, ok := c.writer(ctx, clients)
+	if !ok {
+		return nil, "", nil // ctx done before the server answered
+	}
+	return acc, writer, nil
+}
+
+// runInformers runs the informers of objects until stop is called, which
+// waits for them to return; they outlive ctx, so that the shutdown steps read
+// from them. synced is false when ctx ended before every handler had seen
+// its informer's initial list.
+func runInformers(ctx context.Context, objects ...watchedObject) (stop func(), synced bool) {
+	informerCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var running sync.WaitGroup
+	for _, o := range objects {
+		inf, _ := o.parts()
+		running.Go(func() { inf.RunWithContext(informerCtx) })
+	}
+	stop = func() {
+		cancel()
+		running.Wait()
+	}
+	for _, o := range objects {
+		_, done := o.parts()
+		select {
+		case <-ctx.Done():
+			return stop, false
+		case <-done.Done():
+		}
+	}
+	return stop, true
 }
 
 // withLogger is ctx with the candidate's logger (Config.Logger, or ctx's),

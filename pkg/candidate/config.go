@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -182,9 +183,20 @@ type Callbacks struct {
 // ErrInvalidConfig is wrapped by every error New returns for a bad Config.
 var ErrInvalidConfig = errors.New("invalid candidate config")
 
-// complete fills in defaults and validates, returning every problem at once;
-// external is set for an External candidate.
-func (c *Config) complete(external bool) error {
+// The kinds of process a Config configures, for complete.
+type configKind int
+
+const (
+	forCandidate configKind = iota // New
+	forExternal                    // NewExternal
+	forGroup                       // NewGroup
+)
+
+// complete fills in defaults and validates, returning every problem at once
+// (more are those a caller found), for the kind of process the Config
+// configures.
+func (c *Config) complete(kind configKind, more ...error) error {
+	external := kind == forExternal
 	if c.APIMode == "" {
 		c.APIMode = DefaultAPIMode
 	}
@@ -194,6 +206,9 @@ func (c *Config) complete(external bool) error {
 	c.BinaryVersion, c.EmulationVersion = withoutV(c.BinaryVersion), withoutV(c.EmulationVersion)
 	if c.Strategy == "" {
 		c.Strategy = coordinationv1.OldestEmulationVersion
+		if kind == forGroup {
+			c.Strategy = shard.StrategyShardsOldestEmulationVersion
+		}
 	}
 	setDefault(&c.LeaseDuration, DefaultLeaseDuration)
 	setDefault(&c.RenewDeadline, DefaultRenewDeadline)
@@ -203,7 +218,7 @@ func (c *Config) complete(external bool) error {
 		c.Clock = clock.RealClock{}
 	}
 
-	var errs []error
+	errs := more
 	switch {
 	case c.access != nil:
 	case c.RestConfig != nil && c.Clients.Kube != nil:
@@ -239,6 +254,12 @@ func (c *Config) complete(external bool) error {
 	}
 	if err := strategy.ValidateStrategyName(c.Strategy); err != nil {
 		errs = append(errs, fmt.Errorf("Strategy: %w", err))
+	} else if group := shard.IsStrategy(string(c.Strategy)); group != (kind == forGroup) {
+		if group {
+			errs = append(errs, fmt.Errorf("Strategy %q is a shard group's: join a group with NewGroup", c.Strategy))
+		} else {
+			errs = append(errs, fmt.Errorf("Strategy %q is not a shard group's: a group asks for %q or %q", c.Strategy, shard.StrategyShards, shard.StrategyShardsOldestEmulationVersion))
+		}
 	}
 	if err := c.completeProofOfDeath(); err != nil {
 		errs = append(errs, err)
@@ -264,7 +285,7 @@ func (c *Config) complete(external bool) error {
 	if c.RetryPeriod >= c.RenewDeadline {
 		errs = append(errs, fmt.Errorf("RetryPeriod (%s) must be shorter than RenewDeadline (%s), or the leader cannot retry a failed renewal in time", c.RetryPeriod, c.RenewDeadline))
 	}
-	if c.Callbacks.OnStartedLeading == nil && !external {
+	if c.Callbacks.OnStartedLeading == nil && kind == forCandidate {
 		errs = append(errs, errors.New("Callbacks.OnStartedLeading is required"))
 	}
 	if external && c.RenewDeadline+c.RetryPeriod >= c.LeaseDuration {

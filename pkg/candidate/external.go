@@ -141,7 +141,7 @@ type External struct {
 // NewExternal validates cfg, fills in its defaults and returns an External.
 // Every problem with cfg is reported at once, wrapped in ErrInvalidConfig.
 func NewExternal(cfg Config) (*External, error) {
-	if err := cfg.complete(true); err != nil {
+	if err := cfg.complete(forExternal); err != nil {
 		return nil, err
 	}
 	x := newExternalRenewal(cfg.LeaseDuration, cfg.Clock)

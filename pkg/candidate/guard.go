@@ -43,6 +43,11 @@ var ErrNotLeader = lead.ErrNotLeader
 // deadline is shorter than the lease duration, and why a resource that must
 // never see a deposed leader's write should also check the fencing token.
 func (c *Candidate) WrapConfig(cfg *rest.Config) *rest.Config {
+	return wrapConfig(cfg, c)
+}
+
+// wrapConfig is WrapConfig for any gate.
+func wrapConfig(cfg *rest.Config, gate gate) *rest.Config {
 	if cfg == nil {
 		return nil
 	}
@@ -53,13 +58,24 @@ func (c *Candidate) WrapConfig(cfg *rest.Config) *rest.Config {
 		basePath = strings.TrimSuffix(u.Path, "/")
 	}
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return &guard{c: c, next: rt, basePath: basePath}
+		return &guard{gate: gate, next: rt, basePath: basePath}
 	})
 	return out
 }
 
+// gate decides which requests a guard lets through: a Candidate lets its
+// leader's through, a Group those made on the context of a shard it acts on.
+type gate interface {
+	// requestContext returns a context for one write, cancelled when what
+	// it is sent under ends, and the function that releases it; ok is
+	// false when the write may not be sent.
+	requestContext(parent context.Context) (ctx context.Context, release func(), ok bool)
+	// refuse counts a refused write and says why it was refused.
+	refuse(req *http.Request) error
+}
+
 type guard struct {
-	c    *Candidate
+	gate gate
 	next http.RoundTripper
 	// basePath is the path of the server URL, without a trailing slash:
 	// every API path follows it.
@@ -70,14 +86,13 @@ func (g *guard) RoundTrip(req *http.Request) (*http.Response, error) {
 	if changesNothing(req, g.apiPath(req.URL)) {
 		return g.next.RoundTrip(req)
 	}
-	ctx, release, ok := g.c.leaderRequestContext(req.Context())
+	ctx, release, ok := g.gate.requestContext(req.Context())
 	if !ok {
 		// A RoundTripper owns the body, even when it fails.
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
-		g.c.metrics.refused()
-		return nil, fmt.Errorf("%w: %s refused %s %s", ErrNotLeader, g.c.cfg.Identity, req.Method, req.URL.Path)
+		return nil, g.gate.refuse(req)
 	}
 	resp, err := g.next.RoundTrip(req.WithContext(ctx))
 	if err != nil || resp == nil || resp.Body == nil {
@@ -167,24 +182,35 @@ func subresourceOf(apiPath string) string {
 // guard.
 func (g *guard) WrappedRoundTripper() http.RoundTripper { return g.next }
 
-// leaderRequestContext returns a context for one guarded request, cancelled
-// when the leadership it is sent under ends, and the function that releases
-// it; ok is false when this process is not leader.
-func (c *Candidate) leaderRequestContext(parent context.Context) (ctx context.Context, release func(), ok bool) {
+// requestContext returns a context for one guarded request, cancelled when
+// the leadership it is sent under ends, and the function that releases it;
+// ok is false when this process is not leader.
+func (c *Candidate) requestContext(parent context.Context) (ctx context.Context, release func(), ok bool) {
 	t, ok := c.liveTerm()
 	if !ok {
 		return nil, nil, false
 	}
-	remaining := c.cfg.RenewDeadline - c.since(t.renewedAt)
-	ctx, cancel := context.WithCancelCause(parent)
 	ended := fmt.Errorf("%w: leadership of %s ended while the request was in flight", ErrNotLeader, c.cfg.Identity)
-	stopAfter := context.AfterFunc(t.ctx, func() { cancel(ended) })
+	ctx, release = c.boundedRequest(parent, t.ctx, c.cfg.RenewDeadline-c.since(t.renewedAt), ended)
+	return ctx, release, true
+}
+
+func (c *Candidate) refuse(req *http.Request) error {
+	c.metrics.refused()
+	return fmt.Errorf("%w: %s refused %s %s", ErrNotLeader, c.cfg.Identity, req.Method, req.URL.Path)
+}
+
+// boundedRequest is parent cancelled with ended when until ends or after
+// remaining, whichever is first, and the function that releases it.
+func (c *Candidate) boundedRequest(parent, until context.Context, remaining time.Duration, ended error) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stopAfter := context.AfterFunc(until, func() { cancel(ended) })
 	stopTimer := c.afterFunc(remaining, func() { cancel(ended) })
 	return ctx, sync.OnceFunc(func() {
 		stopAfter()
 		stopTimer()
 		cancel(context.Canceled)
-	}), true
+	})
 }
 
 // afterFunc calls f after d on the library's clock, and returns the function

@@ -2,6 +2,7 @@ package candidate
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"time"
 
@@ -231,6 +232,7 @@ func (r *registrar) annotations() map[string]string {
 	if r.writer != "" {
 		want[access.WriterAnnotation] = r.writer
 	}
+	maps.Copy(want, r.c.annotations)
 	return want
 }
 

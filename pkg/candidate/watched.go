@@ -39,3 +39,12 @@ func (w *watched[T]) current() T {
 	}
 	return t
 }
+
+// watchedObject is a watched object of any type, for runInformers.
+type watchedObject interface {
+	parts() (cache.SharedIndexInformer, cache.DoneChecker)
+}
+
+func (w *watched[T]) parts() (cache.SharedIndexInformer, cache.DoneChecker) {
+	return w.informer, w.synced
+}
