@@ -162,12 +162,16 @@ func (m *member) step(ctx context.Context) time.Duration {
 		sent, ok := m.write(ctx, cfg.Identity, m.number, acting, released)
 		// Recorded on the member Lease within the renew deadline: the
 		// granted shards may start.
-		if ok && m.number != 0 && m.c.since(sent) < cfg.RenewDeadline {
+		if ok && m.number != 0 && m.c.since(sent) < cfg.RenewDeadline && len(pending) > 0 {
+			started := make([]*shardTerm, 0, len(pending))
 			for s, t := range pending {
-				m.start(ctx, s, t)
+				started = append(started, m.newShard(ctx, s, t))
 			}
-			if len(pending) > 0 {
-				m.g.publish(m.last.Count, m.running)
+			// Published before the work starts, so that the work finds
+			// its shard in Acting and Owns.
+			m.g.publish(m.last.Count, m.running)
+			for _, st := range started {
+				m.start(st)
 			}
 		}
 	}
@@ -396,14 +400,20 @@ func (m *member) leaseFor(base *coordinationv1.Lease, holder string, number int6
 	return lease
 }
 
-// start runs the work of shard s, granted with token, in the current epoch.
-func (m *member) start(ctx context.Context, s int, token int64) {
+// newShard records shard s, granted with token, as running in the current
+// epoch; start then runs its work.
+func (m *member) newShard(ctx context.Context, s int, token int64) *shardTerm {
 	e := m.g.epoch.Load()
 	st := &shardTerm{Shard: Shard{Index: s, Count: m.last.Count, Token: token}, group: m.g, epoch: e.number, done: make(chan struct{})}
 	logger := klog.LoggerWithValues(klog.FromContext(ctx), "shard", s, "token", token)
 	st.ctx, st.end = context.WithCancel(klog.NewContext(context.WithValue(e.ctx, shardKey{}, st), logger))
 	m.running[s] = st
 	logger.V(2).Info("Started acting on a shard", "count", st.Count, "epoch", e.number)
+	return st
+}
+
+// start runs the work of st; its return wakes the loop.
+func (m *member) start(st *shardTerm) {
 	go func() {
 		defer signal(m.wake)
 		defer close(st.done)
