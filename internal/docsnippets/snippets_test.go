@@ -42,6 +42,9 @@ var imports = map[string]string{
 	"runtime":        "k8s.io/apimachinery/pkg/runtime",
 	"ctrl":           "sigs.k8s.io/controller-runtime",
 	"manager":        "sigs.k8s.io/controller-runtime/pkg/manager",
+	"builder":        "sigs.k8s.io/controller-runtime/pkg/builder",
+	"reconcile":      "sigs.k8s.io/controller-runtime/pkg/reconcile",
+	"corev1":         "k8s.io/api/core/v1",
 }
 
 // docs are the documents whose snippets are built, as globs from the
