@@ -181,6 +181,10 @@ func PrintDescription(w io.Writer, d *LeaseDescription, f Format, now time.Time)
 		}
 	}
 
+	if err := printGroup(w, d.Group, now); err != nil {
+		return err
+	}
+
 	fmt.Fprintln(w, "Events:")
 	if len(d.Events) == 0 {
 		fmt.Fprintln(w, "  <none>")
@@ -207,4 +211,55 @@ func age(t, now time.Time) string {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(now.Sub(t))
+}
+
+// printGroup prints a shard group's assignment and members (nothing for
+// nil).
+func printGroup(w io.Writer, g *GroupStatus, now time.Time) error {
+	if g == nil {
+		return nil
+	}
+	fmt.Fprintf(w, "Shards: %d (generation %d): %d owned, %d moving, %d unowned, spread %d\n",
+		g.Count, g.Generation, g.Owned, g.Moving, g.Unowned, g.Spread)
+	if g.UnownedShards != "" {
+		fmt.Fprintf(w, "  unowned: %s\n", g.UnownedShards)
+	}
+	fmt.Fprintln(w, "Members:")
+	tw := printers.GetNewTabWriter(w)
+	fmt.Fprintln(tw, "  NAME\tEPOCH\tOWNED\tSHARDS\tACTING\tRELEASED\tMEMBER LEASE\tDECLARED")
+	for _, m := range g.Members {
+		epoch := "-"
+		if m.Epoch > 0 {
+			epoch = strconv.FormatInt(m.Epoch, 10)
+		}
+		lease := "<none>"
+		switch {
+		case m.RenewTime != nil && m.LeaseHolder == "":
+			lease = fmt.Sprintf("released (epoch %d)", m.LeaseEpoch)
+		case m.RenewTime != nil:
+			lease = fmt.Sprintf("epoch %d, renewed %s ago", m.LeaseEpoch, age(m.RenewTime.Time, now))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", m.Name, epoch, m.Owned, none(m.Shards), none(m.Acting), none(m.Released), lease, none(m.Declared))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(g.Moves) > 0 {
+		fmt.Fprintln(w, "Moving:")
+		tw = printers.GetNewTabWriter(w)
+		fmt.Fprintln(tw, "  SHARD\tFROM\tTO")
+		for _, m := range g.Moves {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\n", m.Shard, m.From, none(m.To))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w, "Tokens:")
+	tw = printers.GetNewTabWriter(w)
+	fmt.Fprintln(tw, "  SHARDS\tTOKEN")
+	for _, t := range g.Tokens {
+		fmt.Fprintf(tw, "  %s\t%d\n", t.Shards, t.Token)
+	}
+	return tw.Flush()
 }

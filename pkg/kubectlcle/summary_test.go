@@ -1,6 +1,7 @@
 package kubectlcle
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -300,5 +301,71 @@ func TestSummarizeGroup(t *testing.T) {
 	l.Annotations = map[string]string{shard.CountAnnotation: "x"}
 	if s := judge.Summarize(in, now); s.State != StateGroup || !strings.Contains(s.Why, "cannot be read") {
 		t.Errorf("an unreadable group Lease: %s: %s", s.State, s.Why)
+	}
+}
+
+// TestDescribeGroup: describe shows a group's members with what the group
+// Lease grants each and what its member Lease says, the moves, the unowned
+// shards and the tokens.
+func TestDescribeGroup(t *testing.T) {
+	judge := Judge{Registry: strategy.NewDefaultRegistry(), CandidateTTL: 30 * time.Minute, PingTimeout: 5 * time.Second, DefaultLeaseDuration: 15 * time.Second}
+	var cands []*coordinationv1beta1.LeaseCandidate
+	for _, name := range []string{"a", "b"} {
+		lc := cand(candSpec{name: name, binary: "1.36.0", emulation: "1.36.0", strategy: shard.StrategyShards})
+		lc.Spec.LeaseName = "l"
+		lc.Annotations = map[string]string{shard.DeclaredAnnotation: "5"}
+		cands = append(cands, lc)
+	}
+	g := shard.Group{Generation: 4, Count: 5, Owners: []shard.Owner{{Member: "a", Epoch: 1}, {Member: "a", Epoch: 1}, {Member: "b", Epoch: 2}, {}, {Member: "b", Epoch: 2}},
+		Tokens: []int64{1, 1, 2, 0, 3}, Moving: map[int]string{4: "a"}}
+	ann, err := g.Annotations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lease(leaseSpec{strategy: shard.StrategyShards})
+	l.Namespace, l.Name, l.Annotations = "ns", "l", ann
+	renewed := metav1.NewMicroTime(now.Add(-2 * time.Second))
+	memberLease := func(replica, holder string, epoch int32, acting, released string) *coordinationv1.Lease {
+		m := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: shard.MemberLeaseName("l", replica),
+			Annotations: map[string]string{shard.GroupAnnotation: "l", shard.ActingAnnotation: acting}},
+			Spec: coordinationv1.LeaseSpec{LeaseTransitions: ptr.To(epoch), RenewTime: &renewed}}
+		if holder != "" {
+			m.Spec.HolderIdentity = ptr.To(holder)
+		}
+		if released != "" {
+			m.Annotations[shard.ReleasedAnnotation] = released
+		}
+		return m
+	}
+	leases := []*coordinationv1.Lease{l, memberLease("a", "a", 1, "n=5;h=1;0-1=1", ""), memberLease("b", "b", 2, "n=5;h=3;2=2;4=3", ""),
+		memberLease("c", "", 3, "n=5;h=6", "3=6")}
+	in := Input{Key: types.NamespacedName{Namespace: "ns", Name: "l"}, Lease: l, Candidates: cands}
+	s := judge.Summarize(in, now)
+	d := Describe(&s, access.ModeNative, nil)
+	DescribeGroup(d, &s, cands, leases)
+	if d.Group == nil {
+		t.Fatal("no group in the description")
+	}
+	var out bytes.Buffer
+	if err := PrintDescription(&out, d, Format{}, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Shards: 5 (generation 4): 3 owned, 1 moving, 1 unowned, spread 0",
+		"unowned: 3",
+		"a 1 2 0-1 0-1 <none> epoch 1, renewed 2s ago 5",
+		"b 2 2 2,4 2,4 <none> epoch 2, renewed 2s ago 5",
+		"c - 0 <none> <none> 3=6 released (epoch 3) <none>",
+		"4 b a",
+		"0-1 1",
+		"4 3",
+		"- a 1.36.0 1.36.0 cle.dev/Shards",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(out.String()), " "), want) {
+			t.Errorf("describe lacks %q:\n%s", want, out.String())
+		}
+	}
+	if c := d.DeepCopy(); c.Group == d.Group || c.Group.Members[0].RenewTime == d.Group.Members[0].RenewTime {
+		t.Error("DeepCopy shares the group")
 	}
 }

@@ -1,9 +1,14 @@
 package kubectlcle
 
 import (
+	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -159,7 +165,10 @@ type LeaseDescription struct {
 	// was not looked up.
 	ElectionController *ElectionControllerStatus `json:"electionController,omitempty"`
 	Candidates         []CandidateStatus         `json:"candidates"`
-	Events             []EventStatus             `json:"events"`
+	// Group is the shard group's assignment and members, for a group's
+	// Lease.
+	Group  *GroupStatus  `json:"group,omitempty"`
+	Events []EventStatus `json:"events"`
 }
 
 // LeaseChange is what `kubectl cle watch` prints with -o json|yaml and the
@@ -221,23 +230,7 @@ func Describe(s *Summary, mode access.Mode, events []corev1.Event) *LeaseDescrip
 		return r
 	}
 	add := func(rank int, lc *coordinationv1beta1.LeaseCandidate, excluded string) {
-		c := CandidateStatus{
-			Rank:             rank,
-			Name:             lc.Name,
-			BinaryVersion:    lc.Spec.BinaryVersion,
-			EmulationVersion: lc.Spec.EmulationVersion,
-			Strategy:         string(lc.Spec.Strategy),
-			Priority:         lc.Annotations[strategy.PriorityAnnotation],
-			RenewTime:        lc.Spec.RenewTime,
-			PingTime:         lc.Spec.PingTime,
-			Ping:             PingState(lc),
-			Roles:            roles(lc.Name),
-			Excluded:         excluded,
-			Pod:              lc.Annotations[access.PodAnnotation],
-			Container:        lc.Annotations[access.ContainerAnnotation],
-			Instance:         lc.Annotations[access.InstanceAnnotation],
-		}
-		d.Candidates = append(d.Candidates, c)
+		d.Candidates = append(d.Candidates, candidateStatus(lc, rank, roles(lc.Name), excluded))
 	}
 	for i, lc := range s.Ranked {
 		add(i+1, lc, "")
@@ -258,6 +251,26 @@ func Describe(s *Summary, mode access.Mode, events []corev1.Event) *LeaseDescrip
 		})
 	}
 	return d
+}
+
+// candidateStatus is the row of lc.
+func candidateStatus(lc *coordinationv1beta1.LeaseCandidate, rank int, roles []string, excluded string) CandidateStatus {
+	return CandidateStatus{
+		Rank:             rank,
+		Name:             lc.Name,
+		BinaryVersion:    lc.Spec.BinaryVersion,
+		EmulationVersion: lc.Spec.EmulationVersion,
+		Strategy:         string(lc.Spec.Strategy),
+		Priority:         lc.Annotations[strategy.PriorityAnnotation],
+		RenewTime:        lc.Spec.RenewTime,
+		PingTime:         lc.Spec.PingTime,
+		Ping:             PingState(lc),
+		Roles:            roles,
+		Excluded:         excluded,
+		Pod:              lc.Annotations[access.PodAnnotation],
+		Container:        lc.Annotations[access.ContainerAnnotation],
+		Instance:         lc.Annotations[access.InstanceAnnotation],
+	}
 }
 
 // candidateAge is how long ago a candidate renewed, for display.
@@ -353,7 +366,7 @@ func (d *LeaseDescription) DeepCopy() *LeaseDescription {
 	if d == nil {
 		return nil
 	}
-	out := &LeaseDescription{TypeMeta: d.TypeMeta, ElectionController: d.ElectionController.DeepCopy()}
+	out := &LeaseDescription{TypeMeta: d.TypeMeta, ElectionController: d.ElectionController.DeepCopy(), Group: d.Group.DeepCopy()}
 	d.Status.DeepCopyInto(&out.Status)
 	if d.Candidates != nil {
 		out.Candidates = make([]CandidateStatus, len(d.Candidates))
@@ -396,4 +409,176 @@ func (c *LeaseChange) DeepCopyObject() runtime.Object {
 		return cp
 	}
 	return nil
+}
+
+// GroupStatus is what `kubectl cle describe` shows of a shard group: its
+// assignment, as the group Lease says, and each member as its member Lease
+// says.
+type GroupStatus struct {
+	// Count is the shard count in effect, Generation the assignment's.
+	Count      int   `json:"count"`
+	Generation int64 `json:"generation"`
+	Owned      int   `json:"owned"`
+	Moving     int   `json:"moving"`
+	Unowned    int   `json:"unowned"`
+	// Spread is the largest difference in shards between two owners.
+	Spread  int           `json:"spread"`
+	Members []GroupMember `json:"members"`
+	// Moves are the shards whose owners are asked to let go.
+	Moves []ShardMove `json:"moves"`
+	// UnownedShards are the shards nobody owns, as runs ("3-5,9").
+	UnownedShards string `json:"unownedShards,omitempty"`
+	// Tokens are each shard's last token, as runs of equal tokens.
+	Tokens []ShardTokens `json:"tokens"`
+}
+
+// GroupMember is one replica of a group.
+type GroupMember struct {
+	Name string `json:"name"`
+	// Epoch is the epoch the group Lease grants its shards in; Shards those
+	// shards, as runs, and Owned how many.
+	Epoch  int64  `json:"epoch,omitempty"`
+	Shards string `json:"shards,omitempty"`
+	Owned  int    `json:"owned"`
+	// What its member Lease says: the holder (empty once released), its
+	// epoch, when it was renewed, the shards it acts on and those it has
+	// let go of.
+	LeaseHolder string            `json:"leaseHolder,omitempty"`
+	LeaseEpoch  int64             `json:"leaseEpoch,omitempty"`
+	RenewTime   *metav1.MicroTime `json:"renewTime,omitempty"`
+	Acting      string            `json:"acting,omitempty"`
+	Released    string            `json:"released,omitempty"`
+	// Declared is the shard count its LeaseCandidate declares.
+	Declared string `json:"declared,omitempty"`
+}
+
+// DeepCopy returns a copy of g that shares nothing with it.
+func (g *GroupStatus) DeepCopy() *GroupStatus {
+	if g == nil {
+		return nil
+	}
+	out := *g
+	out.Members = slices.Clone(g.Members)
+	for i := range out.Members {
+		out.Members[i].RenewTime = g.Members[i].RenewTime.DeepCopy()
+	}
+	out.Moves, out.Tokens = slices.Clone(g.Moves), slices.Clone(g.Tokens)
+	return &out
+}
+
+// ShardMove is a shard whose owner is asked to let it go.
+type ShardMove struct {
+	Shard int    `json:"shard"`
+	From  string `json:"from"`
+	To    string `json:"to,omitempty"`
+}
+
+// ShardTokens are shards whose last token is Token.
+type ShardTokens struct {
+	Shards string `json:"shards"`
+	Token  int64  `json:"token"`
+}
+
+// DescribeGroup adds to d what the group Lease of s and the member Leases
+// among leases say, when s is a shard group's.
+func DescribeGroup(d *LeaseDescription, s *Summary, cands []*coordinationv1beta1.LeaseCandidate, leases []*coordinationv1.Lease) {
+	if s.State != StateGroup || s.Lease == nil {
+		return
+	}
+	g, err := shard.ParseGroup(s.Lease.Annotations)
+	if err != nil || g.Count == 0 {
+		return
+	}
+	gs := &GroupStatus{Count: g.Count, Generation: g.Generation, Moving: len(g.Moving), Unowned: g.Unowned(),
+		Members: []GroupMember{}, Moves: []ShardMove{}, Tokens: []ShardTokens{}}
+	gs.Owned = g.Count - gs.Unowned - gs.Moving
+	members := map[string]*GroupMember{}
+	member := func(name string) *GroupMember {
+		if m := members[name]; m != nil {
+			return m
+		}
+		m := &GroupMember{Name: name}
+		members[name] = m
+		return m
+	}
+	owned := map[string][]int{}
+	var unowned []int
+	for i, o := range g.Owners {
+		if o.Member == "" {
+			unowned = append(unowned, i)
+			continue
+		}
+		m := member(o.Member)
+		m.Epoch = o.Epoch
+		owned[o.Member] = append(owned[o.Member], i)
+	}
+	for name, shards := range owned {
+		members[name].Shards, members[name].Owned = runsOf(shards), len(shards)
+	}
+	gs.UnownedShards = runsOf(unowned)
+	// A group's candidates are not ranked: each is listed as a member.
+	for _, lc := range slices.SortedFunc(slices.Values(cands), byName) {
+		if lc.Spec.LeaseName == s.Key.Name && shard.IsStrategy(string(lc.Spec.Strategy)) && !slices.Contains(s.Expired, lc) {
+			member(lc.Name).Declared = lc.Annotations[shard.DeclaredAnnotation]
+			d.Candidates = append(d.Candidates, candidateStatus(lc, 0, []string{"member"}, ""))
+		}
+	}
+	for _, l := range leases {
+		replica, ok := strings.CutPrefix(l.Name, s.Key.Name+".")
+		if l.Namespace != s.Key.Namespace || l.Annotations[shard.GroupAnnotation] != s.Key.Name || !ok {
+			continue
+		}
+		m := member(replica)
+		m.LeaseHolder, m.LeaseEpoch, m.RenewTime = ptr.Deref(l.Spec.HolderIdentity, ""), int64(ptr.Deref(l.Spec.LeaseTransitions, 0)), l.Spec.RenewTime
+		if a, err := shard.ParseActing(l.Annotations[shard.ActingAnnotation]); err == nil {
+			m.Acting = runsOf(slices.Collect(maps.Keys(a.Shards)))
+		}
+		m.Released = l.Annotations[shard.ReleasedAnnotation]
+	}
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		gs.Members = append(gs.Members, *members[name])
+	}
+	counts := g.OwnerCounts()
+	if len(counts) > 0 {
+		lo, hi := g.Count, 0
+		for _, n := range counts {
+			lo, hi = min(lo, n), max(hi, n)
+		}
+		gs.Spread = hi - lo
+	}
+	for _, i := range slices.Sorted(maps.Keys(g.Moving)) {
+		gs.Moves = append(gs.Moves, ShardMove{Shard: i, From: g.Owners[i].Member, To: g.Moving[i]})
+	}
+	for i := 0; i < len(g.Tokens); {
+		j := i
+		for j+1 < len(g.Tokens) && g.Tokens[j+1] == g.Tokens[i] {
+			j++
+		}
+		gs.Tokens = append(gs.Tokens, ShardTokens{Shards: span(i, j), Token: g.Tokens[i]})
+		i = j + 1
+	}
+	d.Group = gs
+}
+
+// runsOf writes shards as sorted runs: "0-10,12".
+func runsOf(shards []int) string {
+	shards = slices.Sorted(slices.Values(shards))
+	var parts []string
+	for i := 0; i < len(shards); {
+		j := i
+		for j+1 < len(shards) && shards[j+1] == shards[j]+1 {
+			j++
+		}
+		parts = append(parts, span(shards[i], shards[j]))
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// span writes the shards from to to: "3", "3-5".
+func span(from, to int) string {
+	if from == to {
+		return strconv.Itoa(from)
+	}
+	return fmt.Sprintf("%d-%d", from, to)
 }

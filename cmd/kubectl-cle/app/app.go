@@ -419,6 +419,7 @@ func (o *Options) describe(ctx context.Context, name string, f kubectlcle.Format
 	now := o.Clock.Now()
 	s := judge.Summarize(inputs[0], now)
 	d := kubectlcle.Describe(&s, src.Access.Mode(), events)
+	kubectlcle.DescribeGroup(d, &s, inputs[0].Candidates, leases)
 	if f.Output != kubectlcle.OutputName {
 		d.ElectionController = src.ElectionController(ctx, now)
 	}
