@@ -11,6 +11,10 @@ const candImage = "e2e.local/cand:1"
 // benchmark's controller-runtime manager.
 const managerImage = "e2e.local/manager:1"
 
+// shardedImage runs contrib/controller-runtime/examples/sharded, the sharded
+// controller.
+const shardedImage = "e2e.local/sharded:1"
+
 // containerdConfig keeps all of containerd's state under the node's
 // directory (ROOT) and leaves out the plugins that would write elsewhere
 // (/opt/containerd, /run/nri).

@@ -69,6 +69,10 @@ func runHost() int {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
+	if err := buildStatic(filepath.Join(dir, "sharded"), "contrib/controller-runtime", "./examples/sharded"); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)

@@ -247,8 +247,9 @@ func (n *node) importImages(ctx context.Context) error {
 	}
 	// The benchmark's candidates (test/bench/cand and contrib's
 	// benchmanager), for the crash failover of the built-in controller's
-	// candidates and of cle's adoption paths.
-	for _, img := range []struct{ name, ref string }{{"cand", candImage}, {"manager", managerImage}} {
+	// candidates and of cle's adoption paths, and contrib's sharded
+	// example.
+	for _, img := range []struct{ name, ref string }{{"cand", candImage}, {"manager", managerImage}, {"sharded", shardedImage}} {
 		archive := filepath.Join(n.dir, img.name+".tar")
 		if err := writeImage(archive, filepath.Join(n.dir, img.name), img.name, img.ref); err != nil {
 			return err

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,39 +23,6 @@ const (
 	exampleLabel    = "cle.dev/example"
 	stampAnnotation = "cle.dev/example-shard"
 )
-
-// stampWitness watches the example's stamps on every ConfigMap and records
-// each one that a replica wrote over a newer grant's (a token going down) or
-// that two replicas wrote under one grant.
-type stampWitness struct {
-	mu       sync.Mutex
-	last     map[string][2]string // per ConfigMap: identity, token
-	stamps   int
-	problems []string
-}
-
-func (w *stampWitness) see(cm *corev1.ConfigMap) {
-	fields := strings.Fields(cm.Annotations[stampAnnotation])
-	if len(fields) != 3 {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.stamps++
-	prev, seen := w.last[cm.Name]
-	w.last[cm.Name] = [2]string{fields[0], fields[2]}
-	if !seen || prev == w.last[cm.Name] {
-		return
-	}
-	before, _ := strconv.ParseInt(strings.TrimPrefix(prev[1], "token="), 10, 64)
-	after, _ := strconv.ParseInt(strings.TrimPrefix(fields[2], "token="), 10, 64)
-	switch {
-	case after < before:
-		w.problems = append(w.problems, fmt.Sprintf("%s stamped by %s with token %d after %s's token %d", cm.Name, fields[0], after, prev[0], before))
-	case after == before && fields[0] != prev[0]:
-		w.problems = append(w.problems, fmt.Sprintf("%s stamped by %s and %s under one token %d", cm.Name, prev[0], fields[0], after))
-	}
-}
 
 // TestShardedExample runs the sharded example (examples/sharded) as three
 // processes over 32 shards and 64 ConfigMaps: every ConfigMap is stamped by
@@ -87,7 +52,7 @@ func TestShardedExample(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			w := &stampWitness{last: map[string][2]string{}}
+			var w framework.ShardStamps
 			watcher, err := client.CoreV1().ConfigMaps(ns).Watch(context.Background(), metav1.ListOptions{LabelSelector: exampleLabel + "=true"})
 			if err != nil {
 				t.Fatal(err)
@@ -97,19 +62,18 @@ func TestShardedExample(t *testing.T) {
 				defer close(watched)
 				for ev := range watcher.ResultChan() {
 					if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Modified {
-						w.see(cm)
+						w.See(cm.Name, cm.Annotations[stampAnnotation])
 					}
 				}
 			}()
 			defer func() {
 				watcher.Stop()
 				<-watched
-				w.mu.Lock()
-				defer w.mu.Unlock()
-				for _, p := range w.problems {
+				stamps, problems := w.Result()
+				for _, p := range problems {
 					t.Error(p)
 				}
-				t.Logf("the witness saw %d stamps", w.stamps)
+				t.Logf("the witness saw %d stamps", stamps)
 			}()
 
 			start := func(id string) *framework.Child {
