@@ -153,7 +153,9 @@ func (n *node) waitStampedByOwners(t *testing.T, objects int, what string, more 
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
 		lease, err := n.client.CoordinationV1().Leases(shardedNamespace).Get(ctx, shardedGroup, metav1.GetOptions{})
 		if err != nil {
-			last = err.Error()
+			if ctx.Err() == nil {
+				last = err.Error()
+			}
 			return false, nil
 		}
 		g, err := shard.ParseGroup(lease.Annotations)
@@ -190,7 +192,11 @@ func (n *node) waitStampedByOwners(t *testing.T, objects int, what string, more 
 		return true, nil
 	})
 	if err != nil {
-		n.kubectl(t, "", "get", "pods,leases", "-n", shardedNamespace, "-o", "wide")
+		for i := range 3 {
+			lines, err := n.podLog(context.Background(), shardedNamespace, fmt.Sprintf("sharded-%d", i), false)
+			t.Logf("---- sharded-%d (%v) ----\n%s", i, err, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+		t.Log(n.kubectl(t, "", "get", "pods,leases", "-n", shardedNamespace, "-o", "wide"))
 		t.Fatalf("%s: not stamped by the owners: %v (last: %s)", what, err, last)
 	}
 }
@@ -245,7 +251,7 @@ spec:
           image: ` + shardedImage + `
           imagePullPolicy: Never
           args: ["--namespace=$(POD_NAMESPACE)", "--group=sharded", "--identity=$(POD_NAME)", "--shards=COUNT",
-            "--binary-version=VERSION", "--emulation-version=VERSION", "-v=2"]
+            "--binary-version=VERSION", "--emulation-version=VERSION", "--api-mode=portable", "-v=2"]
           env:
             - name: POD_NAME
               valueFrom: {fieldRef: {fieldPath: metadata.name}}
