@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
@@ -144,9 +143,9 @@ func statefulSetRolledOut(s *appsv1.StatefulSet) bool {
 		st.CurrentRevision == st.UpdateRevision
 }
 
-// waitStampedByOwners waits until the group's shards are spread over the
-// three replicas, none moving, every ConfigMap stamped by its shard's
-// owner under the grant's token, and more holds.
+// waitStampedByOwners waits until the group is balanced over the three
+// replicas, every ConfigMap stamped by its shard's owner under the grant's
+// token, and more holds.
 func (n *node) waitStampedByOwners(t *testing.T, objects int, what string, more ...func(shard.Group) bool) {
 	t.Helper()
 	var last string
@@ -159,16 +158,14 @@ func (n *node) waitStampedByOwners(t *testing.T, objects int, what string, more 
 			return false, nil
 		}
 		g, err := shard.ParseGroup(lease.Annotations)
-		counts := g.OwnerCounts()
-		if err != nil || g.Count == 0 || len(g.Moving) > 0 || len(counts) != 3 {
-			last = fmt.Sprintf("group %s, %d moving, %v", g.DescribeOwners(), len(g.Moving), err)
+		if err != nil {
+			last = err.Error()
 			return false, nil
 		}
-		for _, c := range counts {
-			if c < g.Count/3 || c > (g.Count+2)/3 {
-				last = "group " + g.DescribeOwners()
-				return false, nil
-			}
+		ok, why := framework.GroupBalanced(g, "sharded-0", "sharded-1", "sharded-2")
+		if !ok {
+			last = "group " + why
+			return false, nil
 		}
 		for _, f := range more {
 			if !f(g) {
@@ -181,15 +178,8 @@ func (n *node) waitStampedByOwners(t *testing.T, objects int, what string, more 
 			last = fmt.Sprintf("ConfigMaps: %v", err)
 			return false, nil
 		}
-		for _, cm := range list.Items {
-			s := candidate.ShardOf(shardedNamespace+"/"+cm.Name, g.Count)
-			want := fmt.Sprintf("%s shard=%d token=%d", g.Owners[s].Member, s, g.Tokens[s])
-			if got := cm.Annotations[shardedStamp]; got != want {
-				last = fmt.Sprintf("%s stamped %q, want %q", cm.Name, got, want)
-				return false, nil
-			}
-		}
-		return true, nil
+		ok, last = framework.StampedByOwners(g, shardedNamespace, shardedStamp, list.Items)
+		return ok, nil
 	})
 	if err != nil {
 		for i := range 3 {

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
@@ -109,26 +108,20 @@ func TestShardedExample(t *testing.T) {
 	}
 }
 
-// stampedByOwners reports whether the group Lease grants the shards to
-// owners, balanced and none moving, and every ConfigMap carries the stamp of
-// its shard's owner under that grant's token.
+// stampedByOwners reports whether the group Lease is balanced over owners
+// and every ConfigMap carries the stamp of its shard's owner under that
+// grant's token.
 func (e *env) stampedByOwners(ctx context.Context, ns, group string, n int, owners ...string) (bool, string) {
 	lease, err := e.s.Client().CoordinationV1().Leases(ns).Get(ctx, group, metav1.GetOptions{})
 	if err != nil {
 		return false, err.Error()
 	}
 	g, err := shard.ParseGroup(lease.Annotations)
-	if err != nil || g.Count == 0 || len(g.Moving) > 0 {
-		return false, fmt.Sprintf("group %+v, %v", g, err)
+	if err != nil {
+		return false, err.Error()
 	}
-	counts := g.OwnerCounts()
-	if len(counts) != len(owners) {
-		return false, "owners " + g.DescribeOwners()
-	}
-	for _, o := range owners {
-		if c := counts[o]; c < g.Count/len(owners) || c > (g.Count+len(owners)-1)/len(owners) {
-			return false, "owners " + g.DescribeOwners()
-		}
+	if ok, why := framework.GroupBalanced(g, owners...); !ok {
+		return false, why
 	}
 	list, err := e.s.Client().CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: exampleLabel + "=true"})
 	if err != nil {
@@ -137,12 +130,5 @@ func (e *env) stampedByOwners(ctx context.Context, ns, group string, n int, owne
 	if len(list.Items) != n {
 		return false, fmt.Sprintf("%d ConfigMaps", len(list.Items))
 	}
-	for _, cm := range list.Items {
-		s := candidate.ShardOf(ns+"/"+cm.Name, g.Count)
-		want := fmt.Sprintf("%s shard=%d token=%d", g.Owners[s].Member, s, g.Tokens[s])
-		if got := cm.Annotations[stampAnnotation]; got != want {
-			return false, fmt.Sprintf("%s stamped %q, want %q", cm.Name, got, want)
-		}
-	}
-	return true, ""
+	return framework.StampedByOwners(g, ns, stampAnnotation, list.Items)
 }

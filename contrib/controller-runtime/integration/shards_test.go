@@ -24,6 +24,7 @@ import (
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/shard"
+	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 // ownerAnnotation is where the test's reconciler writes which replica
@@ -147,8 +148,8 @@ func (e *env) startShardedManager(t *testing.T, w *shardWitness, ns, group, id s
 	return r
 }
 
-// reconciledByOwners reports whether the group Lease grants the shards to
-// owners, within one of each other's count, none moving, and every ConfigMap
+// reconciledByOwners reports whether the group Lease is balanced over owners
+// (framework.GroupBalanced), and every ConfigMap
 // of ns carries the name of the replica its shard is granted to, with that
 // grant's token.
 func (e *env) reconciledByOwners(ns, group string, n int, owners ...string) (bool, string) {
@@ -157,14 +158,11 @@ func (e *env) reconciledByOwners(ns, group string, n int, owners ...string) (boo
 		return false, err.Error()
 	}
 	g, err := shard.ParseGroup(lease.Annotations)
-	if err != nil || g.Count == 0 || len(g.Moving) > 0 {
-		return false, fmt.Sprintf("group %+v, %v", g, err)
+	if err != nil {
+		return false, err.Error()
 	}
-	counts := g.OwnerCounts()
-	for _, o := range owners {
-		if c := counts[o]; c < g.Count/len(owners) || c > (g.Count+len(owners)-1)/len(owners) || len(counts) != len(owners) {
-			return false, "owners " + g.DescribeOwners()
-		}
+	if ok, why := framework.GroupBalanced(g, owners...); !ok {
+		return false, why
 	}
 	for i := range n {
 		name := fmt.Sprintf("object-%d", i)

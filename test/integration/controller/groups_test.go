@@ -304,25 +304,8 @@ func waitActing(t *testing.T, g shard.Group, replicas []*groupReplica) {
 // are exactly members, each with its share (differing by at most one).
 func balancedOver(count int, members ...string) func(shard.Group) bool {
 	return func(g shard.Group) bool {
-		if g.Count != count || len(g.Moving) > 0 {
-			return false
-		}
-		per := map[string]int{}
-		for _, o := range g.Owners {
-			if o.Member == "" {
-				return false
-			}
-			per[o.Member]++
-		}
-		if len(per) != len(members) {
-			return false
-		}
-		for _, m := range members {
-			if n := per[m]; n < count/len(members) || n > (count+len(members)-1)/len(members) {
-				return false
-			}
-		}
-		return true
+		ok, _ := framework.GroupBalanced(g, members...)
+		return ok && g.Count == count
 	}
 }
 
