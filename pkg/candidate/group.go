@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -243,11 +241,11 @@ func (g *Group) WrapConfig(cfg *rest.Config) *rest.Config { return wrapConfig(cf
 
 func (g *Group) requestContext(parent context.Context) (context.Context, func(), bool) {
 	st, ok := parent.Value(shardKey{}).(*shardTerm)
-	if !ok || st.group != g || !g.live(st) {
+	if !ok || st.group != g {
 		return nil, nil, false
 	}
-	e := g.epoch.Load()
-	if e == nil || e.number != st.epoch {
+	e, ok := g.liveEpoch(st)
+	if !ok {
 		return nil, nil, false
 	}
 	ended := fmt.Errorf("%w: %s stopped acting on shard %d while the request was in flight", ErrNotLeader, g.c.cfg.Identity, st.Index)
@@ -271,19 +269,31 @@ func (g *Group) refuse(req *http.Request) error {
 // loop, as a leader's term is ended by the first reader that finds it
 // lapsed.
 func (g *Group) live(st *shardTerm) bool {
+	_, ok := g.liveEpoch(st)
+	return ok
+}
+
+// liveEpoch is live, with the epoch st acts in.
+func (g *Group) liveEpoch(st *shardTerm) (*epoch, bool) {
 	if st == nil || st.ctx.Err() != nil {
-		return false
+		return nil, false
 	}
 	e := g.epoch.Load()
 	if e == nil || e.number != st.epoch {
-		return false
+		return nil, false
 	}
-	if g.c.since(e.renewedAt) < g.c.cfg.RenewDeadline {
-		return true
+	if g.withinDeadline(e) {
+		return e, true
 	}
 	e.end()
 	signal(g.wake)
-	return false
+	return nil, false
+}
+
+// withinDeadline reports whether e has not ended and its last renewal is
+// within the renew deadline.
+func (g *Group) withinDeadline(e *epoch) bool {
+	return e.ctx.Err() == nil && g.c.since(e.renewedAt) < g.c.cfg.RenewDeadline
 }
 
 // epoch is one epoch of the member Lease as the member loop publishes it.
@@ -323,8 +333,8 @@ type shardKey struct{}
 // publish swaps in what the replica acts on.
 func (g *Group) publish(count int, running map[int]*shardTerm) {
 	set := &actingSet{count: count, shards: map[int]*shardTerm{}}
-	for _, s := range slices.Sorted(maps.Keys(running)) {
-		if st := running[s]; !st.stopping {
+	for s, st := range running {
+		if !st.stopping {
 			set.shards[s] = st
 		}
 	}

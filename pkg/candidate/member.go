@@ -112,7 +112,7 @@ func (m *member) step(ctx context.Context) time.Duration {
 	cfg := &m.c.cfg
 	m.readGroup(ctx)
 	m.reap(ctx)
-	if e := m.g.epoch.Load(); e != nil && (e.ctx.Err() != nil || m.c.since(e.renewedAt) >= cfg.RenewDeadline) {
+	if e := m.g.epoch.Load(); e != nil && !m.g.withinDeadline(e) {
 		m.endEpoch(ctx, "the member Lease was not renewed within the renew deadline", "renewDeadline", cfg.RenewDeadline)
 	}
 	if m.number != 0 {
