@@ -56,7 +56,13 @@ func TestGroup(t *testing.T) {
 
 		var d kubectlcle.LeaseDescription
 		poll(t, "the group assigned, and acted on as assigned", 30*time.Second, func() (bool, string) {
-			out := run(t, kc, ns, "describe", "sharded", "-o", "json")
+			// Until the replicas have registered, there is nothing to
+			// describe yet.
+			var buf framework.SyncBuffer
+			if stderr, code := plugin(context.Background(), t, kc, ns, &buf, "describe", "sharded", "-o", "json"); code != 0 {
+				return false, stderr
+			}
+			out := buf.String()
 			d = kubectlcle.LeaseDescription{}
 			if err := json.Unmarshal([]byte(out), &d); err != nil {
 				t.Fatal(err)
