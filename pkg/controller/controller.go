@@ -233,8 +233,8 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 				return nil, fmt.Errorf("add lease index: %w", err)
 			}
 		}
-		h, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.onLease,
+		h, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, initial bool) { c.observeLease(obj, initial) },
 			UpdateFunc: func(_, obj any) { c.onLease(obj) },
 			DeleteFunc: c.onLeaseDelete,
 		})
@@ -332,7 +332,11 @@ func (c *Controller) candidateLeft(key types.NamespacedName) {
 // them, unless the change is a renewal of a Lease whose election is settled.
 // Every other Lease (node heartbeats, ordinary leader election) is dropped
 // here, at the cost of one index lookup.
-func (c *Controller) onLease(obj any) {
+func (c *Controller) onLease(obj any) { c.observeLease(obj, false) }
+
+// observeLease is onLease for a Lease the informer shows, initial when it is
+// in the informer's first list.
+func (c *Controller) observeLease(obj any, initial bool) {
 	lease, ok := obj.(*coordinationv1.Lease)
 	if !ok {
 		return
@@ -340,7 +344,7 @@ func (c *Controller) onLease(obj any) {
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	now := c.opts.Clock.Now()
 	c.opts.WatchLag.observe(lease, now) // the controller's lock has no candidates
-	if group, step := c.groups.observeMember(lease, now, c.opts.LeaseDuration); step {
+	if group, step := c.groups.observeMember(lease, now, c.opts.LeaseDuration, initial); step {
 		c.enqueue(group, now)
 	}
 	if !c.hasCandidates(key) {

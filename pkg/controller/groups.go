@@ -49,7 +49,12 @@ type memberRecord struct {
 	duration   time.Duration
 	observedAt time.Time // when the holder record last changed, locally
 	firstSeen  time.Time // when this controller first saw the member Lease
-	released   string
+	// bornWatched: this controller saw the member Lease take its epoch,
+	// after its informer's first list, so no controller that came before
+	// it (whose informers and writes end before this one's start) saw that
+	// epoch, nor granted it anything.
+	bornWatched bool
+	released    string
 	acting     string
 	deleted    bool
 }
@@ -113,9 +118,10 @@ func memberOf(lease *coordinationv1.Lease) (types.NamespacedName, string, bool) 
 	return types.NamespacedName{Namespace: lease.Namespace, Name: group}, replica, true
 }
 
-// observeMember records a member Lease seen at now and says whether the
-// group needs a step: anything but a renewal changed.
-func (g *groups) observeMember(lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration) (types.NamespacedName, bool) {
+// observeMember records a member Lease seen at now (initial: in the
+// informer's first list) and says whether the group needs a step: anything
+// but a renewal changed.
+func (g *groups) observeMember(lease *coordinationv1.Lease, now time.Time, defaultDuration time.Duration, initial bool) (types.NamespacedName, bool) {
 	key, replica, ok := memberOf(lease)
 	if !ok {
 		return key, false
@@ -137,8 +143,12 @@ func (g *groups) observeMember(lease *coordinationv1.Lease, now time.Time, defau
 		next.duration = defaultDuration
 	}
 	next.observedAt, next.firstSeen = now, now
+	next.bornWatched = !initial
 	if prev != nil {
 		next.firstSeen = prev.firstSeen
+		if !prev.deleted && prev.uid == next.uid && prev.epoch == next.epoch {
+			next.bornWatched = prev.bornWatched
+		}
 	}
 	if prev != nil && !prev.deleted && prev.uid == next.uid && prev.holder == next.holder && prev.epoch == next.epoch &&
 		prev.renewTime.Equal(next.renewTime) {
@@ -246,10 +256,14 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 		// for its lease duration: a replica's write recording a shard of the
 		// lost group Lease may still be on its way, and the replica acts on
 		// the shard only once that write has landed, within its renew
-		// deadline.
+		// deadline. An epoch this controller saw begin was granted nothing
+		// by anyone (grants name the epoch, and this controller, which
+		// started leading before its informers listed, wrote none), so a
+		// new group whose replicas joined under this controller starts at
+		// once.
 		var settled time.Time
 		for _, m := range members {
-			if !m.ended(now, spread) {
+			if !m.ended(now, spread) && !m.bornWatched {
 				if at := m.firstSeen.Add(m.duration + spread); at.After(settled) {
 					settled = at
 				}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -34,7 +35,9 @@ type groupReplica struct {
 	name   string
 	epoch  int32
 	period time.Duration // between its reads of the group Lease
-	cancel context.CancelFunc
+	// leaseSeconds is its member Lease's duration.
+	leaseSeconds int32
+	cancel       context.CancelFunc
 	done   chan struct{}
 
 	mu       sync.Mutex
@@ -53,6 +56,12 @@ type replicaOpts struct {
 	period    time.Duration // between its reads of the group Lease
 	emulation string        // default 1.36.0
 	strategy  string        // default shard.StrategyShards
+	// leaseSeconds is the member Lease's duration (default
+	// groupLeaseSeconds).
+	leaseSeconds int32
+	// memberFirst writes the member Lease before the LeaseCandidate: the
+	// controller learns of the group from a member.
+	memberFirst bool
 }
 
 func (e *env) startReplica(group, name string, o replicaOpts) *groupReplica {
@@ -64,7 +73,18 @@ func (e *env) startReplica(group, name string, o replicaOpts) *groupReplica {
 	if o.strategy == "" {
 		o.strategy = shard.StrategyShards
 	}
+	if o.leaseSeconds == 0 {
+		o.leaseSeconds = groupLeaseSeconds
+	}
 	count, period := o.count, o.period
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &groupReplica{e: e, group: group, name: name, epoch: epoch, period: period, leaseSeconds: o.leaseSeconds, cancel: cancel, done: make(chan struct{}),
+		acting: map[int]int64{}, released: map[int]int64{}}
+	if o.memberFirst {
+		if err := r.step(ctx, e.acc.Leases(e.ns), shard.MemberLeaseName(group, name)); err != nil {
+			e.t.Fatalf("replica %s: %v", name, err)
+		}
+	}
 	if _, err := e.acc.LeaseCandidates(e.ns).Get(context.Background(), name); apierrors.IsNotFound(err) {
 		_, err := e.acc.LeaseCandidates(e.ns).Create(context.Background(), &coordinationv1beta1.LeaseCandidate{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{shard.DeclaredAnnotation: fmt.Sprint(count)}},
@@ -79,9 +99,6 @@ func (e *env) startReplica(group, name string, o replicaOpts) *groupReplica {
 		}
 		e.keepRenewing(name, 10*time.Second)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &groupReplica{e: e, group: group, name: name, epoch: epoch, period: period, cancel: cancel, done: make(chan struct{}),
-		acting: map[int]int64{}, released: map[int]int64{}}
 	go r.run(ctx)
 	e.t.Cleanup(r.crash)
 	return r
@@ -167,7 +184,7 @@ func (r *groupReplica) step(ctx context.Context, leases access.LeaseClient, memb
 		_, err = leases.Create(ctx, &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: member, Annotations: map[string]string{
 				shard.GroupAnnotation: r.group, shard.ActingAnnotation: acting, shard.ReleasedAnnotation: released}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(r.name), LeaseDurationSeconds: ptr.To[int32](groupLeaseSeconds),
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(r.name), LeaseDurationSeconds: ptr.To(r.leaseSeconds),
 				LeaseTransitions: ptr.To(r.epoch), AcquireTime: &now, RenewTime: &now},
 		})
 	case err == nil:
@@ -434,6 +451,50 @@ func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 		case after.Tokens[s] <= highest:
 			t.Errorf("shard %d went to %v with token %d, not above %d, the highest in use before the loss", s, o, after.Tokens[s], highest)
 		}
+	}
+}
+
+// TestShardGroupNewStartsAtOnce: a group whose replicas join while
+// cle-controller runs is assigned at once, though its member Leases last a
+// minute: this controller saw every epoch begin, so nobody granted them
+// anything. A controller started afterwards, which finds the group Lease gone
+// and the member Leases already there, grants nothing, not even to a replica
+// that joins under it, until it has watched them for their lease duration.
+func TestShardGroupNewStartsAtOnce(t *testing.T) { forEachMode(t, testShardGroupNewStartsAtOnce) }
+
+func testShardGroupNewStartsAtOnce(t *testing.T, m apiMode) {
+	const group, count, leaseSeconds = "fresh", 8, 60
+	ns := m.server.CreateNamespace(t)
+	o := framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: groupLeaseSeconds * time.Second}}
+	first := m.server.StartController(t, o)
+	e := newEnv(t, m, ns)
+	for _, name := range []string{"a", "b"} {
+		e.startReplica(group, name, replicaOpts{count: count, period: 200 * time.Millisecond, leaseSeconds: leaseSeconds, memberFirst: true})
+	}
+	// Well within the minute the member Leases last.
+	e.waitGroup(group, 20*time.Second, "8 shards over a and b", balancedOver(count, "a", "b"))
+
+	first.Stop()
+	if err := e.client.CoordinationV1().Leases(ns).Delete(context.Background(), group, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.server.StartController(t, o)
+	// c joins, and would take a share at once; but a and b may be recording
+	// grants of the lost Lease: nothing is written for their lease duration.
+	// Five seconds of it are watched.
+	e.startReplica(group, "c", replicaOpts{count: count, period: 200 * time.Millisecond, leaseSeconds: leaseSeconds, memberFirst: true})
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := e.client.CoordinationV1().Leases(ns).Get(ctx, group, metav1.GetOptions{})
+		if err == nil {
+			return false, errors.New("the group Lease was written before the member Leases were watched for their lease duration")
+		}
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	})
+	if !wait.Interrupted(err) {
+		t.Error(err)
 	}
 }
 
