@@ -53,6 +53,10 @@ sim-knockouts: ## Take each fix in hack/knockouts out of a copy of the tree and 
 bench: kube-bin ## Run the benchmarks: ranking, and every scenario of an election's life, cle and the built-in side by side, adopters and kube-scheduler included (writes docs/benchmarks.md). QUICK=1 runs each once; DIR keeps the logs.
 	QUICK="$(QUICK)" REPS="$(REPS)" SCENARIOS="$(SCENARIOS)" DIR="$(DIR)" hack/bench.sh
 
+.PHONY: bench-shards
+bench-shards: kube-bin ## Run the shard benchmark: a cle shard group and Knative's buckets side by side (3 → 5 → 3 replicas, a crash, 32 shards; the steady write cost at 32 and 128), ~30 min (QUICK=1: ~8). Writes docs/benchmarks.md; DIR keeps the logs.
+	QUICK="$(QUICK)" REPS="$(REPS)" DIR="$(DIR)" hack/bench-shards.sh
+
 .PHONY: bench-scale
 bench-scale: kube-bin ## Run the scale benchmark (1,000 and 10,000 Leases, ~20 min; not part of make test). ARGS passes flags.
 	hack/bench-scale.sh $(ARGS)

@@ -183,9 +183,9 @@ func kubeSchedulers(r *run, st starter, lease string) []measure {
 
 // schedulerEvent reads kube-scheduler's log: client-go's elector logs that
 // it acquired the Lease just before it starts the leader work.
-func schedulerEvent(line string) (string, bool) {
+func schedulerEvent(line string) (event, bool) {
 	if strings.Contains(strings.ToLower(line), "successfully acquired lease") {
-		return "started-leading", true
+		return event{what: "started-leading"}, true
 	}
-	return "", false
+	return event{}, false
 }

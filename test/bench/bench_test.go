@@ -59,6 +59,7 @@ type run struct {
 	schedBin   string
 	ctrlBin    string
 	results    []*row
+	rows       map[string]*row // by scenario and metric
 }
 
 // side is what elects: cle's controller or the one built into
@@ -122,7 +123,7 @@ func BenchmarkElections(b *testing.B) {
 			r.scenario(sc)
 		}
 	}
-	table := r.table()
+	table := r.table("peer")
 	fmt.Println(table)
 	if *outFile != "" {
 		if err := os.WriteFile(*outFile, []byte(table), 0o644); err != nil {
@@ -134,7 +135,6 @@ func BenchmarkElections(b *testing.B) {
 // scenario runs sc's repetitions on each side, each side's in a namespace
 // of its own, with its controller acting and the other one idle.
 func (r *run) scenario(sc scenario) {
-	rows := map[string]*row{}
 	for _, s := range sides {
 		ns := r.server.CreateNamespace(r.b)
 		var watched []string
@@ -160,16 +160,25 @@ func (r *run) scenario(sc scenario) {
 			begin := time.Now()
 			out := sc.run(r, st, fmt.Sprintf("%s-%d", sc.name, i))
 			r.b.Logf("%s %s #%d (%s): %s", sc.name, s.name, i+1, time.Since(begin).Round(time.Second), out)
-			for _, m := range out {
-				key := m.metric
-				if rows[key] == nil {
-					rows[key] = &row{scenario: sc.title, metric: m.metric, unit: m.unit, order: len(rows)}
-					r.results = append(r.results, rows[key])
-				}
-				rows[key].add(s.name, m)
-			}
+			r.record(sc.title, s.name, out)
 		}
 		stop()
+	}
+}
+
+// record adds the measures of a repetition on side to the rows of the
+// scenario titled title.
+func (r *run) record(title, side string, ms []measure) {
+	if r.rows == nil {
+		r.rows = map[string]*row{}
+	}
+	for _, m := range ms {
+		key := title + "\x00" + m.metric
+		if r.rows[key] == nil {
+			r.rows[key] = &row{scenario: title, metric: m.metric, unit: m.unit, order: len(r.rows)}
+			r.results = append(r.results, r.rows[key])
+		}
+		r.rows[key].add(side, m)
 	}
 }
 

@@ -14,10 +14,12 @@ import (
 )
 
 // event is a line a candidate process printed, stamped with this process's
-// monotonic clock when it was read.
+// monotonic clock when it was read; a shard's event carries the time its
+// replica printed it instead (on the wall clock all processes share).
 type event struct {
-	id, what string // what: started-leading or stopped-leading
+	id, what string // what: started-leading or stopped-leading, started-shard or stopped-shard
 	at       time.Time
+	shard    int
 }
 
 // journal collects the events of every candidate of a run, in the order
@@ -149,15 +151,15 @@ func (s starter) start(lease, id, binary, emulation string) (*cand, error) {
 
 // reportedEvent reads a line of cand or benchmanager: the event is its
 // first word.
-func reportedEvent(line string) (string, bool) {
+func reportedEvent(line string) (event, bool) {
 	what, _, _ := strings.Cut(line, " ")
-	return what, what == "started-leading" || what == "stopped-leading"
+	return event{what: what}, what == "started-leading" || what == "stopped-leading"
 }
 
 // launch starts cmd as candidate id, appending its output to the log of id,
 // and journals every line of its stdout (stderr when fromStderr) that parse
-// turns into an event, stamped when it was read.
-func (s starter) launch(id, emulation string, cmd *exec.Cmd, fromStderr bool, parse func(line string) (string, bool)) (*cand, error) {
+// turns into an event, stamped when it was read unless parse stamped it.
+func (s starter) launch(id, emulation string, cmd *exec.Cmd, fromStderr bool, parse func(line string) (event, bool)) (*cand, error) {
 	logf, err := os.OpenFile(filepath.Join(s.logDir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -185,8 +187,12 @@ func (s starter) launch(id, emulation string, cmd *exec.Cmd, fromStderr bool, pa
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {
 			at := time.Now()
-			if what, ok := parse(sc.Text()); ok {
-				s.j.add(event{id: id, what: what, at: at})
+			if e, ok := parse(sc.Text()); ok {
+				e.id = id
+				if e.at.IsZero() {
+					e.at = at
+				}
+				s.j.add(e)
 			}
 			fmt.Fprintf(logf, "%s %s\n", at.Format(time.RFC3339Nano), sc.Text())
 		}

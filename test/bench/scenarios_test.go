@@ -322,7 +322,7 @@ func writeCost(r *run, st starter, lease string) []measure {
 		return []measure{count("best never led", 1)}
 	}
 	client := r.server.Client()
-	leases, cands := countWrites(r.ctx, r, st.ns, lease, *steady)
+	leases, cands, _ := countWrites(r.ctx, r, st.ns, *steady, named(lease), named(lease))
 	ms := []measure{
 		{metric: "Lease writes/min, 3 live", unit: "", value: perMinute(leases)},
 		{metric: "LeaseCandidate writes/min, 3 live", unit: "", value: perMinute(cands)},
@@ -338,7 +338,7 @@ func writeCost(r *run, st starter, lease string) []measure {
 		r.b.Fatal(err)
 	}
 	from := st.j.len()
-	leases, cands = countWrites(r.ctx, r, st.ns, lease, *steady)
+	leases, cands, _ = countWrites(r.ctx, r, st.ns, *steady, named(lease), named(lease))
 	evs, _ := st.j.since(from)
 	changes := starts(evs)
 	return append(ms,
@@ -350,9 +350,15 @@ func writeCost(r *run, st starter, lease string) []measure {
 
 func perMinute(n int) float64 { return float64(n) / steady.Minutes() }
 
-// countWrites counts for d the changes to the Lease lease of ns and to its
-// LeaseCandidates that reach a watch: every write that changed an object.
-func countWrites(ctx context.Context, r *run, ns, lease string, d time.Duration) (leases, cands int) {
+// named matches the name name.
+func named(name string) func(string) bool { return func(n string) bool { return n == name } }
+
+// countWrites counts for d the changes that reach a watch, every write that
+// changed an object, to the Leases of ns whose name satisfies lease and to
+// the LeaseCandidates of ns whose spec.leaseName satisfies cand, and the
+// count of each object ("Lease/name", "LeaseCandidate/name").
+func countWrites(ctx context.Context, r *run, ns string, d time.Duration, lease, cand func(string) bool) (leases, cands int, each map[string]int) {
+	each = map[string]int{}
 	client := r.server.Client()
 	ll, err := client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -377,14 +383,16 @@ func countWrites(ctx context.Context, r *run, ns, lease string, d time.Duration)
 	for {
 		select {
 		case <-ctx.Done():
-			return leases, cands
+			return leases, cands, each
 		case ev := <-lw.ResultChan():
-			if l, ok := ev.Object.(*coordinationv1.Lease); ok && l.Name == lease && isWrite(ev) {
+			if l, ok := ev.Object.(*coordinationv1.Lease); ok && lease(l.Name) && isWrite(ev) {
 				leases++
+				each["Lease/"+l.Name]++
 			}
 		case ev := <-cw.ResultChan():
-			if lc, ok := ev.Object.(*coordinationv1beta1.LeaseCandidate); ok && lc.Spec.LeaseName == lease && isWrite(ev) {
+			if lc, ok := ev.Object.(*coordinationv1beta1.LeaseCandidate); ok && cand(lc.Spec.LeaseName) && isWrite(ev) {
 				cands++
+				each["LeaseCandidate/"+lc.Name]++
 			}
 		}
 	}

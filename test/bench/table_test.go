@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -47,6 +48,8 @@ func (r *row) cell(side string) (string, float64, bool) {
 
 func num(x float64) string {
 	switch {
+	case math.IsInf(x, 1):
+		return "never"
 	case x == 0:
 		return "0"
 	case x < 10:
@@ -57,19 +60,20 @@ func num(x float64) string {
 }
 
 // table renders the results as markdown: scenario, figure, both sides and
-// the ratio cle / peer of the medians (below 1: cle takes less).
-func (r *run) table() string {
+// the ratio cle / peer of the medians (below 1: cle takes less). peer is the
+// other side's name.
+func (r *run) table(peer string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Machine: %s. Repetitions: %d per scenario and side; %s steady-state windows. Run at %s.\n\n",
 		machine(), *reps, *steady, time.Now().UTC().Format("2006-01-02 15:04 MST"))
-	b.WriteString("| scenario | figure | cle median (min–max) | peer median (min–max) | cle / peer |\n")
+	fmt.Fprintf(&b, "| scenario | figure | cle median (min–max) | %[1]s median (min–max) | cle / %[1]s |\n", peer)
 	b.WriteString("| --- | --- | --- | --- | --- |\n")
 	last := ""
 	for _, row := range r.results {
 		cle, c, okc := row.cell("cle")
-		peer, p, okp := row.cell("peer")
+		other, p, okp := row.cell(peer)
 		ratio := "-"
-		if okc && okp && !row.sum && p > 0 {
+		if okc && okp && !row.sum && p > 0 && !math.IsInf(c, 0) && !math.IsInf(p, 0) {
 			ratio = fmt.Sprintf("%.2f", c/p)
 		}
 		title := row.scenario
@@ -77,7 +81,7 @@ func (r *run) table() string {
 			title = ""
 		}
 		last = row.scenario
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", title, row.metric, cle, peer, ratio)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", title, row.metric, cle, other, ratio)
 	}
 	return b.String()
 }

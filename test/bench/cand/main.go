@@ -16,6 +16,15 @@
 //	started-leading identity=<id>
 //	stopped-leading identity=<id>
 //
+// With --shards=N (kind cle) it is a replica of a shard group of N shards
+// named by --lease (candidate.NewGroup; --strategy a group strategy), and it
+// prints a line when a shard's work starts and when it returns, with the
+// wall-clock time it printed it (Unix nanoseconds: every process of a run is
+// on one machine, so the lines of all replicas order on one clock):
+//
+//	started-shard identity=<id> shard=<i> token=<t> at=<ns>
+//	stopped-shard identity=<id> shard=<i> token=<t> at=<ns>
+//
 // --signal-faults makes leader work fail on a signal, for the node tests'
 // crash failover: SIGUSR1 panics, SIGUSR2 exhausts memory (package
 // internal/faults).
@@ -56,6 +65,7 @@ type options struct {
 	strategy                                     string
 	leaseDuration, renewDeadline, retryPeriod    time.Duration
 	signalFaults, processIdentity                bool
+	shards                                       int
 }
 
 func main() {
@@ -74,6 +84,7 @@ func main() {
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "renew deadline")
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "retry period")
 	fs.BoolVar(&o.processIdentity, "process-identity", false, "append a random suffix to --identity, new in each process, as kube-scheduler and kube-controller-manager make theirs (host name and a UUID): a restarted process is another candidate")
+	fs.IntVar(&o.shards, "shards", 0, "join the shard group --lease with this many shards (kind cle) instead of electing one leader")
 	fs.BoolVar(&o.signalFaults, "signal-faults", false, "while leading, SIGUSR1 makes leader work panic and SIGUSR2 makes it exhaust memory")
 	klog.InitFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -132,6 +143,23 @@ func work(id string) func(ctx context.Context) {
 	}
 }
 
+// shardWork is the work of every shard a group replica is granted: it runs
+// until the shard's context ends.
+func shardWork(id string) func(ctx context.Context, s candidate.Shard) {
+	return func(ctx context.Context, s candidate.Shard) {
+		running.Add(1)
+		defer running.Done()
+		sayShard := func(event string) {
+			out.Lock()
+			defer out.Unlock()
+			fmt.Printf("%s identity=%s shard=%d token=%d at=%d\n", event, id, s.Index, s.Token, time.Now().UnixNano())
+		}
+		sayShard("started-shard")
+		defer sayShard("stopped-shard")
+		<-ctx.Done()
+	}
+}
+
 func run(ctx context.Context, o options) error {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
@@ -145,6 +173,16 @@ func run(ctx context.Context, o options) error {
 		BinaryVersion: o.binaryVersion, EmulationVersion: o.emulationVersion,
 		Strategy:      coordinationv1.CoordinatedLeaseStrategy(o.strategy),
 		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
+	}
+	switch {
+	case o.kind == "cle" && o.shards > 0:
+		g, err := candidate.NewGroup(candidate.GroupConfig{Config: ccfg, Shards: o.shards, OnShardStarted: shardWork(o.identity)})
+		if err != nil {
+			return err
+		}
+		return g.Run(ctx)
+	case o.shards > 0:
+		return fmt.Errorf("--shards needs --kind=cle, not %q", o.kind)
 	}
 	switch o.kind {
 	case "cle":
