@@ -135,7 +135,7 @@ func (c *Controller) onPod(obj any) {
 
 // leasesOfInstance returns the Leases whose candidates (in candidates'
 // stores) registered instance id, and those (in leases' stores) whose last
-// renewal it made.
+// renewal it made; for a member Lease, its group's.
 func leasesOfInstance(candidates, leases map[string][]cache.Indexer, id string) map[types.NamespacedName]bool {
 	keys := map[types.NamespacedName]bool{}
 	for _, obj := range indexed(candidates, byInstanceIndex, instanceBucket(id)) {
@@ -145,6 +145,10 @@ func leasesOfInstance(candidates, leases map[string][]cache.Indexer, id string) 
 	}
 	for _, obj := range indexed(leases, byHolderInstanceIndex, instanceBucket(id)) {
 		if lease, ok := obj.(*coordinationv1.Lease); ok && proof.HolderInstance(lease) == id {
+			if group, _, member := memberOf(lease); member {
+				keys[group] = true
+				continue
+			}
 			keys[types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}] = true
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
@@ -54,9 +55,14 @@ type memberRecord struct {
 	// it (whose informers and writes end before this one's start) saw that
 	// epoch, nor granted it anything.
 	bornWatched bool
-	released    string
-	acting     string
-	deleted    bool
+	// process is the process that made the last renewal, from its stamp
+	// (the proof of death), and exited says the kubelet reported it exited:
+	// set for a step from the controller's exits.
+	process  proof.Process
+	exited   bool
+	released string
+	acting   string
+	deleted  bool
 }
 
 // expiry is when the member's epoch has run out by the controller's
@@ -67,9 +73,10 @@ func (m *memberRecord) expiry(spread time.Duration) time.Time {
 }
 
 // ended says the member's epoch is over at now: its member Lease names no
-// holder (released), or has expired by the controller's observation.
+// holder (released), the process that renewed it last has exited (the proof
+// of death), or it has expired by the controller's observation.
 func (m *memberRecord) ended(now time.Time, spread time.Duration) bool {
-	return m.holder == "" || !now.Before(m.expiry(spread))
+	return m.holder == "" || m.exited || !now.Before(m.expiry(spread))
 }
 
 // groupRecord is what the controller keeps of a group between steps.
@@ -138,6 +145,7 @@ func (g *groups) observeMember(lease *coordinationv1.Lease, now time.Time, defau
 		duration:  time.Duration(ptr.Deref(lease.Spec.LeaseDurationSeconds, 0)) * time.Second,
 		released:  lease.Annotations[shard.ReleasedAnnotation],
 		acting:    lease.Annotations[shard.ActingAnnotation],
+		process:   proof.HolderProcess(lease),
 	}
 	if next.duration <= 0 {
 		next.duration = defaultDuration
@@ -226,7 +234,9 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 	}
 	members := make(map[string]memberRecord, len(rec.members))
 	for name, m := range rec.members {
-		members[name] = *m
+		copied := *m
+		copied.exited = !c.exits.exitedAt(m.process).IsZero() // the proof of death: see exits.go
+		members[name] = copied
 	}
 	var last *shard.Group
 	if rec.last != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -12,11 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/promtest"
 	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/pkg/candidate"
+	"github.com/cle-dev/cle/pkg/controller"
+	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
@@ -284,4 +288,63 @@ func testProofOfDeathLockElector(t *testing.T, m apiMode) {
 	got := e.waitLease("lock", 20*time.Second, "b's elector leads", stampedBy(b))
 	t.Logf("%s mode: b's elector renewed its term %s after the kubelet's report", m.name, time.Since(reported).Round(time.Millisecond))
 	tokenAbove(t, got, held)
+}
+
+// groupInPod runs a replica of group on the library as a process of the
+// Pod's container would, as startInPod runs a candidate: on stop it neither
+// releases its member Lease nor deletes its candidate.
+func (e *env) groupInPod(t *testing.T, group, identity, pod string, count int) *podProcess {
+	t.Helper()
+	p := &podProcess{identity: identity, pod: pod, instance: proof.NewInstance(), messageFile: filepath.Join(t.TempDir(), "termination-log")}
+	if err := os.WriteFile(p.messageFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g, err := candidate.NewGroup(candidate.GroupConfig{
+		Config: candidate.Config{
+			RestConfig: e.mode.server.Config(), APIMode: e.mode.name,
+			Namespace: e.ns, LeaseName: group, Identity: identity,
+			BinaryVersion: "1.31.0", Strategy: shard.StrategyShards,
+			LeaseDuration: podLeaseDuration, RenewDeadline: 40 * time.Second, RetryPeriod: 500 * time.Millisecond,
+			ReleaseOnCancel: ptr.To(false), DeleteCandidateOnExit: ptr.To(false),
+			ProofOfDeath: &candidate.ProofOfDeath{TerminationMessagePath: p.messageFile, Pod: e.ns + "/" + pod, Container: "app", Instance: p.instance},
+		},
+		Shards:         count,
+		OnShardStarted: func(ctx context.Context, _ candidate.Shard) { <-ctx.Done() },
+	})
+	if err != nil {
+		t.Fatalf("replica %s: %v", identity, err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := g.Run(ctx); err != nil {
+			t.Errorf("replica %s: %v", identity, err)
+		}
+	}()
+	p.stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(p.stop)
+	return p
+}
+
+// TestShardGroupProofOfDeath: two replicas of a group in Pods, whose member
+// Leases last a minute; one dies without a word. The kubelet's report of its
+// exit ends its epoch at once, and its shards go to the other replica, which
+// only the proof can do before the member Lease expires.
+func TestShardGroupProofOfDeath(t *testing.T) { forEachMode(t, testShardGroupProofOfDeath) }
+
+func testShardGroupProofOfDeath(t *testing.T, m apiMode) {
+	const group, count = "pods", 8
+	e := startWithProofOfDeath(t, m)
+	e.createPod(t, "a-0")
+	e.createPod(t, "b-0")
+	a := e.groupInPod(t, group, "a", "a-0", count)
+	e.groupInPod(t, group, "b", "b-0", count)
+	e.waitGroup(group, 30*time.Second, "8 shards over a and b", balancedOver(count, "a", "b"))
+
+	a.stop()
+	e.reportExit(t, a, false)
+	e.waitGroup(group, 20*time.Second, "every shard with b, a's exit reported", balancedOver(count, "b"))
+	e.expectEvent(t, group, controller.ReasonShardsFreed)
 }
