@@ -29,13 +29,15 @@ func (n *Newest[T]) Remember(storeRV string, written T) {
 }
 
 // Pick returns the newer of the store's object and the last write. Once the
-// store has caught up (or moved on, or lost the object), the write is
-// forgotten.
+// store has caught up (or moved on), the write is forgotten. A store without
+// the object is served as it is, but the write is kept: the store may not
+// show this process's creation yet, and once it does, that older version
+// must not be served over a later write.
 func (n *Newest[T]) Pick(stored T, exists bool) (T, bool) {
-	if !n.has {
+	if !n.has || !exists {
 		return stored, exists
 	}
-	if exists && n.older[stored.GetResourceVersion()] {
+	if n.older[stored.GetResourceVersion()] {
 		return n.written, true
 	}
 	var zero T
