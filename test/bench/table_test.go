@@ -43,7 +43,11 @@ func (r *row) cell(side string) (string, float64, bool) {
 	if len(v)%2 == 0 {
 		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	return fmt.Sprintf("%s%s (%s–%s)", num(med), r.unit, num(v[0]), num(v[len(v)-1])), med, true
+	unit := r.unit
+	if math.IsInf(med, 1) {
+		unit = ""
+	}
+	return fmt.Sprintf("%s%s (%s–%s)", num(med), unit, num(v[0]), num(v[len(v)-1])), med, true
 }
 
 func num(x float64) string {
