@@ -38,7 +38,7 @@ type groupReplica struct {
 	// leaseSeconds is its member Lease's duration.
 	leaseSeconds int32
 	cancel       context.CancelFunc
-	done   chan struct{}
+	done         chan struct{}
 
 	mu       sync.Mutex
 	last     shard.Group // the last group Lease it saw
