@@ -168,6 +168,30 @@ func TestGroupActsOnRecordedGrants(t *testing.T) {
 }
 
 // keyOfShard finds a key of shard s of n.
+// TestGroupReleasesAShardAskedBackBeforeItStarted: the group Lease grants a
+// shard and asks it back before the replica started it (the controller
+// rebalanced as another replica joined). The replica lets it go without
+// acting on it; otherwise the move would wait for its epoch to end.
+func TestGroupReleasesAShardAskedBackBeforeItStarted(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		g, _ := h.startGroup()
+		mine, other := shard.Owner{Member: me, Epoch: 1}, shard.Owner{Member: "other", Epoch: 1}
+		h.grant([]shard.Owner{mine, mine, mine, other}, []int64{3, 4, 5, 6}, 2)
+		if got := indexes(g.Acting()); !slices.Equal(got, []int{0, 1}) {
+			t.Fatalf("acting on %v, want [0 1]", got)
+		}
+		if got := h.lease2(memberName).Annotations[shard.ReleasedAnnotation]; got != "2=5" {
+			t.Errorf("released = %q, want 2=5", got)
+		}
+		if slices.ContainsFunc(h.entries(), func(e string) bool { return strings.HasPrefix(e, "start 2@") }) {
+			t.Errorf("shard 2 was started though it was asked back: %v", h.entries())
+		}
+		if a := h.acting(); !maps.Equal(a.Shards, map[int]int64{0: 3, 1: 4}) {
+			t.Errorf("member Lease records %+v", a)
+		}
+	})
+}
+
 func keyOfShard(s, n int) string {
 	for i := 0; ; i++ {
 		if key := fmt.Sprintf("ns/object-%d", i); ShardOf(key, n) == s {

@@ -146,7 +146,13 @@ func (m *member) step(ctx context.Context) time.Duration {
 	pending := map[int]int64{}
 	for s, t := range granted {
 		m.highest = max(m.highest, t)
-		if !letGo[s] && m.released[s] != t && m.running[s] == nil {
+		switch {
+		case m.running[s] != nil || m.released[s] == t:
+		case letGo[s]:
+			// Asked back before it started: let go at once, without
+			// acting on it, or the move waits for this epoch's end.
+			m.released[s] = t
+		default:
 			pending[s] = t
 		}
 	}
