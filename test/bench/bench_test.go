@@ -73,6 +73,42 @@ var sides = []side{{"cle", "cle"}, {"peer", "peer"}}
 func BenchmarkElections(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	r := startRun(ctx, b)
+	// The controller-runtime candidate is built in its own module, which
+	// holds controller-runtime.
+	build := exec.Command("go", "build", "-o", r.dir+"/", "./test/benchmanager")
+	build.Dir = filepath.Join(moduleRoot(b), "contrib", "controller-runtime")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build benchmanager: %v\n%s", err, out)
+	}
+	r.mgrBin = filepath.Join(r.dir, "benchmanager")
+	var err error
+	if r.schedBin, err = framework.Binary("kube-scheduler"); err != nil {
+		b.Fatal(err)
+	}
+
+	for b.Loop() {
+		for _, sc := range allScenarios {
+			if *scenarios != "" && !slices.Contains(strings.Split(*scenarios, ","), sc.name) {
+				continue
+			}
+			r.scenario(sc)
+		}
+	}
+	table := r.table("peer")
+	fmt.Println(table)
+	if *outFile != "" {
+		if err := os.WriteFile(*outFile, []byte(table), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// startRun starts a benchmark run: its directory (--bench.dir, or a
+// temporary one), kube-apiserver with the built-in election controller idled,
+// a kubeconfig for it, and cle-controller and test/bench/cand built into the
+// directory.
+func startRun(ctx context.Context, b *testing.B) *run {
 	r := &run{b: b, ctx: ctx, dir: *keepDir}
 	if r.dir == "" {
 		r.dir = b.TempDir()
@@ -103,33 +139,7 @@ func BenchmarkElections(b *testing.B) {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
 	r.ctrlBin, r.candBin = filepath.Join(r.dir, "cle-controller"), filepath.Join(r.dir, "cand")
-	// The controller-runtime candidate is built in its own module, which
-	// holds controller-runtime.
-	build = exec.Command("go", "build", "-o", r.dir+"/", "./test/benchmanager")
-	build.Dir = filepath.Join(moduleRoot(b), "contrib", "controller-runtime")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build benchmanager: %v\n%s", err, out)
-	}
-	r.mgrBin = filepath.Join(r.dir, "benchmanager")
-	if r.schedBin, err = framework.Binary("kube-scheduler"); err != nil {
-		b.Fatal(err)
-	}
-
-	for b.Loop() {
-		for _, sc := range allScenarios {
-			if *scenarios != "" && !slices.Contains(strings.Split(*scenarios, ","), sc.name) {
-				continue
-			}
-			r.scenario(sc)
-		}
-	}
-	table := r.table("peer")
-	fmt.Println(table)
-	if *outFile != "" {
-		if err := os.WriteFile(*outFile, []byte(table), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return r
 }
 
 // scenario runs sc's repetitions on each side, each side's in a namespace

@@ -18,7 +18,6 @@ import (
 
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/shard"
-	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 var (
@@ -43,33 +42,14 @@ var (
 func BenchmarkShards(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := &run{b: b, ctx: ctx, dir: *keepDir}
-	if r.dir == "" {
-		r.dir = b.TempDir()
-	} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
-		b.Fatal(err)
-	}
 	counts, err := parseCounts(*costCounts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.server, err = framework.Start(ctx, framework.Options{CoordinatedLeaderElection: true, IdleBuiltinController: true, Logf: b.Logf})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = r.server.Stop() })
-	r.kubeconfig = filepath.Join(r.dir, "kubeconfig")
-	if err := r.server.WriteKubeconfig(r.kubeconfig); err != nil {
-		b.Fatal(err)
-	}
-	build := exec.Command("go", "build", "-o", r.dir+"/", "github.com/cle-dev/cle/cmd/cle-controller", "github.com/cle-dev/cle/test/bench/cand")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
-	r.ctrlBin, r.candBin = filepath.Join(r.dir, "cle-controller"), filepath.Join(r.dir, "cand")
+	r := startRun(ctx, b)
 	// Knative's side is a module of its own (knative.dev/pkg pins its own
 	// client-go).
-	build = exec.Command("go", "build", "-o", r.dir+"/", ".")
+	build := exec.Command("go", "build", "-o", r.dir+"/", ".")
 	build.Dir = filepath.Join(moduleRoot(b), "test", "bench", "knative")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build the Knative replica: %v\n%s", err, out)
@@ -283,25 +263,10 @@ type stepResult struct {
 // replay plays evs in the order of their times and judges the step from t0
 // to end with the replicas of live.
 func replay(evs []event, n int, live []string, t0, end time.Time) stepResult {
-	evs = slices.Clone(evs)
-	slices.SortStableFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
-	acting := make([]map[string]bool, n)
-	for s := range acting {
-		acting[s] = map[string]bool{}
-	}
-	apply := func(e event) {
-		if e.shard < 0 || e.shard >= n {
-			return
-		}
-		if e.what == "started-shard" {
-			acting[e.shard][e.id] = true
-		} else {
-			delete(acting[e.shard], e.id)
-		}
-	}
-	i := 0
-	for ; i < len(evs) && !evs[i].at.After(t0); i++ {
-		apply(evs[i])
+	evs, acting := playUntil(evs, n, t0)
+	i := slices.IndexFunc(evs, func(e event) bool { return e.at.After(t0) }) // the first not played
+	if i < 0 {
+		i = len(evs)
 	}
 	res := stepResult{ownedIn: -1, balancedIn: -1}
 	unownedSince := make([]time.Time, n)
@@ -323,10 +288,9 @@ func replay(evs []event, n int, live []string, t0, end time.Time) stepResult {
 	judge(t0)
 	for ; i < len(evs) && !evs[i].at.After(end); i++ {
 		e := evs[i]
-		if e.shard < 0 || e.shard >= n {
+		if !apply(acting, e) {
 			continue
 		}
-		apply(e)
 		s := e.shard
 		switch {
 		case e.what == "started-shard":
@@ -384,6 +348,13 @@ func judgeAssignment(acting []map[string]bool, live []string) (owned bool, sprea
 
 // actingAt is who acts on each shard after the events up to t.
 func actingAt(evs []event, n int, t time.Time) []map[string]bool {
+	_, acting := playUntil(evs, n, t)
+	return acting
+}
+
+// playUntil orders evs by their times and plays those up to t: who acts on
+// each of the n shards then. It returns the ordered events too.
+func playUntil(evs []event, n int, t time.Time) ([]event, []map[string]bool) {
 	evs = slices.Clone(evs)
 	slices.SortStableFunc(evs, func(a, b event) int { return a.at.Compare(b.at) })
 	acting := make([]map[string]bool, n)
@@ -391,16 +362,25 @@ func actingAt(evs []event, n int, t time.Time) []map[string]bool {
 		acting[s] = map[string]bool{}
 	}
 	for _, e := range evs {
-		if e.at.After(t) || e.shard < 0 || e.shard >= n {
-			continue
+		if e.at.After(t) {
+			break
 		}
-		if e.what == "started-shard" {
-			acting[e.shard][e.id] = true
-		} else {
-			delete(acting[e.shard], e.id)
-		}
+		apply(acting, e)
 	}
-	return acting
+	return evs, acting
+}
+
+// apply plays e on acting, and says whether e is about one of its shards.
+func apply(acting []map[string]bool, e event) bool {
+	if e.shard < 0 || e.shard >= len(acting) {
+		return false
+	}
+	if e.what == "started-shard" {
+		acting[e.shard][e.id] = true
+	} else {
+		delete(acting[e.shard], e.id)
+	}
+	return true
 }
 
 func countActing(acting []map[string]bool, id string) int {
