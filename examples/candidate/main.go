@@ -13,6 +13,12 @@
 //	write identity=<id> token=<n> seq=<n> sent=<unix nanoseconds> result=ok|refused|fenced|error
 //	witness identity=<id> token=<n> seq=<n> result=ok|refused|fenced|error
 //
+// With --shards it is a replica of the shard group --lease instead, and
+// prints, per shard it is granted:
+//
+//	started-shard identity=<id> shard=<i> token=<n>
+//	stopped-shard identity=<id> shard=<i> token=<n>
+//
 // With --witness-url the leader also reports to a witness, an HTTP service
 // that stands for a resource guarded by the Lease: every --witness-interval
 // it POSTs a JSON witness.Write (identity, fencing token, sequence number, its
@@ -87,6 +93,7 @@ type options struct {
 	witnessInterval  time.Duration
 	clockOffset      time.Duration
 	signalFaults     bool
+	shards           int
 	terminationLog   string
 	pod              string
 	container        string
@@ -118,6 +125,7 @@ func main() {
 	fs.StringVar(&o.container, "container", "", "name of this process's container in the Pod (default: the container whose termination message file the kubelet mounted at --termination-message-path): its exit counts only as reported for that container")
 	fs.BoolVar(&o.signalFaults, "signal-faults", false, "for fault-injection tests: while leading, SIGUSR1 makes leader work panic and SIGUSR2 makes it allocate memory until the kernel kills the process (out of memory); not leading, they are ignored")
 	fs.DurationVar(&o.clockOffset, "clock-offset", 0, "run the election on a clock this far ahead of the machine's (negative: behind), as a machine with a skewed clock")
+	fs.IntVar(&o.shards, "shards", 0, "if set, join the shard group named by --lease as a replica, for this many shards (the group's strategy is --strategy, default cle.dev/ShardsOldestEmulationVersion), instead of running for its Lease; each shard's owner reports to --witness-url with the shard's token")
 	klogFlags := goflagSet()
 	fs.AddGoFlagSet(klogFlags)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -125,6 +133,15 @@ func main() {
 			os.Exit(0)
 		}
 		os.Exit(2)
+	}
+	if o.shards > 0 {
+		if !fs.Changed("strategy") {
+			o.strategy = ""
+		}
+		if o.writeConfigMap != "" || o.healthAddr != "" || o.signalFaults {
+			fmt.Fprintln(os.Stderr, "candidate: --shards does not go with --write-configmap, --health-addr or --signal-faults")
+			os.Exit(2)
+		}
 	}
 	if o.identity == "" {
 		host, err := os.Hostname()
@@ -173,8 +190,7 @@ func run(ctx context.Context, o options) error {
 	if o.terminationLog != "" {
 		proof = &candidate.ProofOfDeath{TerminationMessagePath: o.terminationLog, Pod: o.pod, Container: o.container}
 	}
-	var c *candidate.Candidate
-	c, err = candidate.New(candidate.Config{
+	cfg := candidate.Config{
 		RestConfig:             restConfig,
 		APIMode:                o.apiMode,
 		Namespace:              o.namespace,
@@ -189,39 +205,44 @@ func run(ctx context.Context, o options) error {
 		CandidateRenewInterval: o.candidateRenew,
 		Clock:                  witness.OffsetClock{Offset: o.clockOffset},
 		ProofOfDeath:           proof,
-		Callbacks: candidate.Callbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				token, _ := candidate.TokenFrom(ctx)
-				out.print("started-leading token=%d", token)
-				logger.Info("Leading", "token", token)
-				var wg sync.WaitGroup
-				if o.witnessURL != "" {
-					wg.Go(func() {
-						witness.Report(ctx, witnessClient, o.witnessURL, o.identity, token, o.witnessInterval, witness.OffsetClock{Offset: o.clockOffset},
-							func(seq int, err error) {
-								if err != nil {
-									logger.V(2).Info("Witness write failed", "err", err)
-								}
-								out.print("witness token=%d seq=%d result=%s", token, seq, writeResult(err))
-							})
-					})
-				}
-				if o.writeConfigMap != "" {
-					lead(ctx, token, o, out)
-				}
-				fail.FailOnSignal(ctx)
-				wg.Wait()
-			},
-			OnStoppedLeading: func() {
-				out.print("stopped-leading")
-				logger.Info("Not leading any more")
-			},
-			OnNewLeader: func(leader string) {
-				out.print("new-leader leader=%s", leader)
-				logger.Info("Leader observed", "leader", leader)
-			},
+	}
+	if o.shards > 0 {
+		return runGroup(ctx, o, cfg, out)
+	}
+	var c *candidate.Candidate
+	cfg.Callbacks = candidate.Callbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			token, _ := candidate.TokenFrom(ctx)
+			out.print("started-leading token=%d", token)
+			logger.Info("Leading", "token", token)
+			var wg sync.WaitGroup
+			if o.witnessURL != "" {
+				wg.Go(func() {
+					witness.Report(ctx, witnessClient, o.witnessURL, witness.Write{Identity: o.identity, Token: int64(token)}, o.witnessInterval, witness.OffsetClock{Offset: o.clockOffset},
+						func(seq int, err error) {
+							if err != nil {
+								logger.V(2).Info("Witness write failed", "err", err)
+							}
+							out.print("witness token=%d seq=%d result=%s", token, seq, writeResult(err))
+						})
+				})
+			}
+			if o.writeConfigMap != "" {
+				lead(ctx, token, o, out)
+			}
+			fail.FailOnSignal(ctx)
+			wg.Wait()
 		},
-	})
+		OnStoppedLeading: func() {
+			out.print("stopped-leading")
+			logger.Info("Not leading any more")
+		},
+		OnNewLeader: func(leader string) {
+			out.print("new-leader leader=%s", leader)
+			logger.Info("Leader observed", "leader", leader)
+		},
+	}
+	c, err = candidate.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -177,7 +177,7 @@ func run(ctx context.Context, o options) error {
 					<-ctx.Done()
 					return
 				}
-				witness.Report(ctx, witnessClient, o.witnessURL, id, token, o.witnessInterval, clk, func(seq int, err error) {
+				witness.Report(ctx, witnessClient, o.witnessURL, witness.Write{Identity: id, Token: int64(token)}, o.witnessInterval, clk, func(seq int, err error) {
 					if err != nil {
 						logger.V(2).Info("Witness write failed", "token", token, "seq", seq, "err", err)
 					}

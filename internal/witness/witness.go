@@ -1,6 +1,6 @@
 // Package witness is the writing side of cle's fault-injection witness
 // (test/chaos): an HTTP service that stands for a resource guarded by a
-// Lease. A leader POSTs a Write (identity, fencing token, sequence number,
+// Lease, or by the shards of a group. A leader (or a shard's owner) POSTs a Write (identity, fencing token, sequence number,
 // its own clock's time) through a write-guarded HTTP client, stamped with the
 // moment the write got past the guard; the witness answers 409 Conflict to a
 // token older than one it has accepted. The example programs (the library
@@ -25,8 +25,11 @@ import (
 // Write is the body of a write to the witness.
 type Write struct {
 	Identity string `json:"identity"`
-	Token    int32  `json:"token"`
-	Seq      int    `json:"seq"`
+	// Shard is the shard of a group the write is made for, with that
+	// shard's grant's token; nil for the leader of a Lease.
+	Shard *int  `json:"shard,omitempty"`
+	Token int64 `json:"token"`
+	Seq   int   `json:"seq"`
 	// Time is when the write was sent, on the writer's (offset) clock.
 	Time time.Time `json:"time"`
 }
@@ -62,13 +65,15 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// Report writes to url as identity with token every interval until ctx,
-// the term's context, is done, and tells done of each write's outcome.
-func Report(ctx context.Context, client *http.Client, url, identity string, token int32, interval time.Duration, clk clock.PassiveClock, done func(seq int, err error)) {
+// Report writes w (its writer's Identity, Token and Shard) to url every
+// interval until ctx, the term's or the shard's context, is done, and tells
+// done of each write's outcome.
+func Report(ctx context.Context, client *http.Client, url string, w Write, interval time.Duration, clk clock.PassiveClock, done func(seq int, err error)) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for seq := 1; ; seq++ {
-		done(seq, Post(ctx, client, url, Write{Identity: identity, Token: token, Seq: seq, Time: clk.Now()}))
+		w.Seq, w.Time = seq, clk.Now()
+		done(seq, Post(ctx, client, url, w))
 		select {
 		case <-ctx.Done():
 			return

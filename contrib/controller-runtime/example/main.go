@@ -147,7 +147,7 @@ func reportToWitness(c *candidate.External) manager.Runnable {
 			return fmt.Errorf("witness client: %w", err)
 		}
 		token, _ := c.Token()
-		witness.Report(ctx, hc, witnessURL, c.Identity(), token, witnessInterval, clock.RealClock{}, func(seq int, err error) {
+		witness.Report(ctx, hc, witnessURL, witness.Write{Identity: c.Identity(), Token: int64(token)}, witnessInterval, clock.RealClock{}, func(seq int, err error) {
 			if err != nil {
 				klog.FromContext(ctx).V(2).Info("Witness write failed", "token", token, "seq", seq, "err", err)
 			}
