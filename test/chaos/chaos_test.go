@@ -124,7 +124,9 @@ type env struct {
 	lockNS string
 	ctrls  []*proc
 	cands  []*proc
-	slack  time.Duration
+	// group are the shard group's replicas.
+	group []*proc
+	slack time.Duration
 	// electorRetryPeriod is the RetryPeriod of the adopters' electors
 	// (Lock.Timings at the candidates' timings).
 	electorRetryPeriod time.Duration
@@ -132,6 +134,9 @@ type env struct {
 	mu         sync.Mutex
 	faults     map[string]int
 	recoveries []recovery
+	// groupRecoveries are how long the group took to act on every shard,
+	// spread evenly, after each fault.
+	groupRecoveries []recovery
 	// ctrlStats are each controller replica's figures: its first in steady
 	// state, and its latest.
 	ctrlStats map[*proc]*ctrlFigures
@@ -205,8 +210,11 @@ func TestChaos(t *testing.T) {
 	e.setUp()
 	e.electorRetryPeriod = electorRetryPeriod(t)
 
-	// Wait for the first election: the best candidate leads and acts.
-	e.waitHealthy("start", "first election", time.Now(), 30*time.Second)
+	// Wait for the first election (the best candidate leads and acts) and
+	// the group's first assignment.
+	started := time.Now()
+	e.waitHealthy("start", "first election", started, 30*time.Second)
+	e.waitGroupHealthy("start", "the first assignment", started, 30*time.Second)
 
 	begin := time.Now()
 	order := e.rng.Perm(len(faultKinds))
@@ -236,6 +244,9 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("fault %s: %v", f.name, err)
 		}
 		w.end = time.Now()
+		// Every fault strikes the group too: once the election is healthy
+		// again, so must the group be.
+		e.waitGroupHealthy(f.name, "the end of the fault", w.end, stuckAfter)
 		e.mu.Lock()
 		e.windows = append(e.windows, w)
 		e.mu.Unlock()
@@ -265,7 +276,7 @@ func (e *env) setUp() {
 	}
 	ctrlBin := bins.controller
 
-	e.rec = newRecorder(e.v, leaseName)
+	e.rec = newRecorder(e.v, leaseName, groupName)
 	if err := e.rec.start(e.ctx, server.Client(), ns); err != nil {
 		t.Fatal(err)
 	}
@@ -331,6 +342,8 @@ func (e *env) setUp() {
 		e.cands = append(e.cands, p)
 	}
 	procs = append(procs, e.cands...)
+	e.setUpGroup(dir, kubeconfig, bins.byKind[kindLibrary])
+	procs = append(procs, e.group...)
 	t.Cleanup(func() {
 		for _, p := range procs {
 			if err := p.stop(); err != nil {
@@ -500,7 +513,7 @@ func (e *env) waitHealthy(fault, phase string, from time.Time, limit time.Durati
 	for {
 		if best := e.bestLive(); best != nil {
 			if l, _ := e.rec.current(leaseName); l.holder == best.name {
-				if w, ok := e.witness.acceptedAfter(best.name, from); ok {
+				if w, ok := e.witness.acceptedAfter(leaseFence, best.name, 0, from); ok {
 					// An adopter that lost its term during the fault
 					// exited and was started again: from then on it is a
 					// candidate joining, and its bound counts from its
@@ -566,12 +579,12 @@ func (e *env) pause(d time.Duration) {
 // finish checks what is checked at the end, and prints the summary.
 func (e *env) finish(ran, duration time.Duration) {
 	t := e.t
-	for _, p := range append(append([]*proc(nil), e.ctrls...), e.cands...) {
+	for _, p := range slices.Concat(e.ctrls, e.cands, e.group) {
 		for _, line := range p.panics() {
 			e.v.add("%s panicked: %s", p.name, line)
 		}
 	}
-	ws := e.witness.stats()
+	ws := e.witness.stats(leaseFence)
 	versions, changes, candEvents := e.rec.counts(leaseName)
 	e.mu.Lock()
 	var kinds []string
@@ -618,7 +631,6 @@ func (e *env) finish(ran, duration time.Duration) {
 		}
 	}
 	e.mu.Unlock()
-	bad := e.v.all()
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary (%s of faults)\n", ran.Round(time.Second))
 	fmt.Fprintf(&b, "  faults injected: %s\n", strings.Join(kinds, " "))
@@ -629,7 +641,7 @@ func (e *env) finish(ran, duration time.Duration) {
 	for _, l := range ctrlLines {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
-	byIdentity := e.witness.byIdentity()
+	byIdentity := e.witness.byIdentity(leaseFence)
 	for _, p := range e.cands {
 		p.mu.Lock()
 		starts, lost := p.starts, p.lostTerms
@@ -642,6 +654,9 @@ func (e *env) finish(ran, duration time.Duration) {
 		}
 	}
 	fmt.Fprintf(&b, "  candidate clock offsets: %s\n", strings.Join(offsets, " "))
+	e.summarizeGroup(&b, duration)
+	// Taken last: the figures above add the violations they find.
+	bad := e.v.all()
 	fmt.Fprintf(&b, "  violations: %d\n", len(bad))
 	t.Log(b.String())
 	fmt.Fprintln(os.Stderr, b.String())

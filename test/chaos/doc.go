@@ -29,6 +29,12 @@
 //   - the active controller replica SIGKILLed mid-election (the moment the
 //     Lease is let go), or frozen while the standby takes over and elects.
 //
+// Beside them runs a shard group: three examples/candidate --shards
+// replicas over 8 shards, each behind its own proxy and on a clock of its
+// own. Every fault strikes it too, and three more strike one of its
+// replicas: SIGKILL (it comes back in a new epoch), SIGSTOP and a partition
+// from kube-apiserver, each longer than the lease duration.
+//
 // It checks the election's invariants all along:
 //
 //   - a witness, an HTTP service that the leaders write to with their fencing
@@ -45,6 +51,13 @@
 //     its bound counts from that start; restarted during the fault, while
 //     the API could not serve it, it also has its start-up retry (its
 //     RetryPeriod and 10% jitter) after the API serves again;
+//   - each shard's owner writes to the witness with the shard and its
+//     grant's token, fenced per shard as the Lease's leaders are; no write
+//     gets past its guard after the group Lease was seen granting the shard
+//     to another replica; a shard granted to another owner has a higher
+//     token, and a shard's token never goes back; after each fault every
+//     shard is acted on, spread evenly over the live replicas, within the
+//     lease duration, a retry period and the slack;
 //   - no process panics, and the controllers' goroutines and memory stay
 //     bounded; in a long run, every candidate leads at some point.
 //

@@ -33,6 +33,9 @@ var faultKinds = []fault{
 	{"leader-partition", partitionLeader},
 	{"clock-skew", skewClock},
 	{"leader-upgrade", upgradeLeader},
+	{"shard-replica-sigkill", killReplica},
+	{"shard-replica-sigstop", freezeReplica},
+	{"shard-replica-partition", partitionReplica},
 }
 
 // theLeader is the candidate leading now, which after waitHealthy is the

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/access"
+	"github.com/cle-dev/cle/pkg/shard"
 )
 
 // leaseState is one observed version of a Lease.
@@ -22,14 +23,19 @@ type leaseState struct {
 	holder      string
 	preferred   string
 	transitions int32
+	// group is what a group Lease's annotations say (the recorder's group
+	// only); nil when they do not parse.
+	group *shard.Group
 }
 
 // recorder watches every Lease and LeaseCandidate in the namespace, keeps the
 // history of each Lease, and checks that leaseTransitions grows whenever the
-// holder changes.
+// holder changes, and that a shard of the group is granted to another owner
+// only with a higher token, and its token never goes back.
 type recorder struct {
 	v       *violations
 	checked string // the Lease whose history is checked
+	group   string // the group Lease whose assignments are checked
 
 	mu              sync.Mutex
 	leases          map[string][]leaseState
@@ -37,8 +43,8 @@ type recorder struct {
 	holderChanges   map[string]int
 }
 
-func newRecorder(v *violations, checked string) *recorder {
-	return &recorder{v: v, checked: checked, leases: map[string][]leaseState{}, holderChanges: map[string]int{}}
+func newRecorder(v *violations, checked, group string) *recorder {
+	return &recorder{v: v, checked: checked, group: group, leases: map[string][]leaseState{}, holderChanges: map[string]int{}}
 }
 
 // start runs the informers until ctx is done and waits for their caches.
@@ -92,6 +98,14 @@ func (r *recorder) observeLease(obj any) {
 		preferred:   ptr.Deref(l.Spec.PreferredHolder, ""),
 		transitions: ptr.Deref(l.Spec.LeaseTransitions, 0),
 	}
+	if l.Name == r.group {
+		g, err := shard.ParseGroup(l.Annotations)
+		if err != nil {
+			r.v.add("group Lease %s (version %s) does not parse: %v", l.Name, l.ResourceVersion, err)
+		} else {
+			s.group = &g
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	history := r.leases[l.Name]
@@ -115,8 +129,85 @@ func (r *recorder) observeLease(obj any) {
 		if s.holder != prev.holder {
 			r.holderChanges[l.Name]++
 		}
+		if prev.group != nil && s.group != nil {
+			r.checkGrants(*prev.group, *s.group)
+		}
 	}
 	r.leases[l.Name] = append(history, s)
+}
+
+// checkGrants checks the shards of a group Lease's version against the one
+// before it: a shard's token never goes back, and a shard granted to another
+// owner (another replica, or the same one in another epoch) has a higher
+// token than its last grant. Called with r.mu held.
+func (r *recorder) checkGrants(prev, g shard.Group) {
+	if prev.Count != g.Count {
+		return // a new count starts the shards afresh
+	}
+	for s := range g.Count {
+		was, now := prev.Owners[s], g.Owners[s]
+		switch {
+		case g.Tokens[s] < prev.Tokens[s]:
+			r.v.add("group %s: shard %d's token went back from %d to %d", r.group, s, prev.Tokens[s], g.Tokens[s])
+		case now.Member != "" && now != was && g.Tokens[s] <= prev.Tokens[s]:
+			if prevOwner := r.lastOwner(s, g.Count); prevOwner != (shard.Owner{}) && prevOwner != now {
+				r.v.add("group %s: shard %d granted to %s@%d with token %d, not above %s@%d's %d",
+					r.group, s, now.Member, now.Epoch, g.Tokens[s], prevOwner.Member, prevOwner.Epoch, prev.Tokens[s])
+			}
+		}
+	}
+}
+
+// lastOwner is the last owner the group's history shows for shard s of
+// count, "" if none. Called with r.mu held.
+func (r *recorder) lastOwner(s, count int) shard.Owner {
+	history := r.leases[r.group]
+	for i := len(history) - 1; i >= 0; i-- {
+		g := history[i].group
+		if g == nil || g.Count != count {
+			break
+		}
+		if o := g.Owners[s]; o.Member != "" {
+			return o
+		}
+	}
+	return shard.Owner{}
+}
+
+// currentGroup is the group as last observed, and when it was.
+func (r *recorder) currentGroup() (shard.Group, time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	history := r.leases[r.group]
+	if len(history) == 0 || history[len(history)-1].group == nil {
+		return shard.Group{}, time.Time{}, false
+	}
+	last := history[len(history)-1]
+	return *last.group, last.at, true
+}
+
+// moves counts the shards of the group granted to another owner than the
+// one before it, over the group's history.
+func (r *recorder) moves() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	last := map[int]shard.Owner{}
+	for _, st := range r.leases[r.group] {
+		if st.group == nil {
+			continue
+		}
+		for s, o := range st.group.Owners {
+			if o.Member == "" {
+				continue
+			}
+			if was, ok := last[s]; ok && was != o {
+				n++
+			}
+			last[s] = o
+		}
+	}
+	return n
 }
 
 // current is the last observed version of the Lease name.

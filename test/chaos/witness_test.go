@@ -27,10 +27,10 @@ type record struct {
 	late bool
 }
 
-// witness stands for a resource guarded by the Lease: it accepts a write
-// whose token is at least the newest it has accepted and refuses an older
-// one, as a fenced resource does, and it checks each write against the
-// invariants as it arrives.
+// witness stands for resources guarded by the Lease and by each shard of the
+// group: for each it accepts a write whose token is at least the newest it
+// has accepted and refuses an older one, as a fenced resource does, and it
+// checks each write against the invariants as it arrives.
 type witness struct {
 	srv   *httptest.Server
 	rec   *recorder
@@ -39,20 +39,28 @@ type witness struct {
 	// offsetOf is how far identity's clock is off the machine's.
 	offsetOf func(identity string) time.Duration
 
-	mu       sync.Mutex
+	mu     sync.Mutex
+	fences map[int]*fence // by shard; leaseFence for the Lease's leaders
+}
+
+// leaseFence is the key of the Lease's resource among the witness's fences;
+// a shard's is its index.
+const leaseFence = -1
+
+// fence is one guarded resource: the writes it received, and what it
+// accepted.
+type fence struct {
 	writes   []record
-	newest   int32 // newest token accepted
+	newest   int64 // newest token accepted
 	newestBy string
-	owner    map[int32]string // token -> identity
-	lastOf   map[string]time.Time
+	owner    map[int64]string // token -> identity
 	// firstPassed is, per token, the earliest a write of its term that
 	// reached the witness got past the guard.
-	firstPassed map[int32]time.Time
+	firstPassed map[int64]time.Time
 }
 
 func newWitness(rec *recorder, lease string, v *violations, offsetOf func(string) time.Duration) *witness {
-	w := &witness{rec: rec, lease: lease, v: v, offsetOf: offsetOf, owner: map[int32]string{}, lastOf: map[string]time.Time{},
-		firstPassed: map[int32]time.Time{}}
+	w := &witness{rec: rec, lease: lease, v: v, offsetOf: offsetOf, fences: map[int]*fence{}}
 	w.srv = httptest.NewServer(http.HandlerFunc(w.serve))
 	return w
 }
@@ -60,6 +68,16 @@ func newWitness(rec *recorder, lease string, v *violations, offsetOf func(string
 func (w *witness) URL() string { return w.srv.URL + "/write" }
 
 func (w *witness) Close() { w.srv.Close() }
+
+// fence returns the fence of key, made on first use. Called with w.mu held.
+func (w *witness) fence(key int) *fence {
+	f := w.fences[key]
+	if f == nil {
+		f = &fence{owner: map[int64]string{}, firstPassed: map[int64]time.Time{}}
+		w.fences[key] = f
+	}
+	return f
+}
 
 func (w *witness) serve(rw http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
@@ -71,58 +89,77 @@ func (w *witness) serve(rw http.ResponseWriter, req *http.Request) {
 		http.Error(rw, err.Error(), http.StatusBadRequest)
 		return
 	}
+	key, what := leaseFence, ""
+	if in.Shard != nil {
+		if *in.Shard < 0 {
+			http.Error(rw, "negative shard", http.StatusBadRequest)
+			return
+		}
+		key, what = *in.Shard, fmt.Sprintf("shard %d: ", *in.Shard)
+	}
 	passed, err := time.Parse(time.RFC3339Nano, req.Header.Get(wire.GuardPassedHeader))
 	if err != nil {
-		w.v.add("witness write from %s without a valid %s header: %v", in.Identity, wire.GuardPassedHeader, err)
+		w.v.add("%switness write from %s without a valid %s header: %v", what, in.Identity, wire.GuardPassedHeader, err)
 		http.Error(rw, err.Error(), http.StatusBadRequest)
 		return
 	}
 	passed = passed.Add(-w.offsetOf(in.Identity))
-	// The Lease as last observed, read before the write counts as received:
-	// whatever it shows happened before this write arrived.
+	// The Lease and the group as last observed, read before the write
+	// counts as received: whatever they show happened before this write
+	// arrived.
 	lease, seenLease := w.rec.current(w.lease)
+	group, groupSeen, seenGroup := w.rec.currentGroup()
 	now := time.Now()
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := record{Write: in, received: now, passed: passed, accepted: in.Token >= w.newest}
+	f := w.fence(key)
+	r := record{Write: in, received: now, passed: passed, accepted: in.Token >= f.newest}
 	if !r.accepted {
-		successor, succeeded := w.successorFirstPassed(in.Token)
+		successor, succeeded := f.successorFirstPassed(in.Token)
 		r.late = succeeded && passed.Before(successor)
 	}
-	w.writes = append(w.writes, r)
-	if owner, ok := w.owner[in.Token]; ok && owner != in.Identity {
-		w.v.add("two leaders: %s and %s both wrote with token %d", owner, in.Identity, in.Token)
+	f.writes = append(f.writes, r)
+	if owner, ok := f.owner[in.Token]; ok && owner != in.Identity {
+		w.v.add("%stwo leaders: %s and %s both wrote with token %d", what, owner, in.Identity, in.Token)
 	} else if !ok {
-		w.owner[in.Token] = in.Identity
+		f.owner[in.Token] = in.Identity
 	}
 	if !r.accepted {
 		if !r.late {
 			// The window of this term overlaps a newer one's: two leaders acted at once.
-			successor, _ := w.successorFirstPassed(in.Token)
-			w.v.add("stale write: %s wrote with token %d (seq %d), past its guard %s after a newer term's first write was, and arrived after %s's token %d was accepted",
-				in.Identity, in.Token, in.Seq, passed.Sub(successor).Round(time.Millisecond), w.newestBy, w.newest)
+			successor, _ := f.successorFirstPassed(in.Token)
+			w.v.add("%sstale write: %s wrote with token %d (seq %d), past its guard %s after a newer term's first write was, and arrived after %s's token %d was accepted",
+				what, in.Identity, in.Token, in.Seq, passed.Sub(successor).Round(time.Millisecond), f.newestBy, f.newest)
 		}
-		http.Error(rw, fmt.Sprintf("token %d is older than %d", in.Token, w.newest), http.StatusConflict)
+		http.Error(rw, fmt.Sprintf("token %d is older than %d", in.Token, f.newest), http.StatusConflict)
 		return
 	}
-	if seenLease && lease.holder != in.Identity && lease.transitions > in.Token {
+	if key == leaseFence && seenLease && lease.holder != in.Identity && int64(lease.transitions) > in.Token {
 		w.v.add("accepted a stale token: %s wrote with token %d after the Lease was seen naming %q at term %d", in.Identity, in.Token, lease.holder, lease.transitions)
 	}
-	w.newest, w.newestBy = in.Token, in.Identity
-	w.lastOf[in.Identity] = now
-	if first, ok := w.firstPassed[in.Token]; !ok || passed.Before(first) {
-		w.firstPassed[in.Token] = passed
+	// A shard goes to another replica only once its owner has let it go
+	// (or its member Lease ran out, after its renew deadline): a write that
+	// got past its guard after the group was seen granting the shard on was
+	// made by a replica that no longer owned it.
+	if key != leaseFence && seenGroup && key < group.Count && passed.After(groupSeen) {
+		if o := group.Owners[key]; o.Member != "" && o.Member != in.Identity && group.Tokens[key] > in.Token {
+			w.v.add("%s%s wrote with token %d, past its guard %s after the group was seen granting the shard to %s with token %d",
+				what, in.Identity, in.Token, passed.Sub(groupSeen).Round(time.Millisecond), o.Member, group.Tokens[key])
+		}
+	}
+	f.newest, f.newestBy = in.Token, in.Identity
+	if first, ok := f.firstPassed[in.Token]; !ok || passed.Before(first) {
+		f.firstPassed[in.Token] = passed
 	}
 	rw.WriteHeader(http.StatusNoContent)
 }
 
 // successorFirstPassed returns the earliest moment a write of a term newer
-// than token got past its guard, among the writes accepted so far. Called
-// with w.mu held.
-func (w *witness) successorFirstPassed(token int32) (time.Time, bool) {
+// than token got past its guard, among the writes accepted so far.
+func (f *fence) successorFirstPassed(token int64) (time.Time, bool) {
 	var first time.Time
-	for t, p := range w.firstPassed {
+	for t, p := range f.firstPassed {
 		if t > token && (first.IsZero() || p.Before(first)) {
 			first = p
 		}
@@ -130,12 +167,13 @@ func (w *witness) successorFirstPassed(token int32) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// acceptedAfter returns identity's first write accepted after t.
-func (w *witness) acceptedAfter(identity string, t time.Time) (record, bool) {
+// acceptedAfter returns identity's first write accepted after t by the
+// fence of key (leaseFence, or a shard), whose token is at least token.
+func (w *witness) acceptedAfter(key int, identity string, token int64, t time.Time) (record, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, r := range w.writes {
-		if r.accepted && r.Identity == identity && !r.received.Before(t) {
+	for _, r := range w.fence(key).writes {
+		if r.accepted && r.Identity == identity && r.Token >= token && !r.received.Before(t) {
 			return r, true
 		}
 	}
@@ -152,25 +190,34 @@ type witnessStats struct {
 	late     int
 	maxGap   time.Duration
 	maxGapAt time.Time
+	// maxGapKey is the fence of maxGap.
+	maxGapKey int
 }
 
-func (w *witness) stats() witnessStats {
+// stats are the figures of the fences of keys taken together; the gap is
+// the longest of any one fence.
+func (w *witness) stats(keys ...int) witnessStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := witnessStats{writes: len(w.writes), terms: len(w.owner)}
-	var last time.Time
-	for _, r := range w.writes {
-		if !r.accepted {
-			s.refused++
-			if r.late {
-				s.late++
+	var s witnessStats
+	for _, key := range keys {
+		f := w.fence(key)
+		s.writes += len(f.writes)
+		s.terms += len(f.owner)
+		var last time.Time
+		for _, r := range f.writes {
+			if !r.accepted {
+				s.refused++
+				if r.late {
+					s.late++
+				}
+				continue
 			}
-			continue
+			if !last.IsZero() && r.received.Sub(last) > s.maxGap {
+				s.maxGap, s.maxGapAt, s.maxGapKey = r.received.Sub(last), last, key
+			}
+			last = r.received
 		}
-		if !last.IsZero() && r.received.Sub(last) > s.maxGap {
-			s.maxGap, s.maxGapAt = r.received.Sub(last), last
-		}
-		last = r.received
 	}
 	return s
 }
@@ -179,23 +226,27 @@ func (w *witness) stats() witnessStats {
 // made in.
 type identityStats struct{ writes, terms int }
 
-// byIdentity returns each writer's accepted writes and terms.
-func (w *witness) byIdentity() map[string]identityStats {
+// byIdentity returns each writer's accepted writes and terms at the fences
+// of keys.
+func (w *witness) byIdentity(keys ...int) map[string]identityStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := map[string]identityStats{}
-	for _, r := range w.writes {
-		if !r.accepted {
-			continue
+	for _, key := range keys {
+		f := w.fence(key)
+		for _, r := range f.writes {
+			if !r.accepted {
+				continue
+			}
+			s := out[r.Identity]
+			s.writes++
+			out[r.Identity] = s
 		}
-		s := out[r.Identity]
-		s.writes++
-		out[r.Identity] = s
-	}
-	for _, owner := range w.owner {
-		s := out[owner]
-		s.terms++
-		out[owner] = s
+		for _, owner := range f.owner {
+			s := out[owner]
+			s.terms++
+			out[owner] = s
+		}
 	}
 	return out
 }
