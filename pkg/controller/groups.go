@@ -33,6 +33,7 @@ const (
 	ReasonShardCountConflict = "ShardCountConflict"
 	ReasonMemberStandby      = "MemberStandby"
 	ReasonInvalidGroup       = "InvalidGroup"
+	ReasonMemberLeaseDeleted = "MemberLeaseDeleted"
 )
 
 // groupWriteWait bounds how long a group step waits for the cache to show
@@ -44,6 +45,7 @@ const groupWriteWait = 10 * time.Second
 // own clock.
 type memberRecord struct {
 	uid        types.UID
+	rv         string
 	holder     string
 	epoch      int64
 	renewTime  time.Time
@@ -92,6 +94,10 @@ type groupRecord struct {
 	writing     bool
 	writtenFrom string
 	writtenAt   time.Time
+	// deleteRefused: the API server refused to let this controller delete
+	// a departed member's Lease (no RBAC delete on leases); it does not
+	// ask again.
+	deleteRefused bool
 }
 
 // groups holds the controller's records of shard groups. Handlers and
@@ -139,6 +145,7 @@ func (g *groups) observeMember(lease *coordinationv1.Lease, now time.Time, defau
 	prev := rec.members[replica]
 	next := &memberRecord{
 		uid:       lease.UID,
+		rv:        lease.ResourceVersion,
 		holder:    holderIdentity(lease),
 		epoch:     int64(ptr.Deref(lease.Spec.LeaseTransitions, 0)),
 		renewTime: leaseRenewTime(lease),
@@ -335,7 +342,11 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 	if !d.Changed {
 		kept := d.Group
 		rec.last, rec.floor = &kept, floor
+		refused := rec.deleteRefused
 		c.groups.mu.Unlock()
+		if lease != nil && !refused && !c.opts.KeepDepartedMembers {
+			c.deleteDepartedMembers(ctx, key, lease, cands, members, d.Group, now, spread)
+		}
 		return next, nil
 	}
 	c.groups.mu.Unlock()
@@ -355,6 +366,92 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 	logger.V(2).Info("Wrote the shard group", "generation", d.Group.Generation, "count", d.Group.Count,
 		"grants", len(d.Grants), "moves", len(d.Moves), "freed", len(d.Freed), "unowned", d.Unowned, "spread", d.Spread)
 	return next, nil
+}
+
+// deleteDepartedMembers deletes the member Leases of replicas that left the
+// group for good (docs/design.md, "Shard groups", rule 8): the replica has no
+// LeaseCandidate, its epoch has ended by this controller's observation, the
+// group Lease as the cache shows it (unchanged by this step) names it for no
+// shard, and the highest token its member Lease records is recorded as high
+// on the member Lease of a replica that has a LeaseCandidate, which is not
+// deleted in the same step. So every shard acted on stays on a member Lease,
+// and the highest token of the group on one, for a controller that must
+// rebuild the group without its Lease. Each delete is conditional on the
+// member Lease's UID and resourceVersion as observed.
+func (c *Controller) deleteDepartedMembers(ctx context.Context, key types.NamespacedName, lease *coordinationv1.Lease, cands []*coordinationv1beta1.LeaseCandidate, members map[string]memberRecord, g shard.Group, now time.Time, spread time.Duration) {
+	registered := map[string]bool{}
+	for _, lc := range cands {
+		registered[lc.Name] = true
+	}
+	named := map[string]bool{}
+	for _, o := range g.Owners {
+		named[o.Member] = true
+	}
+	for _, to := range g.Moving {
+		named[to] = true
+	}
+	// The highest token recorded by a replica that stays, and on whose.
+	var keptHighest int64 = -1
+	keptBy := ""
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		m := members[name]
+		a, err := shard.ParseActing(m.acting)
+		if !registered[name] || m.deleted || (m.acting != "" && err != nil) {
+			continue
+		}
+		if a.Highest > keptHighest {
+			keptHighest, keptBy = a.Highest, name
+		}
+	}
+	logger := klog.FromContext(ctx)
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		m := members[name]
+		if registered[name] || m.deleted || named[name] || !m.ended(now, spread) {
+			continue
+		}
+		var highest int64
+		if m.acting != "" {
+			a, err := shard.ParseActing(m.acting)
+			if err != nil {
+				continue // what it records cannot be read: keep it
+			}
+			highest = a.Highest
+		}
+		if highest > keptHighest {
+			continue // the only record of that token: kept until another replica's is as high
+		}
+		memberName := shard.MemberLeaseName(key.Name, name)
+		err := c.access.Leases(key.Namespace).Delete(ctx, memberName, &metav1.Preconditions{UID: &m.uid, ResourceVersion: &m.rv})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+		case apierrors.IsForbidden(err):
+			c.groups.mu.Lock()
+			c.groups.recordLocked(key).deleteRefused = true
+			c.groups.mu.Unlock()
+			logger.Info("Not allowed to delete the member Lease of a replica that left the group; member Leases of departed replicas are kept (grant delete on leases, or run with --delete-departed-member-leases=false)",
+				"memberLease", klog.KRef(key.Namespace, memberName), "err", err)
+			return
+		default:
+			// Changed since it was observed (a conflict), or the request
+			// failed: the next step judges it again.
+			logger.V(2).Info("Could not delete the member Lease of a replica that left the group", "memberLease", klog.KRef(key.Namespace, memberName), "err", err)
+			continue
+		}
+		c.groups.mu.Lock()
+		if r := c.groups.recordLocked(key).members[name]; r != nil && r.uid == m.uid {
+			r.deleted = true
+		}
+		c.groups.mu.Unlock()
+		recorded := "it was granted no shard"
+		if highest > 0 {
+			recorded = fmt.Sprintf("its highest token, %d, is recorded as high on %s's", highest, keptBy)
+		}
+		c.events.emit(key, lease, corev1.EventTypeNormal, ReasonMemberLeaseDeleted, "Delete",
+			"Deleted the member Lease %s of %s, which left the group (no LeaseCandidate, epoch %d ended, no shard named for it); %s",
+			memberName, name, m.epoch, recorded)
+		logger.V(2).Info("Deleted the member Lease of a replica that left the group", "memberLease", klog.KRef(key.Namespace, memberName),
+			"epoch", m.epoch, "highestToken", highest, "recordedBy", keptBy)
+	}
 }
 
 // groupReplicas says what the controller observed of each replica of a

@@ -48,6 +48,14 @@ type Options struct {
 	// Elections of vacant or expired Leases with a history are never
 	// delayed. Default 1s; NoElectionGather turns it off.
 	ElectionGather time.Duration
+	// KeepDepartedMembers keeps the member Leases of replicas that left a
+	// shard group. By default the controller deletes one once its replica
+	// has no LeaseCandidate, its epoch has ended, the group names it for no
+	// shard and another replica's member Lease records as high a token
+	// (docs/design.md, "Shard groups", rule 8), which needs delete on
+	// leases; without it, a group whose replicas get new names (a
+	// Deployment's Pods) collects a member Lease per replica ever started.
+	KeepDepartedMembers bool
 	// UnseenHolderWait is how long after it first saw them the controller
 	// waits before it creates a Lease whose candidates were there when it
 	// started: a holder of that Lease, deleted just before this controller

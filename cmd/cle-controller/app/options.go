@@ -38,6 +38,9 @@ type Options struct {
 	ElectionGather     time.Duration
 	UnsteadyWindow     time.Duration
 	UnseenHolderWait   time.Duration
+	// DeleteDepartedMembers deletes the member Leases of replicas that left
+	// a shard group.
+	DeleteDepartedMembers bool
 
 	ProofOfDeath     bool
 	PodNamespaces    []string
@@ -105,6 +108,7 @@ func NewOptions() *Options {
 		LeaseDuration:            controller.DefaultLeaseDuration,
 		ElectionGather:           controller.DefaultElectionGather,
 		UnsteadyWindow:           controller.DefaultUnsteadyWindow,
+		DeleteDepartedMembers:    true,
 		LeaderElect:              true,
 		LeaderElectLeaseDuration: 15 * time.Second,
 		LeaderElectRenewDeadline: 10 * time.Second,
@@ -137,6 +141,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.UnseenHolderWait, "unseen-holder-wait", o.UnseenHolderWait, "How long a replica that starts waits before it names a holder of a Lease that does not exist, or exists empty, while candidates for it were there before it started: the holder of a Lease deleted just before may act until its own lease duration has run out. Set it to the longest lease duration your components use when that is longer than --lease-duration. 0: --lease-duration.")
 	fs.DurationVar(&o.UnsteadyWindow, "unsteady-window", o.UnsteadyWindow, "A candidate that lost two terms within this window without releasing them (its Lease expired, or its process exited) is not preferred over a live holder until the older of those losses is this old: a stale priority, a candidate ranked first that keeps failing, does not take the Lease from a sound holder again and again. It is still elected when there is no live holder, and never kept from a holder that emulates a newer version than it does. 0 disables it.")
 	fs.DurationVar(&o.ElectionGather, "election-gather", o.ElectionGather, "Before the first election of a Lease that has never had a holder, wait this long from the first candidate seen for others starting at the same time (closed early once no candidate has joined for a fifth of it; both longer by how late the controller's own writes of the last 10s showed in the Lease watch), so that the best of them leads first instead of a worse one leading until it is preempted. The price: a new Lease's very first election takes up to this long; vacant or expired Leases with a history are elected at once. 0 disables it.")
+	fs.BoolVar(&o.DeleteDepartedMembers, "delete-departed-member-leases", o.DeleteDepartedMembers, "Delete the member Lease of a replica that left a shard group for good: it has no LeaseCandidate, its epoch has ended, the group names it for no shard, and another replica's member Lease records as high a token (needs delete on leases: see docs/security.md). false keeps them: a group whose replicas get new names (a Deployment's Pods) then collects one per replica ever started.")
 	fs.BoolVar(&o.ProofOfDeath, "proof-of-death", o.ProofOfDeath, "Read the status of Pods (needs get, list and watch on pods: see docs/security.md) and elect the next holder as soon as the kubelet reports that the container of the holder's process has exited, instead of when its Lease expires. Only a report naming the very process instance that holds the term counts (candidates of pkg/candidate register theirs); a Pod deleted, a node NotReady or a status missing is no proof, and the Lease expires as without this flag.")
 	fs.StringSliceVar(&o.PodNamespaces, "pod-namespaces", o.PodNamespaces, "With --proof-of-death, the namespaces whose Pods are read (comma-separated). Empty: those of --namespaces, or all.")
 	fs.StringVar(&o.PodLabelSelector, "pod-label-selector", o.PodLabelSelector, "With --proof-of-death, read only the Pods that match this label selector (e.g. one label every candidate's Pod template carries), so that the watch sends only those. Empty: every Pod of --pod-namespaces; the controller keeps a few hundred bytes of each.")
@@ -271,6 +276,7 @@ func (o *Options) controllerOptions() controller.Options {
 		ElectionGather:           gather,
 		UnseenHolderWait:         o.UnseenHolderWait,
 		UnsteadyWindow:           unsteady,
+		KeepDepartedMembers:      !o.DeleteDepartedMembers,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,20 +183,26 @@ func testShardGroupLibrary(t *testing.T, m apiMode) {
 	checkShardGuard(t, e, a)
 
 	// c leaves: its shards go to the others as soon as their work returned,
-	// not a lease duration later.
+	// not a lease duration later. Its member Lease was released, and is
+	// deleted once the others' record tokens as high as its highest.
 	c.stop()
 	lease, err := e.acc.Leases(e.ns).Get(context.Background(), shard.MemberLeaseName(group, "c"))
-	if err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != "" {
+	if err == nil && ptr.Deref(lease.Spec.HolderIdentity, "") != "" || err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("c's member Lease after it left: %v, holder %v", err, lease.Spec.HolderIdentity)
 	}
 	left := e.waitGroup(group, 30*time.Second, "32 shards over a, b and d", balancedOver(count, "a", "b", "d"))
 	waitLibActing(t, left, a, b, d)
+	e.waitMemberLeaseDeleted(group, "c")
 
 	// b crashes (it neither releases nor deletes anything) and comes back
 	// in place: it waits for its member Lease to stay unchanged for a lease
-	// duration, then joins in a new epoch.
+	// duration, then joins in a new epoch. Its LeaseCandidate stays, so its
+	// member Lease is kept.
 	b.stop()
 	e.waitGroup(group, 30*time.Second, "32 shards over a and d", balancedOver(count, "a", "d"))
+	if _, err := e.acc.Leases(e.ns).Get(context.Background(), shard.MemberLeaseName(group, "b")); err != nil {
+		t.Errorf("b's member Lease, whose LeaseCandidate stays after its crash: %v", err)
+	}
 	b2 := e.runGroupReplica(group, "b", count, w, true)
 	back := e.waitGroup(group, 30*time.Second, "32 shards over a, b and d again", balancedOver(count, "a", "b", "d"))
 	waitLibActing(t, back, a, b2, d)
@@ -203,6 +210,35 @@ func testShardGroupLibrary(t *testing.T, m apiMode) {
 		if o.Member == "b" && o.Epoch < 2 {
 			t.Errorf("shard %d is granted to b in epoch %d, want a new epoch after the crash", s, o.Epoch)
 		}
+	}
+}
+
+// waitMemberLeaseDeleted waits until the controller has deleted the member
+// Lease of replica and said so in an Event on the group Lease.
+func (e *env) waitMemberLeaseDeleted(group, replica string) {
+	e.t.Helper()
+	name := shard.MemberLeaseName(group, replica)
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if _, err := e.acc.Leases(e.ns).Get(ctx, name); !apierrors.IsNotFound(err) {
+			last = fmt.Sprintf("the member Lease is still there (%v)", err)
+			return false, nil
+		}
+		events, err := e.mode.server.Client().CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, ev := range events.Items {
+			if ev.Reason == controller.ReasonMemberLeaseDeleted && ev.InvolvedObject.Name == group && strings.Contains(ev.Message, name) {
+				return true, nil
+			}
+		}
+		last = "no " + controller.ReasonMemberLeaseDeleted + " Event names " + name
+		return false, nil
+	})
+	if err != nil {
+		e.t.Fatalf("the member Lease %s of %s, which left: %s: %v", name, replica, last, err)
 	}
 }
 
