@@ -628,7 +628,7 @@ func TestValues(t *testing.T) {
 			name: "policies",
 			set:  []string{"policies.enabled=true"},
 			check: func(t *testing.T, objs map[string]object) {
-				for _, name := range []string{"leasecandidates.cle.dev", "coordinated-leases.cle.dev"} {
+				for _, name := range []string{"leasecandidates.cle.dev", "coordinated-leases.cle.dev", "member-lease-deletes.cle.dev"} {
 					find(t, objs, "ValidatingAdmissionPolicy", name)
 					find(t, objs, "ValidatingAdmissionPolicyBinding", name)
 				}

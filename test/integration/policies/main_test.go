@@ -51,7 +51,11 @@ const (
 )
 
 // The names of the policies and bindings of manifests/policies.
-var policyNames = []string{"leasecandidates.cle.dev", "coordinated-leases.cle.dev"}
+var policyNames = []string{"leasecandidates.cle.dev", "coordinated-leases.cle.dev", "member-lease-deletes.cle.dev"}
+
+// probeLease is a Lease in kube-system, not a member Lease, that the third
+// policy's probe dry-runs a delete of as the controller.
+const probeLease = "cle-policies-probe-lease"
 
 type apiMode struct {
 	name   string
@@ -106,6 +110,12 @@ func prepare(t *testing.T, m *apiMode) {
 			return
 		}
 		if m.err = applyKustomization(m, "static-pod/rbac"); m.err != nil {
+			return
+		}
+		if _, err := m.server.Client().CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: probeLease},
+		}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			m.err = err
 			return
 		}
 		m.err = grant(ctx, m, "kube-system", "cle-policies-test-probes", []rbacv1.PolicyRule{
@@ -248,9 +258,10 @@ func disablePolicies(t *testing.T, m *apiMode) {
 	waitPolicies(t, m, false)
 }
 
-// waitPolicies waits until both policies deny (enabled) or both allow their
+// waitPolicies waits until every policy denies (enabled) or allows its
 // probe: server-side dry runs, which admission sees but which store nothing,
-// by a user that may neither elect nor update the Lease named.
+// by a user that may neither elect nor update the Lease named, or, for the
+// deletes, by the controller.
 func waitPolicies(t *testing.T, m *apiMode, enabled bool) {
 	t.Helper()
 	cfg, err := m.server.UserConfig(proberUser)
@@ -259,6 +270,11 @@ func waitPolicies(t *testing.T, m *apiMode, enabled bool) {
 	}
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	kube := framework.MustClient(cfg)
+	ctrlCfg, err := m.server.UserConfig(controllerUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asController := framework.MustClient(ctrlCfg)
 	const probe = "cle-policies-probe"
 	dryRun := []string{metav1.DryRunAll}
 	probes := map[string]func(ctx context.Context) error{
@@ -280,6 +296,9 @@ func waitPolicies(t *testing.T, m *apiMode, enabled bool) {
 				Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(probe)},
 			}, metav1.CreateOptions{DryRun: dryRun})
 			return err
+		},
+		policyNames[2]: func(ctx context.Context) error {
+			return asController.CoordinationV1().Leases("kube-system").Delete(ctx, probeLease, metav1.DeleteOptions{DryRun: dryRun})
 		},
 	}
 	var last []string

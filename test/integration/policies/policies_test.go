@@ -21,6 +21,7 @@ import (
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/controller"
+	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/test/integration/framework"
 )
 
@@ -365,6 +366,33 @@ func TestPolicyRules(t *testing.T) {
 				return last == nil, nil
 			}); err != nil {
 				t.Errorf("other-app deletes t1 in a namespace being deleted: %v; want it allowed", last)
+			}
+		})
+
+		t.Run("Lease deletes", func(t *testing.T) {
+			deletes := policyNames[2]
+			kube := m.server.Client().CoordinationV1().Leases(ns)
+			for _, l := range []*coordinationv1.Lease{
+				{ObjectMeta: metav1.ObjectMeta{Name: "group.r1", Annotations: map[string]string{shard.GroupAnnotation: "group"}}},
+				{ObjectMeta: metav1.ObjectMeta{Name: "other.r1", Annotations: map[string]string{shard.GroupAnnotation: "group"}}},
+				{ObjectMeta: metav1.ObjectMeta{Name: "heartbeat"}},
+			} {
+				if _, err := kube.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			del := func(acc access.Interface, name string) error { return acc.Leases(ns).Delete(ctx, name, nil) }
+			for _, step := range []struct {
+				what   string
+				write  func() error
+				denial string
+			}{
+				{"the controller deletes a Lease of no group", func() error { return del(ctrl, "heartbeat") }, "deletes only the member Leases of shard groups, and " + ns + "/heartbeat is not one"},
+				{"the controller deletes a Lease whose name is not its group's", func() error { return del(ctrl, "other.r1") }, "is not one"},
+				{"the controller deletes a member Lease", func() error { return del(ctrl, "group.r1") }, ""},
+				{"an administrator deletes a Lease of no group", func() error { return del(admin, "heartbeat") }, ""},
+			} {
+				checkOutcome(t, step.what, step.write(), deletes, step.denial)
 			}
 		})
 
