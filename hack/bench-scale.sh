@@ -4,7 +4,8 @@
 # node-heartbeat Leases. It takes about 20 minutes and most of two cores.
 # Flags go to the benchmark, e.g.:
 #   hack/bench-scale.sh --leases=1000 --steady=1m --profile-dir=/tmp/prof
-# (see `go run ./test/scale --help`).
+# (see `go run ./test/scale --help`). --flood-writers=64 saturates the
+# server on purpose while the candidates are created, on any machine.
 set -o errexit -o nounset -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -56,6 +57,14 @@ type fleet struct {
 	// wrongFirstSeen names a few Leases whose first holder was not their
 	// best candidate, and that holder, to look up in the controller's log.
 	wrongFirstSeen []string
+	// firstRV is, for each Lease whose first holder was not its best
+	// candidate, the resourceVersion of the Lease's first version with a
+	// holder; createdRV is each LeaseCandidate's at its creation. Both are
+	// etcd revisions, which order every write of the server.
+	firstRV   map[types.NamespacedName]int64
+	createdRV map[types.NamespacedName]int64
+	// lat are the fleet's writes' latencies.
+	lat latencies
 
 	// Counters, read by snapshot.
 	wrongFirst    atomic.Int64 // Leases whose first holder was not their best candidate
@@ -108,6 +117,8 @@ func newFleet(acc access.Interface, cfg *config, n int) *fleet {
 		terms:     map[types.NamespacedName]*term{},
 		correct:   map[types.NamespacedName]bool{},
 		firstSeen: map[types.NamespacedName]bool{},
+		firstRV:   map[types.NamespacedName]int64{},
+		createdRV: map[types.NamespacedName]int64{},
 		converged: make(chan struct{}),
 		answers: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "scale_candidates"}),
@@ -217,10 +228,19 @@ func (f *fleet) createCandidates(ctx context.Context, rng *rand.Rand, workers in
 			p := f.processOf(j.lease.Namespace, lc.Name)
 			lc.Annotations = map[string]string{access.InstanceAnnotation: p.Instance, access.PodAnnotation: p.Pod, access.ContainerAnnotation: p.Container}
 		}
-		if _, err := f.acc.LeaseCandidates(j.lease.Namespace).Create(ctx, lc); err != nil && !apierrors.IsAlreadyExists(err) {
+		sent := time.Now()
+		created, err := f.acc.LeaseCandidates(j.lease.Namespace).Create(ctx, lc)
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create LeaseCandidate %s/%s: %w", lc.Namespace, lc.Name, err)
 		}
+		f.lat.add(sent)
 		f.lcCreates.Add(1)
+		if err == nil {
+			rv, _ := strconv.ParseInt(created.ResourceVersion, 10, 64)
+			f.mu.Lock()
+			f.createdRV[types.NamespacedName{Namespace: lc.Namespace, Name: lc.Name}] = rv
+			f.mu.Unlock()
+		}
 		return nil
 	})
 	if err != nil {
@@ -318,7 +338,10 @@ func (f *fleet) answer(ctx context.Context, key types.NamespacedName) error {
 	}
 	lc = lc.DeepCopy()
 	lc.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
-	if _, err := f.acc.LeaseCandidates(key.Namespace).Update(ctx, lc); err != nil {
+	sent := time.Now()
+	_, err = f.acc.LeaseCandidates(key.Namespace).Update(ctx, lc)
+	f.lat.add(sent)
+	if err != nil {
 		if apierrors.IsConflict(err) {
 			f.conflicts.Add(1)
 			return nil // the watch brings the newer object
@@ -372,6 +395,7 @@ func (f *fleet) leaseChanged(obj any) {
 	if !f.firstSeen[key] {
 		f.firstSeen[key] = true
 		if v != 0 {
+			f.firstRV[key], _ = strconv.ParseInt(lease.ResourceVersion, 10, 64)
 			f.wrongFirst.Add(1)
 			if len(f.wrongFirstSeen) < maxWrongFirstShown {
 				f.wrongFirstSeen = append(f.wrongFirstSeen, fmt.Sprintf("%s first held by %s", key, holder))
@@ -427,7 +451,9 @@ func (f *fleet) hold(ctx context.Context, key types.NamespacedName) error {
 	if !ok {
 		return nil
 	}
+	sent := time.Now()
 	updated, err := f.acc.Leases(key.Namespace).Update(ctx, write)
+	f.lat.add(sent)
 	if apierrors.IsConflict(err) {
 		f.conflicts.Add(1)
 		var fresh *coordinationv1.Lease
@@ -568,6 +594,30 @@ func (f *fleet) wrongFirstHolders() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.wrongFirstSeen)
+}
+
+// wrongFirstKinds tells the Leases whose first holder was not their best
+// candidate apart: early, those whose best candidate's LeaseCandidate had
+// been created before the Lease first named a holder (a resourceVersion
+// below the Lease's: the server had applied the registration before the
+// election's write), so that the controller could have known it; late, the
+// others. examples names a few early ones.
+func (f *fleet) wrongFirstKinds() (early, late int, examples []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, key := range slices.SortedFunc(maps.Keys(f.firstRV), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
+		first := f.firstRV[key]
+		best := types.NamespacedName{Namespace: key.Namespace, Name: candidateName(key.Name, 0)}
+		if created, ok := f.createdRV[best]; ok && created < first {
+			early++
+			if len(examples) < maxWrongFirstShown {
+				examples = append(examples, fmt.Sprintf("%s: the best candidate registered at resourceVersion %d, the first holder was named at %d", key, created, first))
+			}
+			continue
+		}
+		late++
+	}
+	return early, late, examples
 }
 
 // counts is a snapshot of the fleet's counters.

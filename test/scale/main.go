@@ -63,6 +63,10 @@ type config struct {
 	// etcdStall: etcd is frozen that long every etcdStallEvery in the
 	// steady state.
 	etcdStall, etcdStallEvery time.Duration
+	// floodWriters write without pause for floodFor from just before the
+	// first candidate is created: the server falls behind on purpose.
+	floodWriters int
+	floodFor     time.Duration
 	convergeLimit             time.Duration
 	timeout                   time.Duration
 	seed                      uint64
@@ -98,6 +102,8 @@ func main() {
 	fs.DurationVar(&cfg.steady, "steady", 5*time.Minute, "Length of the steady state measured after convergence.")
 	fs.DurationVar(&cfg.etcdStall, "etcd-stall", 0, "In the steady state, freeze etcd (SIGSTOP) for this long every --etcd-stall-every, as a disk that stops answering does: every client's writes, the holders' renewals and the controller's own among them, are late at once. 0: never.")
 	fs.DurationVar(&cfg.etcdStallEvery, "etcd-stall-every", 30*time.Second, "How often etcd is frozen in the steady state (see --etcd-stall).")
+	fs.IntVar(&cfg.floodWriters, "flood-writers", 0, "Saturate the server while the candidates are created: this many writers, each with one Lease update in flight at all times (in kube-node-lease, which the controller does not watch), for --flood-for from just before the first candidate is created. Every other client's writes then wait behind theirs, on any machine; the report says how far behind the server was and how soon every Lease was right once it applied writes promptly again. 0: no flood.")
+	fs.DurationVar(&cfg.floodFor, "flood-for", 60*time.Second, "How long the flood of --flood-writers lasts.")
 	fs.DurationVar(&cfg.settle, "settle", 10*time.Second, "Pause between convergence and the steady-state measurement, for the writes of convergence to drain.")
 	fs.DurationVar(&cfg.convergeLimit, "converge-timeout", 10*time.Minute, "Give up waiting for convergence after this long (the run goes on to the steady state and reports the miss).")
 	fs.DurationVar(&cfg.timeout, "timeout", 0, "Bound on the whole benchmark. 0: computed from the other durations.")
@@ -135,6 +141,9 @@ func (c *config) validate() error {
 	if len(c.sizes) == 0 || len(c.versions) == 0 || c.namespaces < 1 {
 		errs = append(errs, errors.New("--leases, --emulation-versions and --namespaces must not be empty"))
 	}
+	if c.floodWriters < 0 || c.floodWriters > 0 && c.floodFor <= 0 {
+		errs = append(errs, errors.New("--flood-writers must not be negative, and --flood-for must be positive with a flood"))
+	}
 	for _, d := range []time.Duration{c.nodeRenew, c.holderRenew, c.holderDuration, c.candidateRenew, c.steady, c.convergeLimit} {
 		if d <= 0 {
 			errs = append(errs, errors.New("durations must be positive"))
@@ -148,7 +157,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("--etcd-stall=%s must be 0, or positive and shorter than --etcd-stall-every=%s", c.etcdStall, c.etcdStallEvery))
 	}
 	if c.timeout == 0 {
-		per := 5*time.Minute + c.convergeLimit + c.settle + c.steady
+		per := 5*time.Minute + c.convergeLimit + c.settle + c.steady + c.floodFor
 		c.timeout = time.Duration(len(c.sizes)) * per
 	}
 	return errors.Join(errs...)

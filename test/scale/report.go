@@ -42,6 +42,26 @@ func (r *result) print(w io.Writer, cfg *config) {
 	for _, l := range r.wrongFirst {
 		fmt.Fprintf(w, "    %s\n", l)
 	}
+	fmt.Fprintf(w, "  of those, the best candidate's registration applied before the first holder was named: %d; after: %d\n", r.wrongFirstEarly, r.wrongFirstLate)
+	for _, l := range r.wrongFirstEarlyEx {
+		fmt.Fprintf(w, "    %s\n", l)
+	}
+	if fl := r.flood; fl != nil {
+		fmt.Fprintf(w, "  flood: %d writers, %d Lease updates in %s (%.0f/s), %d errors; the fleet's writes during it: %s; in the minute after: %s\n",
+			fl.writers, fl.writes.Load(), fl.ended.Sub(fl.began).Round(time.Second), float64(fl.writes.Load())/fl.ended.Sub(fl.began).Seconds(), fl.errors.Load(), r.latFlood, r.latAfter)
+		switch {
+		case r.caughtUp.IsZero():
+			fmt.Fprintf(w, "  the server never answered every write of the fleet within %s for %s after the flood\n", promptWrite, promptWindow)
+		case r.converged > 0 && r.convergedAt.Before(r.caughtUp):
+			fmt.Fprintf(w, "  the server caught up %s after the flood ended (every write answered within %s for %s); every Lease was right %s before that\n",
+				r.caughtUp.Sub(fl.ended).Round(time.Millisecond), promptWrite, promptWindow, r.caughtUp.Sub(r.convergedAt).Round(time.Millisecond))
+		case r.converged == 0:
+			fmt.Fprintf(w, "  the server caught up %s after the flood ended (every write answered within %s for %s); NOT converged\n", r.caughtUp.Sub(fl.ended).Round(time.Millisecond), promptWrite, promptWindow)
+		default:
+			fmt.Fprintf(w, "  the server caught up %s after the flood ended (every write answered within %s for %s); every Lease right %s after that\n",
+				r.caughtUp.Sub(fl.ended).Round(time.Millisecond), promptWrite, promptWindow, r.convergedAt.Sub(r.caughtUp).Round(time.Millisecond))
+		}
+	}
 	r.printPhase(w, c)
 
 	s := r.steady

@@ -51,6 +51,16 @@ type result struct {
 	startRSS                  int64         // controller RSS once synced, before any candidate
 	podsCreated               time.Duration // --pods: the candidates' Pods created before the controller started
 	convergence, steady       phase
+	// With a flood: how far behind the server was (the fleet's writes
+	// answered while it ran, and after), when it applied writes promptly
+	// again, and the wrong first holders told apart (see wrongFirstKinds).
+	flood                     *flood
+	caughtUp                  time.Time
+	convergedAt               time.Time
+	wrongFirstEarly           int
+	wrongFirstLate            int
+	wrongFirstEarlyEx         []string
+	latFlood, latAfter        latencySummary
 	steadyWrong               int // Leases not right at the end of the steady state
 	stalls                    stallCount
 	nodeWrites, nodeSkipped   int64
@@ -144,6 +154,23 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 	logger.Info("Creating candidates", "candidates", res.candidates)
 	m := ctrl.begin(server, f)
 	profiles := ctrl.profile(runCtx, &wg, cfg, n, "converge", 0, cfg.convergeProfile)
+	var floodDone chan struct{}
+	if cfg.floodWriters > 0 {
+		fl, err := newFlood(restCfg, cfg.floodWriters)
+		if err != nil {
+			return res, err
+		}
+		res.flood, floodDone = fl, make(chan struct{})
+		logger.Info("Flooding the server", "writers", cfg.floodWriters, "for", cfg.floodFor)
+		go func() {
+			defer close(floodDone)
+			fl.run(runCtx, cfg.floodFor)
+		}()
+		// Until the writers have the server's queue full.
+		if err := sleepCtx(ctx, 2*time.Second); err != nil {
+			return res, err
+		}
+	}
 	start := time.Now()
 	if err := f.createCandidates(ctx, rand.New(rand.NewPCG(cfg.seed, uint64(n))), 64); err != nil {
 		return res, err
@@ -152,7 +179,8 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 	logger.Info("Candidates created; waiting for every Lease to be held by its best candidate", "after", res.created.Round(time.Millisecond))
 	select {
 	case <-f.converged:
-		res.converged = time.Since(start)
+		res.convergedAt = time.Now()
+		res.converged = res.convergedAt.Sub(start)
 		logger.Info("Converged", "after", res.converged.Round(time.Millisecond))
 	case <-time.After(cfg.convergeLimit - res.created):
 		res.wrong = f.wrongHolders(10)
@@ -161,6 +189,14 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 		return res, ctx.Err()
 	}
 	res.wrongFirst = f.wrongFirstHolders()
+	res.wrongFirstEarly, res.wrongFirstLate, res.wrongFirstEarlyEx = f.wrongFirstKinds()
+	if floodDone != nil {
+		select {
+		case <-floodDone:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
 	if res.convergence, err = m.end(); err != nil {
 		return res, err
 	}
@@ -193,6 +229,13 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 	ctrl.heapProfile(ctx, cfg, n, "steady")
 	profiles.Wait()
 	res.steadyWrong = len(f.wrongHolders(n))
+	if fl := res.flood; fl != nil {
+		// Read once the settling and the steady state have passed, so
+		// that the writes after the flood are in.
+		res.caughtUp = f.lat.promptAfter(fl.ended, promptWrite, promptWindow)
+		res.latFlood = summarize(f.lat.between(fl.began, fl.ended))
+		res.latAfter = summarize(f.lat.between(fl.ended, fl.ended.Add(time.Minute)))
+	}
 	res.nodeWrites, res.nodeSkipped = nodeLeases.writes.Load(), nodeLeases.errors.Load()
 	select {
 	case <-ctrl.child.Exited():
