@@ -65,12 +65,12 @@ type config struct {
 	etcdStall, etcdStallEvery time.Duration
 	// floodWriters write without pause for floodFor from just before the
 	// first candidate is created: the server falls behind on purpose.
-	floodWriters int
-	floodFor     time.Duration
-	convergeLimit             time.Duration
-	timeout                   time.Duration
-	seed                      uint64
-	pods                      bool
+	floodWriters  int
+	floodFor      time.Duration
+	convergeLimit time.Duration
+	timeout       time.Duration
+	seed          uint64
+	pods          bool
 
 	controllerBin  string
 	controllerArgs []string

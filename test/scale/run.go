@@ -54,16 +54,16 @@ type result struct {
 	// With a flood: how far behind the server was (the fleet's writes
 	// answered while it ran, and after), when it applied writes promptly
 	// again, and the wrong first holders told apart (see wrongFirstKinds).
-	flood                     *flood
-	caughtUp                  time.Time
-	convergedAt               time.Time
-	wrongFirstEarly           int
-	wrongFirstLate            int
-	wrongFirstEarlyEx         []string
-	latFlood, latAfter        latencySummary
-	steadyWrong               int // Leases not right at the end of the steady state
-	stalls                    stallCount
-	nodeWrites, nodeSkipped   int64
+	flood                   *flood
+	caughtUp                time.Time
+	convergedAt             time.Time
+	wrongFirstEarly         int
+	wrongFirstLate          int
+	wrongFirstEarlyEx       []string
+	latFlood, latAfter      latencySummary
+	steadyWrong             int // Leases not right at the end of the steady state
+	stalls                  stallCount
+	nodeWrites, nodeSkipped int64
 }
 
 // runSize runs the benchmark for n Leases on a fresh control plane.
