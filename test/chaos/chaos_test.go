@@ -552,18 +552,27 @@ func (e *env) waitHealthy(fault, phase string, from time.Time, limit time.Durati
 				}
 			}
 		}
-		if time.Since(from) > limit {
+		e.nextPoll(ticker, from, limit, func() string {
 			l, _ := e.rec.current(leaseName)
-			msg := fmt.Sprintf("%s: no healthy election %s after %s: the Lease names %q (preferred %q, term %d), best live candidate %v",
+			return fmt.Sprintf("%s: no healthy election %s after %s: the Lease names %q (preferred %q, term %d), best live candidate %v",
 				fault, limit, phase, l.holder, l.preferred, l.transitions, e.bestLive())
-			outcome.add("stopped: %s", msg)
-			e.t.Fatal(msg)
-		}
-		select {
-		case <-e.ctx.Done():
-			e.t.Fatal("cancelled")
-		case <-ticker.C:
-		}
+		})
+	}
+}
+
+// nextPoll waits for ticker's next tick, unless limit has passed since from:
+// then the run stops, saying failure.
+func (e *env) nextPoll(ticker *time.Ticker, from time.Time, limit time.Duration, failure func() string) {
+	e.t.Helper()
+	if time.Since(from) > limit {
+		msg := failure()
+		outcome.add("stopped: %s", msg)
+		e.t.Fatal(msg)
+	}
+	select {
+	case <-e.ctx.Done():
+		e.t.Fatal("cancelled")
+	case <-ticker.C:
 	}
 }
 

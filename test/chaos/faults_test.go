@@ -96,10 +96,13 @@ func freezeLeader(e *env) error {
 // before the next best takes over. Once the partition heals, its requests
 // held meanwhile arrive late, and it leads again.
 func partitionLeader(e *env) error {
-	return e.sidelineLeader("leader-partition", "partition from kube-apiserver",
-		func(p *proc) error { p.setIsolated(true); p.proxy.partition(true); return nil },
-		func(p *proc) error { p.proxy.partition(false); p.setIsolated(false); return nil })
+	return e.sidelineLeader("leader-partition", "partition from kube-apiserver", cutOff, reconnect)
 }
+
+// cutOff partitions p from kube-apiserver (not from the witness); reconnect
+// heals the partition, and the requests held meanwhile arrive late.
+func cutOff(p *proc) error    { p.setIsolated(true); p.proxy.partition(true); return nil }
+func reconnect(p *proc) error { p.proxy.partition(false); p.setIsolated(false); return nil }
 
 // sidelineLeader takes the leader out with off for longer than the lease
 // duration, waits for the next best to lead and act, brings it back with on,
@@ -109,19 +112,26 @@ func (e *env) sidelineLeader(fault, what string, off, on func(*proc) error) erro
 	if err != nil {
 		return err
 	}
+	return e.sideline(fault, what, p, off, on, e.waitHealthy)
+}
+
+// sideline takes p out with off for longer than the lease duration, waits
+// with healthy for the others to make up for it, brings it back with on,
+// and waits with healthy again.
+func (e *env) sideline(fault, what string, p *proc, off, on func(*proc) error, healthy func(fault, phase string, from time.Time, limit time.Duration)) error {
 	lasts := leaseDuration + time.Second + time.Duration(e.rng.IntN(2000))*time.Millisecond
 	e.t.Logf("    %s %s for %s", what, p.name, lasts)
 	from := time.Now()
 	if err := off(p); err != nil {
 		return err
 	}
-	e.waitHealthy(fault, "the "+what+" of "+p.name, from, stuckAfter)
+	healthy(fault, "the "+what+" of "+p.name, from, stuckAfter)
 	e.pause(time.Until(from.Add(lasts)))
 	from = time.Now()
 	if err := on(p); err != nil {
 		return err
 	}
-	e.waitHealthy(fault, "the end of the "+what+" of "+p.name, from, stuckAfter)
+	healthy(fault, "the end of the "+what+" of "+p.name, from, stuckAfter)
 	return nil
 }
 

@@ -119,16 +119,9 @@ func (e *env) waitGroupHealthy(fault, phase string, from time.Time, limit time.D
 				why = "not every owner has written with its shard's token yet"
 			}
 		}
-		if time.Since(from) > limit {
-			msg := fmt.Sprintf("%s: the group is not healthy %s after %s: %s (live replicas %v)", fault, limit, phase, why, live)
-			outcome.add("stopped: %s", msg)
-			e.t.Fatal(msg)
-		}
-		select {
-		case <-e.ctx.Done():
-			e.t.Fatal("cancelled")
-		case <-ticker.C:
-		}
+		e.nextPoll(ticker, from, limit, func() string {
+			return fmt.Sprintf("%s: the group is not healthy %s after %s: %s (live replicas %v)", fault, limit, phase, why, live)
+		})
 	}
 }
 
@@ -195,9 +188,7 @@ func freezeReplica(e *env) error {
 // witness) for longer than the lease duration: it must stop acting on its
 // shards before they go to the others.
 func partitionReplica(e *env) error {
-	return e.sidelineReplica("shard-replica-partition", "partition from kube-apiserver",
-		func(p *proc) error { p.setIsolated(true); p.proxy.partition(true); return nil },
-		func(p *proc) error { p.proxy.partition(false); p.setIsolated(false); return nil })
+	return e.sidelineReplica("shard-replica-partition", "partition from kube-apiserver", cutOff, reconnect)
 }
 
 // sidelineReplica takes a replica out with off for longer than the lease
@@ -208,20 +199,7 @@ func (e *env) sidelineReplica(fault, what string, off, on func(*proc) error) err
 	if err != nil {
 		return err
 	}
-	lasts := leaseDuration + time.Second + time.Duration(e.rng.IntN(2000))*time.Millisecond
-	e.t.Logf("    %s %s for %s", what, p.name, lasts)
-	from := time.Now()
-	if err := off(p); err != nil {
-		return err
-	}
-	e.waitGroupHealthy(fault, "the "+what+" of "+p.name, from, stuckAfter)
-	e.pause(time.Until(from.Add(lasts)))
-	from = time.Now()
-	if err := on(p); err != nil {
-		return err
-	}
-	e.waitGroupHealthy(fault, "the end of the "+what+" of "+p.name, from, stuckAfter)
-	return nil
+	return e.sideline(fault, what, p, off, on, e.waitGroupHealthy)
 }
 
 // groupKeys are the witness's fences of the group's shards.
