@@ -394,6 +394,16 @@ func TestPolicyRules(t *testing.T) {
 			} {
 				checkOutcome(t, step.what, step.write(), deletes, step.denial)
 			}
+			// A delete of a collection names no Lease in the request (the
+			// namespace controller's, as a namespace goes): each Lease is
+			// judged by itself, and this user is not the controller.
+			for _, name := range []string{"left.r1", "left.r2"} {
+				if _, err := kube.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := kube.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			checkOutcome(t, "an administrator deletes every Lease of the namespace", err, deletes, "")
 		})
 
 		t.Run("ordinary Lease", func(t *testing.T) {
