@@ -14,13 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/controller"
 	"github.com/cle-dev/cle/pkg/shard"
+	"github.com/cle-dev/cle/test/integration/framework"
 )
 
 // shardWitness is told by every replica's shard work when it starts and when
@@ -89,7 +89,7 @@ func (e *env) runGroupReplica(group, name string, count int, w *shardWitness, le
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	g, err := candidate.NewGroup(candidate.GroupConfig{
+	g, stop := framework.RunGroup(e.t, candidate.GroupConfig{
 		Config: candidate.Config{
 			Clients: clients, APIMode: e.mode.name, Namespace: e.ns, LeaseName: group, Identity: name,
 			BinaryVersion: "1.36.0", Strategy: shard.StrategyShards,
@@ -99,20 +99,6 @@ func (e *env) runGroupReplica(group, name string, count int, w *shardWitness, le
 		Shards:         count,
 		OnShardStarted: w.work(name),
 	})
-	if err != nil {
-		e.t.Fatalf("replica %s: %v", name, err)
-	}
-	_, ctx := ktesting.NewTestContext(e.t)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := g.Run(ctx); err != nil {
-			e.t.Errorf("replica %s: %v", name, err)
-		}
-	}()
-	stop := sync.OnceFunc(func() { cancel(); <-done })
-	e.t.Cleanup(stop)
 	return &libReplica{name: name, g: g, stop: stop}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/promtest"
@@ -299,7 +297,7 @@ func (e *env) groupInPod(t *testing.T, group, identity, pod string, count int) *
 	if err := os.WriteFile(p.messageFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g, err := candidate.NewGroup(candidate.GroupConfig{
+	_, p.stop = framework.RunGroup(t, candidate.GroupConfig{
 		Config: candidate.Config{
 			RestConfig: e.mode.server.Config(), APIMode: e.mode.name,
 			Namespace: e.ns, LeaseName: group, Identity: identity,
@@ -308,23 +306,8 @@ func (e *env) groupInPod(t *testing.T, group, identity, pod string, count int) *
 			ReleaseOnCancel: ptr.To(false), DeleteCandidateOnExit: ptr.To(false),
 			ProofOfDeath: &candidate.ProofOfDeath{TerminationMessagePath: p.messageFile, Pod: e.ns + "/" + pod, Container: "app", Instance: p.instance},
 		},
-		Shards:         count,
-		OnShardStarted: func(ctx context.Context, _ candidate.Shard) { <-ctx.Done() },
+		Shards: count,
 	})
-	if err != nil {
-		t.Fatalf("replica %s: %v", identity, err)
-	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := g.Run(ctx); err != nil {
-			t.Errorf("replica %s: %v", identity, err)
-		}
-	}()
-	p.stop = sync.OnceFunc(func() { cancel(); <-done })
-	t.Cleanup(p.stop)
 	return p
 }
 

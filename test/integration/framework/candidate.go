@@ -25,13 +25,35 @@ func RunCandidate(t testing.TB, cfg candidate.Config) (stop func()) {
 	if err != nil {
 		t.Fatalf("candidate %s: %v", cfg.Identity, err)
 	}
+	return runUntilStopped(t, "candidate "+cfg.Identity, c.Run)
+}
+
+// RunGroup runs a replica of a shard group of the library with cfg until the
+// test ends or the returned stop is called (safe to call more than once),
+// which waits for Run to return. A nil OnShardStarted acts on each shard
+// until the shard stops.
+func RunGroup(t testing.TB, cfg candidate.GroupConfig) (g *candidate.Group, stop func()) {
+	t.Helper()
+	if cfg.OnShardStarted == nil {
+		cfg.OnShardStarted = func(ctx context.Context, _ candidate.Shard) { <-ctx.Done() }
+	}
+	g, err := candidate.NewGroup(cfg)
+	if err != nil {
+		t.Fatalf("replica %s: %v", cfg.Identity, err)
+	}
+	return g, runUntilStopped(t, "replica "+cfg.Identity, g.Run)
+}
+
+// runUntilStopped runs run on a context of the test's until the test ends or
+// stop is called; an error it returns fails the test, naming who.
+func runUntilStopped(t testing.TB, who string, run func(context.Context) error) (stop func()) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("candidate %s: %v", cfg.Identity, err)
+		if err := run(ctx); err != nil {
+			t.Errorf("%s: %v", who, err)
 		}
 	}()
 	stop = sync.OnceFunc(func() { cancel(); <-done })

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/controller"
@@ -21,25 +18,12 @@ import (
 // test ends.
 func startReplica(t *testing.T, m apiMode, ns, group, id string, count int) {
 	t.Helper()
-	g, err := candidate.NewGroup(candidate.GroupConfig{
+	framework.RunGroup(t, candidate.GroupConfig{
 		Config: candidate.Config{RestConfig: m.server.Config(), APIMode: m.name, Namespace: ns, LeaseName: group, Identity: id,
 			BinaryVersion: "1.36.0", Strategy: shard.StrategyShards,
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond},
-		Shards:         count,
-		OnShardStarted: func(ctx context.Context, _ candidate.Shard) { <-ctx.Done() },
+		Shards: count,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	var done sync.WaitGroup
-	done.Go(func() {
-		if err := g.Run(ctx); err != nil {
-			t.Errorf("replica %s: %v", id, err)
-		}
-	})
-	t.Cleanup(func() { cancel(); done.Wait() })
 }
 
 // TestGroup: status shows a shard group's Lease in the state group, and
