@@ -81,6 +81,19 @@ func (m *memberRecord) ended(now time.Time, spread time.Duration) bool {
 	return m.holder == "" || m.exited || !now.Before(m.expiry(spread))
 }
 
+// highest is the highest token the member Lease records (0 when it records
+// nothing yet); ok is false when its record cannot be read.
+func (m *memberRecord) highest() (token int64, ok bool) {
+	if m.acting == "" {
+		return 0, true
+	}
+	a, err := shard.ParseActing(m.acting)
+	if err != nil {
+		return 0, false
+	}
+	return a.Highest, true
+}
+
 // groupRecord is what the controller keeps of a group between steps.
 type groupRecord struct {
 	members map[string]*memberRecord
@@ -322,8 +335,8 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 		floor = max(floor, t)
 	}
 	for _, m := range members {
-		if a, err := shard.ParseActing(m.acting); err == nil {
-			floor = max(floor, a.Highest)
+		if h, ok := m.highest(); ok {
+			floor = max(floor, h)
 		}
 	}
 
@@ -395,12 +408,12 @@ func (c *Controller) deleteDepartedMembers(ctx context.Context, key types.Namesp
 	keptBy := ""
 	for _, name := range slices.Sorted(maps.Keys(members)) {
 		m := members[name]
-		a, err := shard.ParseActing(m.acting)
-		if !registered[name] || m.deleted || (m.acting != "" && err != nil) {
+		h, ok := m.highest()
+		if !registered[name] || m.deleted || !ok {
 			continue
 		}
-		if a.Highest > keptHighest {
-			keptHighest, keptBy = a.Highest, name
+		if h > keptHighest {
+			keptHighest, keptBy = h, name
 		}
 	}
 	logger := klog.FromContext(ctx)
@@ -409,13 +422,9 @@ func (c *Controller) deleteDepartedMembers(ctx context.Context, key types.Namesp
 		if registered[name] || m.deleted || named[name] || !m.ended(now, spread) {
 			continue
 		}
-		var highest int64
-		if m.acting != "" {
-			a, err := shard.ParseActing(m.acting)
-			if err != nil {
-				continue // what it records cannot be read: keep it
-			}
-			highest = a.Highest
+		highest, ok := m.highest()
+		if !ok {
+			continue // what it records cannot be read: keep it
 		}
 		if highest > keptHighest {
 			continue // the only record of that token: kept until another replica's is as high
