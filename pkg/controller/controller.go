@@ -125,6 +125,9 @@ type Controller struct {
 	groups  *groups
 	events  *eventDeduper
 	pings   *pingBudget
+	// probes are the registration probes, by the namespace of the candidate
+	// watch ("" for one of every namespace): see registrationProbe.
+	probes map[string]*registrationProbe
 
 	// neededSince is when each pending election became needed, for the
 	// election latency metric. Only workers touch it, one key at a time.
@@ -213,6 +216,8 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		candidateIndexers[byInstanceIndex] = indexByInstance
 		leaseIndexers[byHolderInstanceIndex] = indexByHolderInstance
 	}
+	c.probes = newProbes(informers)
+	c.obs.probeMark = c.probeMark
 	for _, inf := range informers.Candidates {
 		if err := inf.AddIndexers(candidateIndexers); err != nil {
 			return nil, fmt.Errorf("add candidate index: %w", err)
@@ -257,6 +262,31 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 	return c, nil
 }
 
+// watchScope is the namespace the candidate informer i watches, as
+// storesByNamespace keys it.
+func watchScope(informers Informers, i int) string {
+	if len(informers.Namespaces) != len(informers.Candidates) {
+		return ""
+	}
+	return informers.Namespaces[i]
+}
+
+// newProbes gives a registration probe to each namespace whose candidates
+// come through one watch.
+func newProbes(informers Informers) map[string]*registrationProbe {
+	watches := map[string]int{}
+	for i := range informers.Candidates {
+		watches[watchScope(informers, i)]++
+	}
+	probes := map[string]*registrationProbe{}
+	for ns, n := range watches {
+		if n == 1 {
+			probes[ns] = &registrationProbe{}
+		}
+	}
+	return probes
+}
+
 func indexByLease(obj any) ([]string, error) {
 	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
 	if !ok {
@@ -287,6 +317,7 @@ func (c *Controller) onCandidateAdd(obj any, inInitialList bool) {
 	c.obs.candidateJoined(key, c.leaseOf(key), now, inInitialList)
 	c.enqueue(key, now)
 	c.gcQueue.AddAfter(candidateKeyOf(lc), c.opts.CandidateTTL)
+	c.candidateDelivered(lc)
 }
 
 func (c *Controller) onCandidateUpdate(oldObj, newObj any) {
@@ -305,10 +336,12 @@ func (c *Controller) onCandidateUpdate(oldObj, newObj any) {
 		c.candidateLeft(leaseKeyOf(old))
 	}
 	c.enqueue(key, now)
+	c.candidateDelivered(lc)
 }
 
 func (c *Controller) onCandidateDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+	tomb, relisted := obj.(cache.DeletedFinalStateUnknown)
+	if relisted {
 		obj = tomb.Obj
 	}
 	lc, ok := obj.(*coordinationv1beta1.LeaseCandidate)
@@ -318,6 +351,9 @@ func (c *Controller) onCandidateDelete(obj any) {
 	c.obs.forgetCandidate(candidateKeyOf(lc))
 	c.events.forgetCandidate(leaseKeyOf(lc), lc.Name)
 	c.candidateLeft(leaseKeyOf(lc))
+	if !relisted {
+		c.candidateDelivered(lc)
+	}
 }
 
 // candidateLeft follows a candidate leaving the Lease key, and enqueues it.

@@ -75,6 +75,9 @@ type view struct {
 	// builtinLeft: the strategies kube-apiserver's election controller
 	// elects (strategy.Builtin) are left to it (Options.ElectsBuiltin).
 	builtinLeft bool
+	// probe is what is known of the registration probe of the Lease's
+	// candidate watch (see registrationProbe).
+	probe probeView
 }
 
 // observedCandidate is a candidate as cached with its record.
@@ -111,6 +114,10 @@ type decision struct {
 	unanswered []unansweredPing
 	// pings are the candidates to ping, with the pingTime each gets.
 	pings []pingIntent
+	// probe names the candidate to ping, unless a probe is in flight, to
+	// prove that the candidate watch shows every registration made before
+	// the Lease was created (see registrationProbe); "": none needed.
+	probe string
 	// write is the one Lease write of the step, if any.
 	write *leaseWrite
 	// settled: the Lease is left as it is (live, or not ours to elect);
@@ -158,10 +165,13 @@ const (
 	waitUnseenHolder
 	// waitGathering: the first election waits for its candidates to gather.
 	waitGathering
+	// waitRegistrations: the first election waits for the candidate watch
+	// to show every registration made before the Lease was created.
+	waitRegistrations
 )
 
 func (w waitReason) String() string {
-	return [...]string{"none", "own write", "strategy", "departed holder", "answer", "unseen holder", "gathering"}[w]
+	return [...]string{"none", "own write", "strategy", "departed holder", "answer", "unseen holder", "gathering", "registrations"}[w]
 }
 
 // eventIntent is an Event decide wants said, once per change of its note.
@@ -201,6 +211,7 @@ type pingIntent struct {
 
 // Kinds of Lease write.
 const (
+	writeOpen   = "open"   // no Lease before a first election: create it naming nobody
 	writeCreate = "create" // no Lease: create it naming the winner
 	writeElect  = "elect"  // vacant or expired: name the winner
 	writeSteer  = "steer"  // live: set or clear preferredHolder, update the strategy
@@ -353,7 +364,7 @@ func decide(o *Options, v *view) decision {
 	e.judge()
 	e.pingLateHolder()
 	e.decideWrite()
-	d.outcome, d.unwritten = e.outcome(d.write != nil), e.outcome(false)
+	d.outcome, d.unwritten = e.outcome(d.write != nil && d.write.kind != writeOpen), e.outcome(false)
 	return d
 }
 
@@ -930,6 +941,20 @@ func (e *election) decideWrite() {
 		})
 		return
 	}
+	if e.opensFirst() {
+		if e.v.lease == nil {
+			e.open()
+			if until := e.gatheringUntil(); !until.IsZero() {
+				e.d.wakeAt(until)
+			}
+			return
+		}
+		if !e.registrationsShown() {
+			// Asked for now, so that the probe travels while the
+			// candidates gather.
+			e.d.probe = e.best.Name
+		}
+	}
 	if until := e.unseenHolderUntil(); !until.IsZero() {
 		d.waiting = waitUnseenHolder
 		d.wakeAt(until)
@@ -943,7 +968,78 @@ func (e *election) decideWrite() {
 		d.log(2, "Gathering candidates before the first election", "candidates", len(e.all), "until", until, "best", e.best.Name)
 		return
 	}
+	if until := e.registrationsUntil(); !until.IsZero() {
+		d.waiting = waitRegistrations
+		d.wakeAt(until)
+		d.log(3, "Electing once the candidate watch shows every registration made before the Lease was created", "until", until, "best", e.best.Name)
+		return
+	}
 	e.elect()
+}
+
+// opensFirst reports whether the first election of this Lease opens it: a
+// Lease that has never had a holder, with a gathering window, is created
+// naming nobody, and its first holder is named only once the candidate
+// watch is known to show every registration that reached the server before
+// that creation (see registrationProbe). On a server that falls behind,
+// the watch shows registrations seconds after they were made, and the
+// gathering window cannot tell how many are still on their way: the
+// holderless Lease marks where the election began, and the probe proves
+// that nobody registered before it is missing. One more write per Lease,
+// once in its life; a Lease that existed before (created by somebody
+// else, or released) is not created again.
+func (e *election) opensFirst() bool {
+	return e.o.ElectionGather > 0 && !e.v.record.held && e.v.probe.usable
+}
+
+// registrationsShown reports whether a probe sent after the Lease object
+// was first seen has been delivered.
+func (e *election) registrationsShown() bool {
+	s := e.v.record.sighting
+	return !e.v.probe.usable || (s.set && e.v.probe.proved > s.mark)
+}
+
+// registrationsUntil returns, for a first election that opened its Lease,
+// when it stops waiting for the probe (zero: it does not wait): once a
+// probe is delivered, or, should none be (the candidates cannot be written
+// to, or the watch has stalled), a ping timeout and twice the watch's lag
+// after the Lease was first seen, when the election goes on with the
+// candidates it sees.
+func (e *election) registrationsUntil() time.Time {
+	if !e.opensFirst() || e.registrationsShown() {
+		return time.Time{}
+	}
+	s := e.v.record.sighting
+	until := s.at.Add(e.o.PingTimeout + 2*e.v.spread)
+	if !s.set || !e.v.now.Before(until) {
+		e.d.log(2, "The candidate watch was not shown to hold every registration made before the Lease was created; electing with the candidates it shows",
+			"best", e.best.Name)
+		// No probe either: the election's write goes at once, on what
+		// this step judged.
+		e.d.probe = ""
+		return time.Time{}
+	}
+	return until
+}
+
+// open creates the Lease of a first election naming nobody (see
+// opensFirst).
+func (e *election) open() {
+	e.d.write = &leaseWrite{
+		kind: writeOpen, strategy: e.strat.Name(), candidates: e.describeCandidates(),
+		lease: &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: e.v.key.Namespace, Name: e.v.key.Name},
+			Spec: coordinationv1.LeaseSpec{
+				// Empty rather than unset: kube-apiserver's controller
+				// elects a Lease with an empty holder, and fails on one
+				// with none.
+				HolderIdentity:       ptr.To(""),
+				Strategy:             ptr.To(e.strat.Name()),
+				LeaseDurationSeconds: ptr.To(int32(e.o.LeaseDuration / time.Second)),
+			},
+		},
+	}
+	e.d.log(2, "Opening the first election: creating the Lease naming nobody", "candidates", len(e.all), "best", e.best.Name)
 }
 
 // bestName is the best candidate's name, or "" while there is none.

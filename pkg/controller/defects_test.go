@@ -337,11 +337,20 @@ func TestRequeuedStepJudgesAsOfWhenItWasDue(t *testing.T) {
 	}
 	h.c.processNext(h.ctx)
 	h.sync()
-	if p := h.pings(); len(p) != 0 {
-		t.Errorf("pinged %v after a late step; want none: both were fresh when the step was due", p)
+	// The Lease is opened, its candidate watch probed (a ping of a, the
+	// best), and a named: no ping asks whether a candidate is alive.
+	for range 3 {
+		if holderOf(h.serverLease()) != "" || h.c.queue.Len() == 0 {
+			break
+		}
+		h.c.processNext(h.ctx)
+		h.sync()
+	}
+	if got := h.metric("cle_pings_total"); got != 0 {
+		t.Errorf("pinged %v candidates after a late step; want none: both were fresh when the step was due", got)
 	}
 	if l := h.serverLease(); l == nil || holderOf(l) != "a" {
-		t.Errorf("Lease %v, want it created naming a", l)
+		t.Errorf("Lease %v, want it naming a", l)
 	}
 }
 

@@ -13,8 +13,8 @@ func withGather(d time.Duration) func(*Options) {
 
 // TestGatheringElectsTheBestOfAGroupFirst pins the first election of a Lease
 // whose candidates start together: the worse candidate that registers first
-// is never named, not even for a moment; the Lease's first write names the
-// best of the group.
+// is never named, not even for a moment; the Lease is created naming nobody,
+// and its first holder is the best of the group.
 func TestGatheringElectsTheBestOfAGroupFirst(t *testing.T) {
 	for _, order := range permutations([]string{"v134", "v135", "v136"}) {
 		h := newHarness(t, withGather(time.Second))
@@ -25,18 +25,22 @@ func TestGatheringElectsTheBestOfAGroupFirst(t *testing.T) {
 			}
 			h.create(candidate(name, "1.36.0", versions[name]))
 			d := h.reconcile()
-			h.expectNoWrites("while candidates are still joining")
+			h.expectNobodyNamed("while candidates are still joining")
 			// The window closes a fifth of it after the last join.
 			if want := 200 * time.Millisecond; d != want {
 				t.Fatalf("order %v, after %d joins: requeue = %v, want %v", order, i+1, d, want)
 			}
 		}
+		if l := h.serverLease(); l == nil || holderOf(l) != "" {
+			t.Fatalf("order %v: Lease %v while gathering, want it created naming nobody", order, l)
+		}
 		h.step(199 * time.Millisecond)
 		h.reconcile()
-		h.expectNoWrites("just before the window closes")
+		h.expectNobodyNamed("just before the window closes")
+		h.clearWrites()
 		h.step(time.Millisecond)
 		h.reconcile()
-		if got := h.expectOneLeaseWrite("create"); holderOf(got) != "v134" {
+		if got := h.expectOneLeaseWrite("update"); holderOf(got) != "v134" {
 			t.Fatalf("order %v: first holder %q, want v134", order, holderOf(got))
 		}
 	}
@@ -53,11 +57,12 @@ func TestGatheringWindowIsBounded(t *testing.T) {
 		if d := h.reconcile(); i == 9 && d != 100*time.Millisecond {
 			t.Errorf("requeue = %v, want the rest of the 1s window, 100ms", d)
 		}
-		h.expectNoWrites("within the window")
+		h.expectNobodyNamed("within the window")
 	}
+	h.clearWrites()
 	h.step(100 * time.Millisecond)
 	h.reconcile()
-	if got := h.expectOneLeaseWrite("create"); holderOf(got) != "c00" {
+	if got := h.expectOneLeaseWrite("update"); holderOf(got) != "c00" {
 		t.Errorf("holder %q, want c00", holderOf(got))
 	}
 }
@@ -78,8 +83,7 @@ func TestNoGatheringForALeaseWithAHistory(t *testing.T) {
 		h := newHarness(t, withGather(time.Second))
 		h.create(candidate("a", "1.36.0", "1.36.0"))
 		h.step(time.Second)
-		h.reconcile()
-		h.expectOneLeaseWrite("create")
+		h.expectFirstHolder("a")
 		h.deleteHeldLease()
 		h.clearWrites()
 		h.reconcile()
@@ -92,7 +96,8 @@ func TestNoGatheringForALeaseWithAHistory(t *testing.T) {
 		h.list(lease())
 		h.create(candidate("a", "1.36.0", "1.36.0"))
 		h.reconcile()
-		h.expectNoWrites("a Lease that never had a holder")
+		h.expectNobodyNamed("a Lease that never had a holder")
+		h.clearWrites()
 		h.step(200 * time.Millisecond)
 		h.reconcile()
 		if got := h.expectOneLeaseWrite("update"); holderOf(got) != "a" {

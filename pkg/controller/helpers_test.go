@@ -686,6 +686,41 @@ func (h *harness) expectNoWrites(context string) {
 	}
 }
 
+// expectNobodyNamed fails if a Lease write since the last clearWrites named
+// a holder: a first election may create the Lease naming nobody, and ping
+// candidates, while it gathers them.
+func (h *harness) expectNobodyNamed(context string) {
+	h.t.Helper()
+	for _, w := range h.leaseWrites() {
+		if w.verb == "delete" || holderOf(w.lease) != "" {
+			h.t.Errorf("%s: want no Lease write naming a holder, got %v naming %q", context, w, holderOf(w.lease))
+		}
+	}
+}
+
+// expectFirstHolder runs the steps of a first election whose gathering
+// window has closed (opening the Lease, probing the candidate watch) until
+// a Lease write names a holder, fails unless it names want, and clears the
+// writes.
+func (h *harness) expectFirstHolder(want string) *coordinationv1.Lease {
+	h.t.Helper()
+	h.clearWrites()
+	for range 3 {
+		h.reconcile()
+		for _, w := range h.leaseWrites() {
+			if w.lease != nil && holderOf(w.lease) != "" {
+				if got := holderOf(w.lease); got != want {
+					h.t.Fatalf("first holder %q, want %q", got, want)
+				}
+				h.clearWrites()
+				return w.lease
+			}
+		}
+	}
+	h.t.Fatalf("no first holder named after 3 steps; writes %v", h.writes())
+	return nil
+}
+
 // expectOneLeaseWrite returns the only write since the last clearWrites,
 // which must be a Lease write with verb.
 func (h *harness) expectOneLeaseWrite(verb string) *coordinationv1.Lease {

@@ -30,10 +30,8 @@ func TestLeaseStatesMetric(t *testing.T) {
 	h.reconcile()
 	h.expectLeaseStates("gathering", map[leaseState]float64{leaseVacant: 1})
 	h.step(time.Second)
-	h.reconcile()
-	h.expectOneLeaseWrite("create")
+	h.expectFirstHolder("b")
 	h.expectLeaseStates("elected", map[leaseState]float64{leaseOptimal: 1})
-	h.clearWrites()
 	h.reconcile()
 	h.expectLeaseStates("the election seen", map[leaseState]float64{leaseOptimal: 1})
 
@@ -115,8 +113,7 @@ func TestPerLeaseMetrics(t *testing.T) {
 		t.Errorf("gathering: cle_lease_state = %v, want only vacant 1", got)
 	}
 	h.step(time.Second)
-	h.reconcile()
-	h.expectOneLeaseWrite("create")
+	h.expectFirstHolder("b")
 	if got := h.leaseSeries("cle_lease_state"); len(got) != 1 || got[string(leaseOptimal)] != 1 {
 		t.Errorf("elected: cle_lease_state = %v, want only optimal 1", got)
 	}

@@ -20,6 +20,7 @@ type Metrics struct {
 	PingsDeferred    prometheus.Counter
 	PingBudget       prometheus.Gauge
 	PingTimeouts     prometheus.Counter
+	Probes           prometheus.Counter
 	Conflicts        prometheus.Counter
 	InvalidCandidate prometheus.Counter
 	ExitsRead        prometheus.Counter
@@ -83,6 +84,10 @@ func NewMetrics() *Metrics {
 			Namespace: namespace, Name: "ping_timeouts_total",
 			Help: "Pings not answered within the ping timeout; the candidate is excluded until it writes again.",
 		}),
+		Probes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "registration_probes_total",
+			Help: "Pings written to prove the candidate watch has shown every registration made before a new Lease was created, before its first holder is named; one serves every Lease waiting.",
+		}),
 		Conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "strategy_conflicts_total",
 			Help: "Times a Lease was found with candidates at the highest binary version asking for different strategies.",
@@ -122,7 +127,7 @@ func NewMetrics() *Metrics {
 
 // Register registers every metric, including the workqueue's, with r.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingBudget, m.PingTimeouts, m.Conflicts, m.InvalidCandidate, m.ExitsRead, m.HolderExits, m.Shards, m.ShardSpread, m.ShardMoves}
+	cs := []prometheus.Collector{m.Elections, m.ElectionLatency, m.LeaderChanges, m.Preemptions, m.Pings, m.PingsDeferred, m.PingBudget, m.PingTimeouts, m.Probes, m.Conflicts, m.InvalidCandidate, m.ExitsRead, m.HolderExits, m.Shards, m.ShardSpread, m.ShardMoves}
 	cs = append(cs, m.queue.collectors()...)
 	cs = append(cs, m.candidates, m.leases)
 	for _, c := range cs {

@@ -167,6 +167,17 @@ type leaseObject struct {
 	// process made the last renewal, read (proof.ProcessOf) only when the
 	// Lease is deleted, not at every renewal.
 	stamp string
+	// sighting is when and after how many registration probes this Lease
+	// object was first seen: see registrationProbe.
+	sighting sighting
+}
+
+// sighting is when a Lease object was first seen, and the mark of its
+// registration probe then (set: recorded).
+type sighting struct {
+	set  bool
+	at   time.Time
+	mark uint64
 }
 
 // leaseHistory is what outlives the Lease object: kept across its deletion
@@ -292,6 +303,22 @@ type observations struct {
 	historyTTL time.Duration
 	// leaseDuration is the duration assumed for a Lease that carries none.
 	leaseDuration time.Duration
+	// probeMark is the mark of the registration probe of a namespace (nil:
+	// none); it takes no lock of observations.
+	probeMark func(namespace string) uint64
+}
+
+// sight records, in a record that observed its Lease object (of key) at
+// now, when that object was first seen, unless it is recorded; the caller
+// holds the lock.
+func (o *observations) sight(key types.NamespacedName, r *leaseRecord, now time.Time) {
+	if !r.observed || r.sighting.set {
+		return
+	}
+	r.sighting = sighting{set: true, at: now}
+	if o.probeMark != nil {
+		r.sighting.mark = o.probeMark(key.Namespace)
+	}
 }
 
 // tombstone is the history of a Lease whose record went, until when it is
@@ -370,6 +397,7 @@ func (o *observations) candidateJoined(key types.NamespacedName, lease *coordina
 	defer o.mu.Unlock()
 	r := o.leaseLocked(key, now)
 	*r = r.joined(lease, now, initial, o.leaseDuration)
+	o.sight(key, r, now)
 }
 
 // joined is the record once a candidate of the Lease was seen at now (in the
@@ -400,6 +428,7 @@ func (o *observations) observeLease(lease *coordinationv1.Lease, now time.Time) 
 	r := o.leaseLocked(key, now)
 	next, step := r.leaseSeen(lease, now, o.leaseDuration)
 	*r = next
+	o.sight(key, r, now)
 	return step
 }
 
@@ -453,8 +482,9 @@ func (r leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, default
 				gap = max(gap, renew.Sub(r.renewTime))
 			}
 		}
+		seen := r.sighting // the same object (another UID reset it above)
 		r.leaseObject = leaseObject{observed: true, uid: lease.UID, holder: holder, renewTime: renew, transitions: transitions, observedAt: now, renewGap: gap,
-			stamp: lease.Annotations[access.HolderInstanceAnnotation]}
+			stamp: lease.Annotations[access.HolderInstanceAnnotation], sighting: seen}
 	}
 	r.terms = termsOf(lease)
 	if holder != "" && holder == r.departed.holder {
@@ -616,6 +646,7 @@ func (o *observations) lease(key types.NamespacedName, lease *coordinationv1.Lea
 	if lease != nil && !r.shows(lease) {
 		r = r.observe(lease, now, o.leaseDuration)
 	}
+	o.sight(key, &r, now)
 	return r
 }
 

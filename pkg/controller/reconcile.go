@@ -70,6 +70,7 @@ func (c *Controller) snapshot(key types.NamespacedName, cands []*coordinationv1b
 	v.lease = c.leaseOf(key)
 	v.record = c.obs.lease(key, v.lease, now)
 	v.builtinLeft = !c.electsBuiltin()
+	v.probe = c.probeView(key.Namespace)
 	if c.exits != nil { // the proof of death: see exits.go
 		v.holderExitedAt = c.exits.exitedAt(proof.HolderProcess(v.lease))
 		v.departedExited = !c.exits.exitedAt(v.record.departed.process).IsZero()
@@ -155,6 +156,9 @@ func (c *Controller) apply(ctx context.Context, v *view, d *decision) (time.Dura
 		// grown to after earlier failures: an API that is back gets the
 		// ping through at once, not after the candidate was passed over.
 		next = earliest(next, v.now.Add(c.opts.PingTimeout/pingRetries))
+	}
+	if d.probe != "" {
+		pingErr = errors.Join(pingErr, c.sendProbe(ctx, v, d.probe))
 	}
 	wrote, wait, err := c.write(ctx, v, d.write)
 	next = earliest(next, wait)
@@ -319,7 +323,7 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		written *coordinationv1.Lease
 		err     error
 	)
-	if w.kind != writeSteer {
+	if w.kind != writeSteer && w.kind != writeOpen {
 		// An election writes a new renewTime: the watch's lag shows in
 		// how late it delivers it.
 		failed := c.opts.WatchLag.expect(v.key, leaseRenewTime(w.lease), v.now)
@@ -329,14 +333,20 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 			}
 		}()
 	}
-	if w.kind == writeCreate {
+	if w.kind == writeCreate || w.kind == writeOpen {
 		written, err = leases.Create(ctx, w.lease)
 	} else {
 		written, err = leases.Update(ctx, w.lease)
 	}
 	if err != nil {
-		if w.kind == writeSteer {
+		switch w.kind {
+		case writeSteer:
 			return false, time.Time{}, fmt.Errorf("set preferredHolder to %q and strategy to %q: %w", ptr.Deref(w.lease.Spec.PreferredHolder, ""), w.strategy, err)
+		case writeOpen:
+			if apierrors.IsAlreadyExists(err) {
+				c.obs.noteCreateLost(v.key, v.now)
+			}
+			return false, time.Time{}, fmt.Errorf("create the Lease naming nobody: %w", err)
 		}
 		if !lostRace(err) {
 			c.opts.Metrics.Elections.WithLabelValues(resultError).Inc()
@@ -347,8 +357,13 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner, err)
 	}
 	c.obs.noteWritten(v.key, v.lease, written, v.now)
-	if w.kind == writeSteer {
+	switch w.kind {
+	case writeSteer:
 		c.steered(ctx, v, w, winner)
+		return true, time.Time{}, nil
+	case writeOpen:
+		logger.V(2).Info("Created the Lease naming nobody; naming its first holder once the candidate watch shows every registration made before it",
+			"strategy", w.strategy, "candidates", w.candidates)
 		return true, time.Time{}, nil
 	}
 	result := resultElected

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -53,9 +54,9 @@ type simCandidate struct {
 	strategy coordinationv1.CoordinatedLeaseStrategy
 	// pod is its Pod, in a run with the proof of death.
 	pod *simPod
-	// registeredAt is when its first registration reached the server
-	// (before it queued there), in a run with a fleet.
-	registeredAt time.Time
+	// registeredRV is the resourceVersion of its first registration, in a
+	// run with a fleet: the order in which the server applied it.
+	registeredRV uint64
 	// troubledAt is when a fault last struck its process (see faultOn; a
 	// pause, until a renew deadline after it ended: see resume);
 	// troubledTerms are when its terms that a fault struck ended (see
@@ -1258,23 +1259,19 @@ const simFleetRequests = 4.0 / float64(simRetryPeriod/time.Second)
 // checkFirstHolder checks the first holder the controller names for a fleet
 // Lease. While nothing has gone wrong yet (no fault, no failed request, each
 // candidate's first process running), it is as good on merit as the best of
-// the candidates whose registrations reached the server together (within
-// simTogether of the first), whether or not the loaded server has applied
-// them all yet: the gathering window waits out the server's delay. (Processes
-// that start together register as far apart as their start-up takes: a
-// library candidate syncs its informers first.) Not with the proof of death,
-// whose candidates register only once their kubelet has reported their Pod.
+// the candidates whose registrations the server applied before it applied
+// the Lease's creation, however late the loaded server's watches show them:
+// the controller creates the Lease naming nobody, and names a holder only
+// once its candidate watch has shown a write made after that creation (see
+// registrationProbe). Not with the proof of death, whose candidates
+// register only once their kubelet has reported their Pod.
 func (w *simWorld) checkFirstHolder(e *simElection, holder string) {
-	if len(w.Faults) > 0 || w.Faulty || w.proof {
+	if len(w.Faults) > 0 || w.Faulty || w.proof || e.openedRV == 0 {
 		return
 	}
-	var first time.Time
 	for _, c := range e.cands {
 		if c.proc == nil || c.proc.dead || c.incarnations != 1 {
 			return
-		}
-		if at := c.registeredAt; !at.IsZero() && (first.IsZero() || at.Before(first)) {
-			first = at
 		}
 	}
 	var named, best *coordinationv1beta1.LeaseCandidate
@@ -1288,7 +1285,7 @@ func (w *simWorld) checkFirstHolder(e *simElection, holder string) {
 		if c.name == holder {
 			named = lc
 		}
-		if c.registeredAt.IsZero() || c.registeredAt.Sub(first) > simTogether {
+		if c.registeredRV == 0 || c.registeredRV > e.openedRV {
 			continue
 		}
 		if best == nil || w.ranking().CompareMerit(lc, best) < 0 {
@@ -1300,26 +1297,37 @@ func (w *simWorld) checkFirstHolder(e *simElection, holder string) {
 	}
 	w.res.firstHolders++
 	if w.ranking().CompareMerit(named, best) > 0 {
-		w.Fail("the first holder named for %s is %s, not %s, the best of the candidates that registered together (requests queued up to %s so far)", e.shown(), holder, best.Name, w.MaxQueued)
+		w.Fail("the first holder named for %s is %s, not %s, the best of the candidates registered before the Lease was created (requests queued up to %s so far)", e.shown(), holder, best.Name, w.MaxQueued)
 	}
 }
 
-// simTogether is how close together registrations reach the server to be
-// made together (see checkFirstHolder).
-const simTogether = 100 * time.Millisecond
-
-// noteRegistered notes when the first registration of ns/name reached the
-// server, for checkFirstHolder.
+// noteRegistered notes the resourceVersion of the first registration of
+// ns/name, and noteOpened that of the first creation of a fleet Lease, for
+// checkFirstHolder.
 func (w *simWorld) noteRegistered(ns, name string, lc *coordinationv1beta1.LeaseCandidate) {
 	e := w.electionOf(ns, lc.Spec.LeaseName)
 	if e == nil || !e.fleet {
 		return
 	}
 	for _, c := range e.cands {
-		if c.name == name && c.registeredAt.IsZero() {
-			c.registeredAt = w.Arrived()
+		if c.name == name && c.registeredRV == 0 {
+			c.registeredRV = parseRV(lc.ResourceVersion)
 		}
 	}
+}
+
+func (w *simWorld) noteOpened(e *simElection, lease *coordinationv1.Lease) {
+	if e.fleet && e.openedRV == 0 {
+		e.openedRV = parseRV(lease.ResourceVersion)
+	}
+}
+
+func parseRV(rv string) uint64 {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		panic("the simulated server wrote resourceVersion " + rv)
+	}
+	return n
 }
 
 // simOtherNamespace is the run's second namespace, in some runs (see

@@ -480,6 +480,8 @@ type simElection struct {
 	// fleet: one of the Leases of a fleet (see addFleet); firstNamed: the
 	// controller has named its first holder.
 	fleet, firstNamed bool
+	// openedRV is the resourceVersion of the fleet Lease's first creation.
+	openedRV uint64
 	// sharedIdentity: one of its candidates has the Identity of another
 	// Lease's; unhandled: its candidates ask for a strategy nobody handles
 	// (see addElections).
@@ -590,6 +592,9 @@ func (w *simWorld) candidateWatchers(ns, name string) []*simworld.Watcher {
 func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv string, by string) (*coordinationv1.Lease, error) {
 	written, err := w.WriteLease(e.ns, e.name, lease, rv, by, func() []*simworld.Watcher { return w.leaseWatchers(e) })
 	if err == nil {
+		if rv == "" && written != nil {
+			w.noteOpened(e, written)
+		}
 		w.react(e, written, rv, by)
 	}
 	return written, err
@@ -600,7 +605,7 @@ func (w *simWorld) writeCandidate(ns, name string, lc *coordinationv1beta1.Lease
 	cur := w.Candidate(simKey(ns, name))
 	written, err := w.WriteCandidate(ns, name, lc, rv, by, func() []*simworld.Watcher { return w.candidateWatchers(ns, name) })
 	if err == nil && lc != nil && cur == nil && w.fleet {
-		w.noteRegistered(ns, name, lc)
+		w.noteRegistered(ns, name, written)
 	}
 	if err == nil && lc == nil && cur != nil && cur.Annotations[strategy.PriorityAnnotation] != "" {
 		// Created again, it carries no priority: its merit changes as
@@ -1079,10 +1084,10 @@ var simReplayKinds = []struct {
 	{"adopters", 1, func(r simResult) bool { return r.adopters["client-go-terms"]+r.adopters["manager-terms"] > 0 }, false},
 	{"terms ended on proof of death", 5, func(r simResult) bool { return r.holderExits > 0 }, false},
 	{"kube-apiserver's controller", 3, func(r simResult) bool { return r.faults["builtin-acts"] > 0 }, false},
-	{"an operator's priorities", 16, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
+	{"an operator's priorities", 18, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
 	{"a strategy rollout", 1, func(r simResult) bool { return r.faults["strategy-rollout"] > 0 }, false},
 	{"a shared Identity", 4, func(r simResult) bool { return r.identityInUse > 0 }, false},
-	{"a lost token history", 34, func(r simResult) bool { return r.faults["token-history-lost"] > 0 }, false},
+	{"a lost token history", 199, func(r simResult) bool { return r.faults["token-history-lost"] > 0 }, false},
 	{"writes through the write guard", 3, func(r simResult) bool { return r.guardedWrites > 0 }, false},
 	{"a swarm of faults", 1, func(r simResult) bool { return r.swarms > 0 }, false},
 }
@@ -1417,7 +1422,7 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 	if e.unhandled && holderIdentity(written) != "" {
 		w.Fail("controller %d named %s the holder of %s, whose candidates ask for %s, which it does not handle", c.sc.id, holderIdentity(written), e.shown(), simUnhandledStrategy)
 	}
-	if e.anyTerm && c.sc.sawToken[e.key()] < e.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken {
+	if e.anyTerm && holderIdentity(written) != "" && c.sc.sawToken[e.key()] < e.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken {
 		// A replica that never saw the Lease's highest token while
 		// candidates referenced it creates it again after a deletion, or
 		// names a holder of a Lease someone else created again, below that

@@ -59,9 +59,12 @@ type fleet struct {
 	wrongFirstSeen []string
 	// firstRV is, for each Lease whose first holder was not its best
 	// candidate, the resourceVersion of the Lease's first version with a
-	// holder; createdRV is each LeaseCandidate's at its creation. Both are
-	// etcd revisions, which order every write of the server.
+	// holder; openedRV is each Lease's at its creation (the controller
+	// creates it naming nobody, then names its first holder), createdRV
+	// each LeaseCandidate's at its creation. All are etcd revisions, which
+	// order every write of the server.
 	firstRV   map[types.NamespacedName]int64
+	openedRV  map[types.NamespacedName]int64
 	createdRV map[types.NamespacedName]int64
 	// lat are the fleet's writes' latencies.
 	lat latencies
@@ -118,6 +121,7 @@ func newFleet(acc access.Interface, cfg *config, n int) *fleet {
 		correct:   map[types.NamespacedName]bool{},
 		firstSeen: map[types.NamespacedName]bool{},
 		firstRV:   map[types.NamespacedName]int64{},
+		openedRV:  map[types.NamespacedName]int64{},
 		createdRV: map[types.NamespacedName]int64{},
 		converged: make(chan struct{}),
 		answers: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
@@ -386,16 +390,30 @@ func (f *fleet) leaseChanged(obj any) {
 	}
 	key := types.NamespacedName{Namespace: lease.Namespace, Name: lease.Name}
 	holder, preferred := ptr.Deref(lease.Spec.HolderIdentity, ""), ptr.Deref(lease.Spec.PreferredHolder, "")
+	rv, _ := strconv.ParseInt(lease.ResourceVersion, 10, 64)
+	if holder == "" {
+		// The watch began before the fleet's Leases were created: its
+		// first version of a Lease is the creation.
+		f.mu.Lock()
+		if _, ok := f.openedRV[key]; !ok && !f.firstSeen[key] {
+			f.openedRV[key] = rv
+		}
+		f.mu.Unlock()
+		return
+	}
 	v := versionOf(lease.Name, holder)
 	if v < 0 {
 		return // not the fleet's
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if _, ok := f.openedRV[key]; !ok {
+		f.openedRV[key] = rv
+	}
 	if !f.firstSeen[key] {
 		f.firstSeen[key] = true
 		if v != 0 {
-			f.firstRV[key], _ = strconv.ParseInt(lease.ResourceVersion, 10, 64)
+			f.firstRV[key] = rv
 			f.wrongFirst.Add(1)
 			if len(f.wrongFirstSeen) < maxWrongFirstShown {
 				f.wrongFirstSeen = append(f.wrongFirstSeen, fmt.Sprintf("%s first held by %s", key, holder))
@@ -597,27 +615,32 @@ func (f *fleet) wrongFirstHolders() []string {
 }
 
 // wrongFirstKinds tells the Leases whose first holder was not their best
-// candidate apart: early, those whose best candidate's LeaseCandidate had
-// been created before the Lease first named a holder (a resourceVersion
-// below the Lease's: the server had applied the registration before the
-// election's write), so that the controller could have known it; late, the
-// others. examples names a few early ones.
-func (f *fleet) wrongFirstKinds() (early, late int, examples []string) {
+// candidate apart by when the server applied the best candidate's
+// registration (resourceVersions order the server's writes): early, before
+// the Lease was created, so that the controller had to consider it;
+// between, after the creation but before the first holder was named (the
+// election was under way: the candidate joined it late); late, after the
+// first holder was named, or unknown. examples names a few early ones.
+func (f *fleet) wrongFirstKinds() (early, between, late int, examples []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, key := range slices.SortedFunc(maps.Keys(f.firstRV), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
-		first := f.firstRV[key]
+		first, opened := f.firstRV[key], f.openedRV[key]
 		best := types.NamespacedName{Namespace: key.Namespace, Name: candidateName(key.Name, 0)}
-		if created, ok := f.createdRV[best]; ok && created < first {
+		created, ok := f.createdRV[best]
+		switch {
+		case ok && created < opened:
 			early++
 			if len(examples) < maxWrongFirstShown {
-				examples = append(examples, fmt.Sprintf("%s: the best candidate registered at resourceVersion %d, the first holder was named at %d", key, created, first))
+				examples = append(examples, fmt.Sprintf("%s: the best candidate registered at resourceVersion %d, the Lease was created at %d, its first holder named at %d", key, created, opened, first))
 			}
-			continue
+		case ok && created < first:
+			between++
+		default:
+			late++
 		}
-		late++
 	}
-	return early, late, examples
+	return early, between, late, examples
 }
 
 // counts is a snapshot of the fleet's counters.

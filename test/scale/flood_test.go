@@ -49,16 +49,18 @@ func TestLatencies(t *testing.T) {
 }
 
 func TestWrongFirstKinds(t *testing.T) {
-	f := &fleet{firstRV: map[types.NamespacedName]int64{}, createdRV: map[types.NamespacedName]int64{}}
+	f := &fleet{firstRV: map[types.NamespacedName]int64{}, openedRV: map[types.NamespacedName]int64{}, createdRV: map[types.NamespacedName]int64{}}
 	lease := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "scale-0", Name: name} }
 	best := func(name string) types.NamespacedName { return lease(candidateName(name, 0)) }
-	// a: its best registered before the first holder was named; b: after;
-	// c: its best's creation was not answered (unknown: counted late).
-	f.firstRV[lease("a")], f.createdRV[best("a")] = 200, 150
-	f.firstRV[lease("b")], f.createdRV[best("b")] = 200, 250
-	f.firstRV[lease("c")] = 200
-	early, late, examples := f.wrongFirstKinds()
-	if early != 1 || late != 2 || len(examples) != 1 {
-		t.Errorf("early %d, late %d, examples %q; want 1, 2, one", early, late, examples)
+	// Each Lease created at 100, its first holder named at 200. a: its best
+	// registered before the creation; b: between; c: after the naming; d:
+	// its best's creation was not answered (unknown: counted late).
+	for _, n := range []string{"a", "b", "c", "d"} {
+		f.openedRV[lease(n)], f.firstRV[lease(n)] = 100, 200
+	}
+	f.createdRV[best("a")], f.createdRV[best("b")], f.createdRV[best("c")] = 50, 150, 250
+	early, between, late, examples := f.wrongFirstKinds()
+	if early != 1 || between != 1 || late != 2 || len(examples) != 1 {
+		t.Errorf("early %d, between %d, late %d, examples %q; want 1, 1, 2, one", early, between, late, examples)
 	}
 }

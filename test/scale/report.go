@@ -42,7 +42,7 @@ func (r *result) print(w io.Writer, cfg *config) {
 	for _, l := range r.wrongFirst {
 		fmt.Fprintf(w, "    %s\n", l)
 	}
-	fmt.Fprintf(w, "  of those, the best candidate's registration applied before the first holder was named: %d; after: %d\n", r.wrongFirstEarly, r.wrongFirstLate)
+	fmt.Fprintf(w, "  of those, the best candidate's registration applied before the Lease was created: %d; after, before its first holder was named: %d; after that: %d\n", r.wrongFirstEarly, r.wrongFirstBetween, r.wrongFirstLate)
 	for _, l := range r.wrongFirstEarlyEx {
 		fmt.Fprintf(w, "    %s\n", l)
 	}

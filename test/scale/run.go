@@ -58,6 +58,7 @@ type result struct {
 	caughtUp                time.Time
 	convergedAt             time.Time
 	wrongFirstEarly         int
+	wrongFirstBetween       int
 	wrongFirstLate          int
 	wrongFirstEarlyEx       []string
 	latFlood, latAfter      latencySummary
@@ -189,7 +190,7 @@ func runSize(ctx context.Context, cfg *config, n int, dir string) (*result, erro
 		return res, ctx.Err()
 	}
 	res.wrongFirst = f.wrongFirstHolders()
-	res.wrongFirstEarly, res.wrongFirstLate, res.wrongFirstEarlyEx = f.wrongFirstKinds()
+	res.wrongFirstEarly, res.wrongFirstBetween, res.wrongFirstLate, res.wrongFirstEarlyEx = f.wrongFirstKinds()
 	if floodDone != nil {
 		select {
 		case <-floodDone:
