@@ -1236,6 +1236,19 @@ func (w *simWorld) addFleet() {
 	w.Faulty = false
 	w.At(w.Start.Add(simFleetHealthy), func() { w.Faulty = true })
 	w.Tracef("a fleet of %d Leases; the server applies %.0f requests/s (%.0f%% busy in the steady state)", n, w.Capacity, 100*busy)
+	if w.Rng.IntN(2) == 0 {
+		// The controllers' candidate watch falls behind their Lease
+		// watch while the fleet registers (watches are served apart):
+		// what the Lease watch shows of the controller's own writes
+		// says nothing of the registrations still on their way.
+		from, d := w.DurationBetween(time.Second, 3*time.Second), w.DurationBetween(500*time.Millisecond, 3*time.Second)
+		w.After(from, func() {
+			w.Tracef("the controllers' candidate watches deliver nothing for %s", d)
+			for _, sc := range w.ctrls {
+				sc.candWatch.StalledUntil = w.Now.Add(d)
+			}
+		})
+	}
 	for i := range n {
 		e := w.newElection(simNS, fmt.Sprintf("fleet-%02d", i))
 		e.fleet = true
