@@ -99,6 +99,8 @@ func (r *result) printPhase(w io.Writer, p phase) {
 	for _, v := range p.requests {
 		total += v
 	}
+	fmt.Fprintf(w, "  controller: %.0f pings, %.0f held back by the ping budget (sent later), %.0f registration probes\n",
+		p.own["cle_pings_total"], p.own["cle_pings_deferred_total"], p.own["cle_registration_probes_total"])
 	fmt.Fprintf(w, "  controller API requests: %.0f (%.1f/s)\n", total, total/p.wall.Seconds())
 	for _, q := range reqs {
 		fmt.Fprintf(w, "    %-8s %-40s %8.0f\n", q.verb, q.resource, p.requests[q])

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,27 @@ type phase struct {
 	requests map[request]float64
 	fleet    counts // the fleet's counters over the phase (differences)
 	apiCPU   time.Duration
+	// own are the controller's own counters over the phase (differences),
+	// by metric name (see ownCounters).
+	own map[string]float64
+}
+
+// ownCounters are the controller's counters a phase reports: how much it
+// pinged, how many pings its budget held back (its pacing), and its
+// registration probes.
+var ownCounters = []string{"cle_pings_total", "cle_pings_deferred_total", "cle_registration_probes_total"}
+
+// ownOf reads ownCounters from a scrape.
+func ownOf(fams []*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for _, mf := range fams {
+		if slices.Contains(ownCounters, mf.GetName()) {
+			for _, m := range mf.GetMetric() {
+				out[mf.GetName()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 type request struct{ verb, resource string }
@@ -396,6 +418,7 @@ type measurement struct {
 	proc     procStat
 	apiProc  procStat
 	requests map[request]float64
+	own      map[string]float64
 	counts   counts
 }
 
@@ -409,7 +432,7 @@ func (c *controllerProc) begin(server *framework.Server, f *fleet) *measurement 
 	m.proc, _ = readProc(pid)
 	m.apiProc, _ = readProc(server.APIServerPID())
 	if fams, err := c.scrape(context.Background()); err == nil {
-		m.requests = requestsOf(fams)
+		m.requests, m.own = requestsOf(fams), ownOf(fams)
 	}
 	return m
 }
@@ -426,7 +449,10 @@ func (m *measurement) end() (phase, error) {
 	}
 	p := phase{
 		wall: time.Since(m.start), cpu: st.cpu - m.proc.cpu, peakRSS: st.hwm,
-		apiCPU: api.cpu - m.apiProc.cpu, requests: map[request]float64{},
+		apiCPU: api.cpu - m.apiProc.cpu, requests: map[request]float64{}, own: map[string]float64{},
+	}
+	for name, v := range ownOf(fams) {
+		p.own[name] = v - m.own[name]
 	}
 	for r, v := range requestsOf(fams) {
 		if d := v - m.requests[r]; d > 0 {
