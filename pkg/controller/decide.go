@@ -235,6 +235,9 @@ type leaseWrite struct {
 	strategy                          coordinationv1.CoordinatedLeaseStrategy
 	// candidates describes the candidates, for the LeaderElected Event.
 	candidates string
+	// first: the election names the first holder of a Lease with no
+	// history (created now, or opened before: see opensFirst).
+	first bool
 	// lostBy is the holder whose term an election ends unreleased (its
 	// Lease expired, or its process exited) though nobody asked it to hand
 	// over (see askedToHandOver): see unsteadyUntil.
@@ -1153,7 +1156,7 @@ func (e *election) elect() {
 	name := e.strat.Name()
 	w := &leaseWrite{
 		winner: e.best.Name, confirmWinner: e.v.record.held, previousHolder: e.holder, strategy: name,
-		candidates: e.describeCandidates(),
+		candidates: e.describeCandidates(), first: !e.v.record.held,
 	}
 	if e.v.lease == nil {
 		w.kind = writeCreate

@@ -112,7 +112,7 @@ func create(holder string, term int32, confirm bool, described string) part {
 		at := metav1.NewMicroTime(v.now)
 		d.resolved = append(d.resolved, ReasonTermsExhausted)
 		d.write = &leaseWrite{
-			kind: writeCreate, winner: holder, confirmWinner: confirm, strategy: oev, candidates: described,
+			kind: writeCreate, winner: holder, confirmWinner: confirm, strategy: oev, candidates: described, first: !v.record.held,
 			lease: &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Namespace: v.key.Namespace, Name: v.key.Name},
 				Spec: coordinationv1.LeaseSpec{
@@ -135,7 +135,7 @@ func elect(holder string, term int32, described string) part {
 		l.Spec.LeaseDurationSeconds, l.Spec.LeaseTransitions = ptr.To[int32](15), ptr.To(term)
 		d.resolved = append(d.resolved, ReasonTermsExhausted)
 		d.write = &leaseWrite{
-			kind: writeElect, lease: l, winner: holder, confirmWinner: true, strategy: oev, candidates: described,
+			kind: writeElect, lease: l, winner: holder, confirmWinner: true, strategy: oev, candidates: described, first: !v.record.held,
 			previousHolder: previous, previousPreferred: previousPreferred, previousStrategy: previousStrategy,
 		}
 	}

@@ -42,7 +42,7 @@ const namespace = "cle"
 
 // Election results, the "result" label of cle_elections_total.
 const (
-	resultCreated    = "created"     // the Lease was created naming the winner
+	resultCreated    = "created"     // a new Lease's first holder: created naming it, or opened and named
 	resultElected    = "elected"     // a vacant or expired Lease was given to the winner
 	resultNoEligible = "no_eligible" // candidates exist but none can lead
 	resultError      = "error"       // the write failed; it is retried
@@ -53,7 +53,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		Elections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "elections_total",
-			Help: "Elections by result: created (Lease created), elected (vacant or expired Lease given a holder), no_eligible, error.",
+			Help: "Elections by result: created (a new Lease given its first holder), elected (vacant or expired Lease given a holder), no_eligible, error.",
 		}, []string{"result"}),
 		ElectionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "election_duration_seconds",

@@ -367,7 +367,7 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		return true, time.Time{}, nil
 	}
 	result := resultElected
-	if w.kind == writeCreate {
+	if w.kind == writeCreate || w.first {
 		result = resultCreated
 	}
 	c.opts.Metrics.Elections.WithLabelValues(result).Inc()

@@ -179,7 +179,9 @@ func (e *env) firstLeaseWrite(name string) <-chan string {
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			if l, ok := ev.Object.(*coordinationv1.Lease); ok && ev.Type == watch.Added {
+			// A first election creates the Lease naming nobody, then
+			// names the holder: the first write that names one.
+			if l, ok := ev.Object.(*coordinationv1.Lease); ok && ev.Type != watch.Deleted && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
 				out <- ptr.Deref(l.Spec.HolderIdentity, "")
 				return
 			}
