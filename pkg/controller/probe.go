@@ -227,7 +227,14 @@ func (c *Controller) sendProbe(ctx context.Context, v *view, name string) error 
 	clone := lc.DeepCopy()
 	clone.Spec.PingTime = ptr.To(metav1.NewMicroTime(probeTime(lc, now)))
 	written, err := c.access.LeaseCandidates(lc.Namespace).Update(ctx, clone)
-	if err != nil {
+	switch {
+	case isConflictOrGone(err):
+		// The candidate changed (or went) meanwhile: the informer
+		// brings the new version, and with it the next step and probe.
+		p.failed(n)
+		klog.FromContext(ctx).V(4).Info("Candidate changed before the probe; probing again with the new version", "candidate", klog.KObj(lc), "err", err)
+		return nil
+	case err != nil:
 		p.failed(n)
 		return fmt.Errorf("probe the candidate watch through %s/%s: %w", lc.Namespace, lc.Name, err)
 	}
