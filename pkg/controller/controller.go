@@ -216,7 +216,7 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		candidateIndexers[byInstanceIndex] = indexByInstance
 		leaseIndexers[byHolderInstanceIndex] = indexByHolderInstance
 	}
-	c.probes = newProbes(informers)
+	c.probes = newProbes(c.candidateStores)
 	c.obs.probeMark = c.probeMark
 	for _, inf := range informers.Candidates {
 		if err := inf.AddIndexers(candidateIndexers); err != nil {
@@ -262,25 +262,13 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 	return c, nil
 }
 
-// watchScope is the namespace the candidate informer i watches, as
-// storesByNamespace keys it.
-func watchScope(informers Informers, i int) string {
-	if len(informers.Namespaces) != len(informers.Candidates) {
-		return ""
-	}
-	return informers.Namespaces[i]
-}
-
-// newProbes gives a registration probe to each namespace whose candidates
-// come through one watch.
-func newProbes(informers Informers) map[string]*registrationProbe {
-	watches := map[string]int{}
-	for i := range informers.Candidates {
-		watches[watchScope(informers, i)]++
-	}
+// newProbes gives a registration probe to each namespace scope whose
+// candidates come through one watch (stores keyed as storesByNamespace
+// keys them).
+func newProbes(stores map[string][]cache.Indexer) map[string]*registrationProbe {
 	probes := map[string]*registrationProbe{}
-	for ns, n := range watches {
-		if n == 1 {
+	for ns, watches := range stores {
+		if len(watches) == 1 {
 			probes[ns] = &registrationProbe{}
 		}
 	}
@@ -494,10 +482,16 @@ func storesByNamespace(informers []cache.SharedIndexInformer, namespaces []strin
 
 // storesFor returns the stores that may hold objects of namespace ns.
 func (c *Controller) storesFor(stores map[string][]cache.Indexer, ns string) []cache.Indexer {
-	if all, ok := stores[""]; ok {
+	return inScope(stores, ns)
+}
+
+// inScope returns what m keeps for namespace ns: under "" when one watch
+// serves every namespace, else under ns.
+func inScope[V any](m map[string]V, ns string) V {
+	if all, ok := m[""]; ok {
 		return all
 	}
-	return stores[ns]
+	return m[ns]
 }
 
 // candidatesOf returns the candidates of a Lease from the caches, by

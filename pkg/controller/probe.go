@@ -167,10 +167,7 @@ func (p *registrationProbe) takeWaiting() []types.NamespacedName {
 // namespace come through more than one watch (both API modes at once), and
 // a probe on one says nothing of the other.
 func (c *Controller) probeFor(ns string) *registrationProbe {
-	if p, ok := c.probes[""]; ok {
-		return p
-	}
-	return c.probes[ns]
+	return inScope(c.probes, ns)
 }
 
 // probeMark is the mark of namespace ns's probe (see registrationProbe.mark).
