@@ -128,6 +128,8 @@ type Controller struct {
 	// probes are the registration probes, by the namespace of the candidate
 	// watch ("" for one of every namespace): see registrationProbe.
 	probes map[string]*registrationProbe
+	// tokens is the fencing token bound (nil: off).
+	tokens *tokenBound
 
 	// neededSince is when each pending election became needed, for the
 	// election latency metric. Only workers touch it, one key at a time.
@@ -217,6 +219,7 @@ func New(acc access.Interface, informers Informers, opts Options) (*Controller, 
 		leaseIndexers[byHolderInstanceIndex] = indexByHolderInstance
 	}
 	c.probes = newProbes(c.candidateStores)
+	c.tokens = newTokenBound(&c.opts, acc.Leases)
 	c.obs.probeMark = c.probeMark
 	for _, inf := range informers.Candidates {
 		if err := inf.AddIndexers(candidateIndexers); err != nil {

@@ -78,6 +78,11 @@ type view struct {
 	// probe is what is known of the registration probe of the Lease's
 	// candidate watch (see registrationProbe).
 	probe probeView
+	// tokenFloor is what every term is numbered above (see
+	// Controller.tokenFloor); tokenBound, the token bound as it is now,
+	// what a term of a Lease deleted since it was last named is numbered
+	// above (see leaseHistory.gone).
+	tokenFloor, tokenBound int32
 }
 
 // observedCandidate is a candidate as cached with its record.
@@ -1208,15 +1213,18 @@ func askedToHandOver(l *coordinationv1.Lease) bool {
 
 // nextTerm returns the leaseTransitions of the next election: above every
 // value this Lease has had that the controller saw, even across its
-// deletion, and above the highest token any of its candidates records
+// deletion, above the highest token any of its candidates records
 // (access.HighestTokenAnnotation: what they held or saw, which outlives the
-// Lease and this controller's memory of it); 1 for the first holder of a
-// Lease with no history. The candidate library leads with this count as its
+// Lease and this controller's memory of it), and above the token floor
+// (every token handed out before this controller started, and of the
+// histories it dropped: see tokenBound), and, for a Lease deleted since it
+// was last named, above the bound as it is now; 1 for the first holder of a
+// Lease with no history on a controller that found no bound. The candidate library leads with this count as its
 // fencing token (a naming with acquireTime equal to renewTime counts the
 // term), so one term is one number from the election on. It reports false
 // when the token is at its highest value and cannot go above it.
 func (e *election) nextTerm() (int32, bool) {
-	var highest int32
+	highest := e.v.tokenFloor
 	for _, c := range e.v.candidates {
 		highest = max(highest, access.HighestToken(c.lc.Annotations))
 	}
@@ -1224,6 +1232,9 @@ func (e *election) nextTerm() (int32, bool) {
 		highest = max(highest, e.v.record.maxTransitions, ptr.Deref(e.v.lease.Spec.LeaseTransitions, 0))
 	} else if e.v.record.held {
 		highest = max(highest, e.v.record.maxTransitions)
+	}
+	if e.v.record.gone || (e.v.lease == nil && e.v.record.held) {
+		highest = max(highest, e.v.tokenBound)
 	}
 	if highest == math.MaxInt32 {
 		return 0, false

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -192,6 +193,13 @@ type leaseHistory struct {
 	// history of holders): from then on an election is held at once, without
 	// a gathering window.
 	held bool
+	// gone: the Lease was deleted (or replaced by another object) since
+	// this controller last named its holder. Its holders may have counted
+	// terms themselves before that, unseen (a holder that re-acquires its
+	// own Lease after its renew deadline passed numbers a new term), so its
+	// next term is numbered above the token bound as it is now, which is
+	// above every token the controller saw (see tokenBound).
+	gone bool
 	// departed is the holder of the Lease when it was deleted, and until
 	// when it may act by this controller's observation. It outlives a Lease
 	// created again by anybody (creates carry no precondition), and is
@@ -301,6 +309,8 @@ type observations struct {
 	// continues its fencing tokens. They are swept when a Lease goes.
 	tombstones map[types.NamespacedName]tombstone
 	historyTTL time.Duration
+	// forgotten is the highest token of a tombstone dropped.
+	forgotten int32
 	// leaseDuration is the duration assumed for a Lease that carries none.
 	leaseDuration time.Duration
 	// probeMark is the mark of the registration probe of a namespace (nil:
@@ -470,6 +480,7 @@ func (r leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, default
 	if r.observed && r.uid != "" && lease.UID != "" && r.uid != lease.UID {
 		r.leaseHistory = r.departRelisted(now, defaultDuration)
 		r.leaseObject = leaseObject{}
+		r.gone = true
 	}
 	if !r.shows(lease) {
 		var gap time.Duration
@@ -492,11 +503,26 @@ func (r leaseRecord) observe(lease *coordinationv1.Lease, now time.Time, default
 		r.departed = departedHolder{}
 	}
 	r.longestDuration = max(r.longestDuration, r.terms.duration(0))
-	r.maxTransitions = max(r.maxTransitions, transitions)
+	r.maxTransitions = max(r.maxTransitions, mayNumber(lease))
 	if holder != "" || transitions > 0 || lease.Spec.AcquireTime != nil {
 		r.held = true
 	}
 	return r
+}
+
+// mayNumber is the highest token the Lease l may go on to: its own, or one
+// above when it asks its holder to hand over, which the holder does by
+// counting its successor's term itself. Only the controller asks, and only
+// on a Lease it has seen, so a Lease never goes more than one term beyond
+// what the controller saw of it; a handover the controller never sees (the
+// Lease deleted before its watch shows it) is still below the next term it
+// numbers.
+func mayNumber(l *coordinationv1.Lease) int32 {
+	n := ptr.Deref(l.Spec.LeaseTransitions, 0)
+	if holderIdentity(l) != "" && askedToHandOver(l) && n < math.MaxInt32 {
+		n++
+	}
+	return n
 }
 
 // leaseDeleted records that the Lease is gone at now. Its history is kept
@@ -536,6 +562,7 @@ func (r leaseRecord) leaseGone(relisted bool, now time.Time, defaultDuration tim
 		r.leaseHistory = r.depart(r.holder, r.observedAt.Add(r.terms.duration(defaultDuration)), proof.ProcessOf(r.stamp, r.holder, r.renewTime))
 	}
 	r.leaseObject, r.pendingWrite, r.settled = leaseObject{}, pendingWrite{}, false
+	r.gone = r.gone || r.held
 	return r
 }
 
@@ -564,12 +591,28 @@ func (o *observations) bury(key types.NamespacedName, r *leaseRecord, now time.T
 	delete(o.leases, key)
 	for k, t := range o.tombstones {
 		if !now.Before(t.until) {
-			delete(o.tombstones, k)
+			o.forget(k, t.history)
 		}
 	}
 	if r.held {
 		o.tombstones[key] = tombstone{history: r.leaseHistory, until: now.Add(o.historyTTL)}
 	}
+}
+
+// forget drops the tombstone of key, whose history h was kept; the caller
+// holds the lock. Its highest token stays in forgotten: the controller
+// numbers every later term of any Lease above it (see tokenBound).
+func (o *observations) forget(key types.NamespacedName, h leaseHistory) {
+	delete(o.tombstones, key)
+	o.forgotten = max(o.forgotten, h.maxTransitions)
+}
+
+// forgottenTokens is the highest token of a Lease history this controller
+// dropped.
+func (o *observations) forgottenTokens() int32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.forgotten
 }
 
 // candidatesLeft records that the last candidate of the Lease key is gone:
@@ -605,8 +648,10 @@ func (o *observations) leaseLocked(key types.NamespacedName, now time.Time) *lea
 		if t, ok := o.tombstones[key]; ok {
 			if now.Before(t.until) {
 				r.leaseHistory = t.history
+				delete(o.tombstones, key)
+			} else {
+				o.forget(key, t.history)
 			}
-			delete(o.tombstones, key)
 		}
 		o.leases[key] = r
 	}
@@ -785,6 +830,15 @@ func (o *observations) noteWritten(key types.NamespacedName, replaced, written *
 	}
 }
 
+// noteNumbered records that a write numbering a term token of the Lease key
+// was sent at now: whether it applied or not, no later term gets it.
+func (o *observations) noteNumbered(key types.NamespacedName, token int32, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r := o.leaseLocked(key, now)
+	r.maxTransitions, r.held = max(r.maxTransitions, token), true
+}
+
 // written is the record once the controller's write of written, replacing
 // replaced (nil for a create), succeeded at now.
 func (r leaseRecord) written(replaced, written *coordinationv1.Lease, now time.Time) leaseRecord {
@@ -794,8 +848,11 @@ func (r leaseRecord) written(replaced, written *coordinationv1.Lease, now time.T
 	}
 	r.settled = false
 	r.longestDuration = max(r.longestDuration, termsOf(written).duration(0))
-	r.maxTransitions = max(r.maxTransitions, ptr.Deref(written.Spec.LeaseTransitions, 0))
+	r.maxTransitions = max(r.maxTransitions, mayNumber(written))
 	r.held = r.held || holderIdentity(written) != ""
+	if holderIdentity(written) != "" && (replaced == nil || ptr.Deref(written.Spec.LeaseTransitions, 0) != ptr.Deref(replaced.Spec.LeaseTransitions, 0)) {
+		r.gone = false // a term this controller numbered: the object counts on from it
+	}
 	return r
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
@@ -104,6 +105,16 @@ type Options struct {
 	// the Leases of cle's own strategies. Call Controller.Reconsider when it
 	// turns true. Nil: always true.
 	ElectsBuiltin func() bool
+	// TokenBound names a Lease, in the namespace of the controller's own
+	// lock, whose leaseTransitions no fencing token this controller (or any
+	// before it with the same TokenBound) handed out goes above: read before
+	// the first term is numbered, every term numbered above it, and raised
+	// before a token above it is handed out. With it a Lease deleted and
+	// created again continues its tokens above every earlier one, whatever
+	// the replica that elects next remembers (see tokenBound). Empty: off,
+	// tokens then rise across a deletion only as far as this controller and
+	// the candidates remember.
+	TokenBound types.NamespacedName
 	// Clock is the only time source of the controller. Default: real time.
 	Clock clock.WithTicker
 	// Recorder emits Events on Leases. Default: none.

@@ -53,9 +53,35 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	}
 	v := c.snapshot(key, cands, now)
 	v.judgeAt = judgeAt
+	var err error
+	if v.tokenFloor, err = c.tokenFloor(ctx); err != nil {
+		return 0, err
+	}
+	v.tokenBound = c.tokens.currentBound()
+	if err := c.coverSeen(ctx, v); err != nil {
+		return 0, err
+	}
 	c.pacePings(ctx, v)
 	d := decide(&c.opts, v)
 	return c.apply(ctx, v, &d)
+}
+
+// coverSeen raises the token bound above the tokens the Lease shows: those
+// its holders counted themselves (a handover, a first renewal above what
+// the controller numbered) as well as the controller's. A replica whose own
+// lock lapsed leaves that to the next.
+func (c *Controller) coverSeen(ctx context.Context, v *view) error {
+	if len(v.candidates) == 0 {
+		return nil // not an election (the bound's own Lease among them)
+	}
+	seen := v.record.maxTransitions
+	if v.lease != nil {
+		seen = max(seen, ptr.Deref(v.lease.Spec.LeaseTransitions, 0))
+	}
+	if err := c.tokens.cover(ctx, seen); err != nil && !errors.Is(err, errNotHolding) {
+		return err
+	}
+	return nil
 }
 
 // electsBuiltin: see Options.ElectsBuiltin.
@@ -318,6 +344,15 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 			"write", w.kind, "strategy", w.strategy)
 		return false, time.Time{}, nil
 	}
+	if w.kind == writeCreate || w.kind == writeElect {
+		// The bound goes above the token before anybody is handed it.
+		if err := c.tokens.cover(ctx, ptr.Deref(w.lease.Spec.LeaseTransitions, 0)); err != nil {
+			if errors.Is(err, errNotHolding) {
+				return false, v.now.Add(ownLockRecheck), nil
+			}
+			return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner, err)
+		}
+	}
 	leases := c.access.Leases(v.key.Namespace)
 	var (
 		written *coordinationv1.Lease
@@ -339,6 +374,12 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 		written, err = leases.Update(ctx, w.lease)
 	}
 	if err != nil {
+		if (w.kind == writeCreate || w.kind == writeElect) && mayHaveApplied(err) {
+			// The server may have applied it all the same (a timeout),
+			// and its holder may lead under the token: the next try
+			// numbers its term above.
+			c.obs.noteNumbered(v.key, ptr.Deref(w.lease.Spec.LeaseTransitions, 0), v.now)
+		}
 		switch w.kind {
 		case writeSteer:
 			return false, time.Time{}, fmt.Errorf("set preferredHolder to %q and strategy to %q: %w", ptr.Deref(w.lease.Spec.PreferredHolder, ""), w.strategy, err)
@@ -432,6 +473,14 @@ func (c *Controller) winnerDeparted(ctx context.Context, best *coordinationv1bet
 		return false, fmt.Errorf("read candidate %s before electing it: %w", best.Name, err)
 	}
 	return live.UID != best.UID, nil
+}
+
+// mayHaveApplied reports whether a write that failed with err may have been
+// applied all the same: any error but a refusal (a failed precondition, an
+// object that exists or does not, a request refused or invalid).
+func mayHaveApplied(err error) bool {
+	return !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !apierrors.IsNotFound(err) &&
+		!apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err)
 }
 
 // ownLockRecheck is how soon a step that did not write because the

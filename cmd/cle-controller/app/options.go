@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/cle-dev/cle/pkg/access"
@@ -277,6 +278,9 @@ func (o *Options) controllerOptions() controller.Options {
 		UnseenHolderWait:         o.UnseenHolderWait,
 		UnsteadyWindow:           unsteady,
 		KeepDepartedMembers:      !o.DeleteDepartedMembers,
+		// Beside the controller's own lock, in the namespace it is given
+		// rights to write in.
+		TokenBound: types.NamespacedName{Namespace: o.LeaderElectResourceNS, Name: controller.DefaultTokenBoundName},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -76,6 +77,77 @@ func testTokenSurvivesDeletionDuringRestart(t *testing.T, m apiMode) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("c's leader work did not start")
+	}
+}
+
+// TestTokenSurvivesEveryoneLeaving: a Lease whose terms reached token T is
+// left by every candidate (each deletes its LeaseCandidate, and with it the
+// token it records) and deleted while cle-controller is down; a candidate
+// that never saw it starts, and the controller, started again with no memory
+// of the Lease, numbers its term above T: every token a controller hands out
+// stays below the bound it keeps in a Lease of its own, and a controller
+// numbers every term above the bound it read as it started. Without the
+// bound the Lease started over at 1.
+func TestTokenSurvivesEveryoneLeaving(t *testing.T) {
+	forEachMode(t, testTokenSurvivesEveryoneLeaving)
+}
+
+func testTokenSurvivesEveryoneLeaving(t *testing.T, m apiMode) {
+	const lease = "fenced"
+	ns := m.server.CreateNamespace(t)
+	o := framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: 3 * time.Second}}
+	first := m.server.StartController(t, o)
+	e := newEnv(t, m, ns)
+
+	stopA, _ := e.runShortCandidate(lease, "a", "1.34.0")
+	stopB, _ := e.runShortCandidate(lease, "b", "1.35.0")
+	e.waitLease(lease, 20*time.Second, "a leads", renewedBy("a"))
+	stopA()
+	e.waitLease(lease, 20*time.Second, "b leads", renewedBy("b"))
+	stopA, _ = e.runShortCandidate(lease, "a", "1.34.0")
+	held := ptr.Deref(e.waitLease(lease, 20*time.Second, "a leads again", renewedBy("a")).Spec.LeaseTransitions, 0)
+	if held < 3 {
+		t.Fatalf("three terms were led, but the token is %d", held)
+	}
+
+	// Everyone leaves, gracefully: no LeaseCandidate records the token.
+	stopA()
+	stopB()
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"a", "b"} {
+			if _, err := e.acc.LeaseCandidates(ns).Get(ctx, name); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the candidates did not delete their LeaseCandidates: %v", err)
+	}
+	first.Stop()
+	if err := e.client.CoordinationV1().Leases(ns).Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	_, tokens := e.runShortCandidate(lease, "c", "1.33.0")
+	m.server.StartController(t, o)
+
+	got := e.waitLease(lease, 30*time.Second, "c leads the re-created Lease", renewedBy("c"))
+	if n := ptr.Deref(got.Spec.LeaseTransitions, 0); n <= held {
+		t.Errorf("the re-created Lease's term is numbered %d, not above the deleted Lease's %d", n, held)
+	}
+	select {
+	case token := <-tokens:
+		if token <= held {
+			t.Errorf("c leads with token %d, not above the %d a fenced resource may have accepted", token, held)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("c's leader work did not start")
+	}
+	bound, err := e.client.CoordinationV1().Leases(ns).Get(context.Background(), controller.DefaultTokenBoundName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the token bound: %v", err)
+	}
+	if b := ptr.Deref(bound.Spec.LeaseTransitions, 0); b < ptr.Deref(got.Spec.LeaseTransitions, 0) {
+		t.Errorf("the token bound is %d, below the token %d handed out", b, ptr.Deref(got.Spec.LeaseTransitions, 0))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -32,7 +33,8 @@ type ControllerOptions struct {
 	// Workers defaults to 2.
 	Workers int
 	// Controller is passed to controller.New; Recorder and Metrics are filled
-	// in when nil.
+	// in when nil, and TokenBound, as cle-controller sets it, in the first of
+	// Namespaces when unset.
 	Controller controller.Options
 	// WrapTransport, when set, wraps the transport of every request of the
 	// controller (its informers' included), e.g. to fail them for a while.
@@ -114,6 +116,9 @@ func (s *Server) StartController(t testing.TB, o ControllerOptions) *RunningCont
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = controller.NewMetrics()
+	}
+	if opts.TokenBound.Name == "" {
+		opts.TokenBound = types.NamespacedName{Namespace: o.Namespaces[0], Name: controller.DefaultTokenBoundName}
 	}
 	c, err := controller.New(acc, informers, opts)
 	if err != nil {
