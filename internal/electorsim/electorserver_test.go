@@ -58,10 +58,8 @@ type electorServer struct {
 	// portable: the run is in portable mode (electorportable_test.go),
 	// on a server that drops the coordinated fields of Leases.
 	portable bool
-	// namer is the last client to name a new holder, having seen tokens
-	// up to namerSeen.
-	namer     string
-	namerSeen int32
+	// namer is the last client to name a new holder.
+	namer string
 }
 
 type electorChange struct {
@@ -290,17 +288,10 @@ func (v *electorServer) apply(cut *cutoff, a clienttesting.Action, res string) (
 		if !ok {
 			return nil, apierrors.NewNotFound(gr, name)
 		}
-		cut.saw(obj)
 		return obj.DeepCopyObject(), nil
 	case "list":
 		r := a.(clienttesting.ListAction).GetListRestrictions()
-		list := v.list(res, r.Labels, r.Fields)
-		if l, ok := list.(*coordinationv1.LeaseList); ok {
-			for i := range l.Items {
-				cut.saw(&l.Items[i])
-			}
-		}
-		return list, nil
+		return v.list(res, r.Labels, r.Fields), nil
 	case "create":
 		obj := a.(clienttesting.CreateAction).GetObject().DeepCopyObject()
 		m, _ := meta.Accessor(obj)
@@ -482,15 +473,8 @@ func (v *electorServer) partition(cut *cutoff, d time.Duration) {
 	cut.mu.Unlock()
 }
 
-// saw records the token of a Lease the client was given; srv.mu is held.
-func (c *cutoff) saw(obj runtime.Object) {
-	if l, ok := obj.(*coordinationv1.Lease); ok && l.Name == simLease {
-		c.seen = max(c.seen, ptr.Deref(l.Spec.LeaseTransitions, 0))
-	}
-}
-
-// named records the client that wrote a Lease naming a new holder, and the
-// highest token it had seen then; srv.mu is held.
+// named records the client that wrote a Lease naming a new holder; srv.mu
+// is held.
 func (v *electorServer) named(cut *cutoff, cur, obj runtime.Object) {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok || l.Name != simLease || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
@@ -499,17 +483,14 @@ func (v *electorServer) named(cut *cutoff, cur, obj runtime.Object) {
 	if c, ok := cur.(*coordinationv1.Lease); ok && ptr.Deref(c.Spec.HolderIdentity, "") == ptr.Deref(l.Spec.HolderIdentity, "") {
 		return
 	}
-	v.namer, v.namerSeen = cut.who, cut.seen
+	v.namer = cut.who
 }
 
-// historyLost reports whether a term numbered at most token may start
-// over, as docs/library.md says it may: the controller replica that named
-// its holder, or the holder's process, had not seen token. It returns who
-// named it.
-func (v *electorServer) historyLost(leader *cutoff, token int32) (namer string, lost bool) {
+// lastNamer is the last client to name a new holder.
+func (v *electorServer) lastNamer() string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.namer, v.namerSeen < token || leader.seen < token
+	return v.namer
 }
 
 // candidates are the stored LeaseCandidates of these names.
@@ -637,9 +618,6 @@ func (w *electorWatch) pump() {
 		}
 		select {
 		case w.out <- *ev:
-			w.srv.mu.Lock()
-			w.cut.saw(ev.Object)
-			w.srv.mu.Unlock()
 		case <-w.stop:
 			return
 		}

@@ -59,9 +59,8 @@ import (
 //
 // It checks what the adoption path promises:
 //   - the leader work of two processes never overlaps in time, and each
-//     term's leader work holds a higher token than the one before, except
-//     where docs/library.md says a Lease may start over (then the fence
-//     is reset, as users are told to);
+//     term's leader work holds a higher token than the one before, across
+//     the Lease's deletion and the controllers' restarts too;
 //   - a fenced witness that leader work writes to never rejects the write
 //     of leader work that still runs;
 //   - once faults stop, some process leads within 90 s, and for the last
@@ -99,8 +98,8 @@ func TestRealElectorsUnderFaults(t *testing.T) {
 	for i, k := range kinds {
 		mix[i] = fmt.Sprintf("%s=%d", k, total.faults[k])
 	}
-	t.Logf("elector simulation: %d runs in %s, %s simulated: %d terms of leader work (%d starting over after the token history was lost), %d witness writes (and %d through the write guard); after faults stopped, a leader within %s at most (seed %d); faults: %s",
-		seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, total.historyLost, total.writes, total.guardedWrites, total.toLeader.Round(time.Millisecond), total.toLeaderSeed, strings.Join(mix, " "))
+	t.Logf("elector simulation: %d runs in %s, %s simulated: %d terms of leader work, %d witness writes (and %d through the write guard); after faults stopped, a leader within %s at most (seed %d); faults: %s",
+		seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, total.writes, total.guardedWrites, total.toLeader.Round(time.Millisecond), total.toLeaderSeed, strings.Join(mix, " "))
 }
 
 // electorTotals add up the runs' figures.
@@ -108,9 +107,6 @@ type electorTotals struct {
 	// writes counts the fenced witness's writes, guardedWrites those of
 	// library candidates through their guarded clients.
 	terms, writes, guardedWrites int
-	// historyLost counts the terms that started over after the Lease's
-	// token history was lost (see historyLost).
-	historyLost int
 	// toLeader is the longest wait for a leader after faults stopped, in
 	// the run of seed toLeaderSeed.
 	toLeader     time.Duration
@@ -120,7 +116,6 @@ type electorTotals struct {
 
 func (a *electorTotals) add(r electorTotals) {
 	a.terms += r.terms
-	a.historyLost += r.historyLost
 	a.writes += r.writes
 	a.guardedWrites += r.guardedWrites
 	if r.toLeader > a.toLeader {
@@ -232,9 +227,6 @@ type cutoff struct {
 	mu          sync.Mutex
 	dead        bool
 	partitioned time.Time
-	// seen is the highest leaseTransitions of a Lease the server gave the
-	// client, in an answer or a watch event (under the server's mu).
-	seen int32
 }
 
 func (c *cutoff) state() (dead bool, until time.Time) {
@@ -689,16 +681,9 @@ func (p *electorProc) work(ctx context.Context) {
 	case s.working != nil:
 		s.failLocked("%s's leader work started (token %d) while %s's still runs (token %d)", p.name, token, s.working.name, s.working.token)
 	case token <= s.lastToken:
-		if namer, lost := s.srv.historyLost(p.cut, s.lastToken); lost {
-			// docs/library.md: a Lease deleted and created again while
-			// no replica that saw it was active may start over; the
-			// fence is reset, as users are told to.
-			s.logLocked("token history lost (%s named %s, and neither had seen token %d): the fence is reset", namer, p.name, s.lastToken)
-			s.witness, s.lastToken = 0, 0
-			s.res.historyLost++
-		} else {
-			s.failLocked("%s's leader work started with token %d, not above the last term's %d (%s named it)", p.name, token, s.lastToken, namer)
-		}
+		// cle-controller numbers every term above its fencing token
+		// bound, across the Lease's deletion and its own restarts too.
+		s.failLocked("%s's leader work started with token %d, not above the last term's %d (%s named it)", p.name, token, s.lastToken, s.srv.lastNamer())
 	}
 	s.logLocked("%s leads: leader work starts with token %d", p.name, token)
 	p.working, p.token, s.working = true, token, p

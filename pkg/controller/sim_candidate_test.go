@@ -276,9 +276,9 @@ func (p *simProcess) stopGracefully(then func()) {
 }
 
 // newTerm records a term that just began and checks its token: above every
-// earlier term's, unless a controller that never saw the highest created
-// the Lease again (historyLost) and the new leader's process has not seen
-// it either (seenBefore, the most it saw before the naming).
+// earlier term's, unless kube-apiserver's controller, which numbers no term,
+// created the Lease again (historyLost) and the new leader's process has not
+// seen it either (seenBefore, the most it saw before the naming).
 func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 	e := p.c.e
 	if e.unhandled {
@@ -291,9 +291,10 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 			w.Fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.shown(), p.id, token, e.maxToken)
 		}
 		e.maxToken = token
-		// The documented deletion case: whoever deletes a Lease a fenced
-		// resource depends on resets the fence (docs/library.md).
-		w.Tracef("the witness's fence is reset: the Lease's token history was lost")
+		// The documented case of kube-apiserver's controller: a Lease it
+		// creates again starts over, and whoever lets it elect a Lease a
+		// fenced resource depends on resets the fence (docs/library.md).
+		w.Tracef("the witness's fence is reset: kube-apiserver's controller created the Lease again")
 		e.witness, e.witnessBy = 0, nil
 	}
 	e.anyTerm, e.historyLost = true, false

@@ -133,7 +133,7 @@ func (r *simResult) figures() map[string]any {
 		"witnessWrites": &r.witnessWrites, "fenced": &r.fenced, "guardedWrites": &r.guardedWrites, "collected": &r.collected, "identityInUse": &r.identityInUse,
 		"holderExits": &r.holderExits, "fleets": &r.fleets, "firstHolders": &r.firstHolders, "maxQueued": &r.maxQueued,
 		"simulated": &r.simulated, "toLeader": &r.toLeader, "toBest": &r.toBest, "faults": &r.faults, "adopters": &r.adopters,
-		"spacedRuns": &r.spacedRuns, "rounds": &r.rounds, "toFailover": &r.toFailover, "swarms": &r.swarms,
+		"spacedRuns": &r.spacedRuns, "rounds": &r.rounds, "toFailover": &r.toFailover, "swarms": &r.swarms, "recreated": &r.recreated, "boundRaises": &r.boundRaises,
 	}
 }
 

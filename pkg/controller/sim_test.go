@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
@@ -318,7 +319,11 @@ type simResult struct {
 	toFailover         time.Duration
 	// swarms counts the swarm runs (see simSwarm).
 	swarms int
-	faults map[string]int
+	// recreated counts the Leases a controller created again, naming a
+	// holder, after terms were led; boundRaises, the writes that raised the
+	// controllers' fencing token bound.
+	recreated, boundRaises int
+	faults                 map[string]int
 	// adopters counts what the processes over pkg/lock did: their terms,
 	// renewals not counted for being slow, and what their releases did.
 	adopters  map[string]int
@@ -345,6 +350,8 @@ func (r *simResult) add(o simResult) {
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
 	r.spacedRuns += o.spacedRuns
 	r.swarms += o.swarms
+	r.recreated += o.recreated
+	r.boundRaises += o.boundRaises
 	r.rounds += o.rounds
 	r.toFailover = max(r.toFailover, o.toFailover)
 	if r.faults == nil {
@@ -369,8 +376,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); %d runs with faults one at a time (%d faults judged each on its own; while one that struck a candidate lasted, another led within %s at most); %d swarm runs; after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.spacedRuns, r.rounds, r.toFailover.Round(time.Millisecond), r.swarms, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); %d runs with faults one at a time (%d faults judged each on its own; while one that struck a candidate lasted, another led within %s at most); %d swarm runs; %d Leases created again after terms (%d raises of the token bound); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.spacedRuns, r.rounds, r.toFailover.Round(time.Millisecond), r.swarms, r.recreated, r.boundRaises, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -404,6 +411,9 @@ type simWorld struct {
 	// first is simLease.
 	elections []*simElection
 	lock      *coordinationv1.Lease // the controllers' own, as last renewed
+	// tokenBound is the controllers' fencing token bound (Options.TokenBound),
+	// nil until a replica first raises it.
+	tokenBound *coordinationv1.Lease
 	// libs are every library process of the run, ended with it.
 	libs []*simLib
 	// strategy is the strategy the candidates ask for; annotated is when
@@ -645,11 +655,6 @@ type simController struct {
 	// queue is scheduled.
 	worker, gcWorker simWorker
 	cur              *simThread
-	// sawToken is, per Lease, the highest leaseTransitions this replica
-	// was shown while candidates referenced the Lease: a Lease no
-	// candidate references is dropped, and no record of it kept (see
-	// noteToken).
-	sawToken map[string]int32
 	// lockSent is when (on its clock) the last successful renewal of the
 	// controller's own lock was sent: the replica writes no Lease once it
 	// is older than the renew deadline (Options.Holding).
@@ -680,7 +685,7 @@ func (sc *simController) sync() { sc.clock.SetTime(sc.clk.Now()) }
 
 func (w *simWorld) startController() {
 	w.replicas++
-	sc := &simController{w: w, id: w.replicas, sawToken: map[string]int32{}}
+	sc := &simController{w: w, id: w.replicas}
 	offset := w.DurationBetween(-10*time.Minute, 10*time.Minute)
 	sc.clk = w.NewClock(offset, (w.Rng.Float64()*2-1)*simMaxDrift, w.Start)
 	sc.clk.Monotonic = w.clockFaults
@@ -711,7 +716,8 @@ func (w *simWorld) startController() {
 		return !sc.lockSent.IsZero() && lead.Elapsed(sc.clk.Now(), sc.lockSent) < simControllerRenewDeadline
 	}
 	sc.sharedLost = w.builtin != nil && w.builtin.holds
-	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding, Metrics: w.metrics, ElectsBuiltin: func() bool { return !sc.sharedLost }})
+	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding, Metrics: w.metrics, ElectsBuiltin: func() bool { return !sc.sharedLost },
+		TokenBound: types.NamespacedName{Namespace: simNS, Name: DefaultTokenBoundName}})
 	if err != nil {
 		panic(err)
 	}
@@ -779,19 +785,6 @@ func (sc *simController) list(cands, leases, pods []runtime.Object) {
 	sc.linf.list(leases...)
 	if sc.pinf != nil {
 		sc.pinf.list(pods...)
-	}
-	sc.noteToken()
-}
-
-// noteToken raises sawToken to the cached Lease's leaseTransitions while
-// candidates reference the Lease.
-func (sc *simController) noteToken() {
-	// The controller's own index of its candidates by Lease lists the
-	// Leases they reference.
-	for _, k := range sc.cinf.store.ListIndexFuncValues(byLeaseIndex) {
-		if obj, ok, _ := sc.linf.store.GetByKey(k); ok {
-			sc.sawToken[k] = max(sc.sawToken[k], ptr.Deref(obj.(*coordinationv1.Lease).Spec.LeaseTransitions, 0))
-		}
 	}
 }
 
@@ -928,7 +921,6 @@ func (sc *simController) relist(cands, leases, pods []runtime.Object) {
 	if sc.pinf != nil {
 		sc.pinf.relist(pods)
 	}
-	sc.noteToken()
 }
 
 // loseSharedLock: kube-apiserver's controller holds its lock from now on;
@@ -971,7 +963,6 @@ func (sc *simController) deliver(inf *simInformer, obj runtime.Object, deleted b
 	sc.act(func() {
 		sc.sync()
 		inf.deliver(obj, deleted)
-		sc.noteToken()
 	})
 }
 
@@ -1082,12 +1073,12 @@ var simReplayKinds = []struct {
 	{"a fleet on a loaded server", 211, func(r simResult) bool { return r.fleets > 0 }, true},
 	{"faults one at a time", 235, func(r simResult) bool { return r.spacedRuns > 0 && r.rounds > 0 }, false},
 	{"adopters", 1, func(r simResult) bool { return r.adopters["client-go-terms"]+r.adopters["manager-terms"] > 0 }, false},
-	{"terms ended on proof of death", 5, func(r simResult) bool { return r.holderExits > 0 }, false},
+	{"terms ended on proof of death", 16, func(r simResult) bool { return r.holderExits > 0 }, false},
 	{"kube-apiserver's controller", 3, func(r simResult) bool { return r.faults["builtin-acts"] > 0 }, false},
-	{"an operator's priorities", 18, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
+	{"an operator's priorities", 26, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
 	{"a strategy rollout", 1, func(r simResult) bool { return r.faults["strategy-rollout"] > 0 }, false},
 	{"a shared Identity", 4, func(r simResult) bool { return r.identityInUse > 0 }, false},
-	{"a lost token history", 199, func(r simResult) bool { return r.faults["token-history-lost"] > 0 }, false},
+	{"a Lease created again after terms", 201, func(r simResult) bool { return r.recreated > 0 }, false},
 	{"writes through the write guard", 3, func(r simResult) bool { return r.guardedWrites > 0 }, false},
 	{"a swarm of faults", 1, func(r simResult) bool { return r.swarms > 0 }, false},
 }
@@ -1357,6 +1348,9 @@ func (c simLeaseClient) Get(_ context.Context, name string) (*coordinationv1.Lea
 			return nil, err
 		}
 		l := w.Lease(simKey(c.ns, name))
+		if c.ns == simNS && name == DefaultTokenBoundName {
+			l = w.tokenBound
+		}
 		if l == nil {
 			return nil, apierrors.NewNotFound(simworld.LeasesGR, name)
 		}
@@ -1374,6 +1368,9 @@ func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordina
 			c.sc.id, simKey(c.ns, lease.Name), ptr.Deref(lease.Spec.Strategy, ""))
 	}
 	obj, err := c.sc.request(func() (runtime.Object, error) {
+		if c.ns == simNS && lease.Name == DefaultTokenBoundName {
+			return c.serveTokenBound(lease, rv)
+		}
 		written, err := c.serve(lease, rv)
 		if written == nil {
 			return nil, err
@@ -1384,19 +1381,35 @@ func (c simLeaseClient) write(lease *coordinationv1.Lease, rv string) (*coordina
 	return l, err
 }
 
-// recordedToken is the highest token that a LeaseCandidate of e records in
-// this replica's cache: what it can number above. A record written less
-// than a watch delay before the replica numbers a term is one it could not
-// see (seed 9974: a candidate created its LeaseCandidate again 0.4 s before
-// the replica, which had seen it deleted, created the Lease).
-func (sc *simController) recordedToken(e *simElection) int32 {
-	// The controller's own index of its candidates by Lease.
-	objs, _ := sc.cinf.store.ByIndex(byLeaseIndex, e.key())
-	var highest int32
-	for _, obj := range objs {
-		highest = max(highest, access.HighestToken(obj.(*coordinationv1beta1.LeaseCandidate).Annotations))
+// serveTokenBound is the server's side of a write of the fencing token
+// bound: a create (rv "") or an update conditional on rv. The bound must
+// never go down.
+func (c simLeaseClient) serveTokenBound(lease *coordinationv1.Lease, rv string) (runtime.Object, error) {
+	w := c.sc.w
+	err, applied := w.RequestError(simworld.LeasesGR, lease.Name)
+	if err != nil && !applied {
+		return nil, err
 	}
-	return highest
+	cur := w.tokenBound
+	switch {
+	case rv == "" && cur != nil:
+		return nil, apierrors.NewAlreadyExists(simworld.LeasesGR, lease.Name)
+	case rv != "" && cur == nil:
+		return nil, apierrors.NewNotFound(simworld.LeasesGR, lease.Name)
+	case rv != "" && rv != cur.ResourceVersion:
+		return nil, apierrors.NewConflict(simworld.LeasesGR, lease.Name, errors.New("the object has been modified"))
+	}
+	bound := ptr.Deref(lease.Spec.LeaseTransitions, 0)
+	if cur != nil && bound < ptr.Deref(cur.Spec.LeaseTransitions, 0) {
+		w.Fail("controller %d lowers the fencing token bound from %d to %d", c.sc.id, ptr.Deref(cur.Spec.LeaseTransitions, 0), bound)
+	}
+	written := lease.DeepCopy()
+	written.ResourceVersion = w.NextRV()
+	w.tokenBound = written
+	w.res.boundRaises++
+	w.Tracef("controller %d raises the fencing token bound to %d", c.sc.id, bound)
+	w.Wrote()
+	return written.DeepCopy(), err
 }
 
 // serve is the server's side of a Lease write of the controller.
@@ -1422,21 +1435,17 @@ func (c simLeaseClient) serve(lease *coordinationv1.Lease, rv string) (*coordina
 	if e.unhandled && holderIdentity(written) != "" {
 		w.Fail("controller %d named %s the holder of %s, whose candidates ask for %s, which it does not handle", c.sc.id, holderIdentity(written), e.shown(), simUnhandledStrategy)
 	}
-	if e.anyTerm && holderIdentity(written) != "" && c.sc.sawToken[e.key()] < e.maxToken && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken {
-		// A replica that never saw the Lease's highest token while
-		// candidates referenced it creates it again after a deletion, or
-		// names a holder of a Lease someone else created again, below that
-		// token. While a LeaseCandidate the replica has seen records that
-		// token (access.HighestTokenAnnotation), that is the controller's
-		// error (newTerm finds the term numbered too low); when none does
-		// (the candidates that held or saw it left, deleting theirs, and
-		// those that run never saw it, or wrote it too late for the
-		// replica to see) the token's history is lost (docs/library.md:
-		// the Lease may start over).
-		if c.sc.recordedToken(e) < e.maxToken {
-			e.historyLost = true
-			w.Fault("token-history-lost")
-		}
+	if e.anyTerm && !e.historyLost && holderIdentity(written) != "" && ptr.Deref(written.Spec.LeaseTransitions, 0) <= e.maxToken &&
+		(before == nil || ptr.Deref(before.Spec.LeaseTransitions, 0) != ptr.Deref(written.Spec.LeaseTransitions, 0)) {
+		// A term numbered at or below one already led: whatever this
+		// replica remembers, and whoever deleted the Lease, the fencing
+		// token bound it read before numbering any term is above every
+		// token handed out before it started (docs/library.md).
+		w.Fail("controller %d numbers a term of %s %d, not above the %d an earlier term led with", c.sc.id, e.shown(),
+			ptr.Deref(written.Spec.LeaseTransitions, 0), e.maxToken)
+	}
+	if e.anyTerm && before == nil && holderIdentity(written) != "" {
+		w.res.recreated++
 	}
 	w.checkPreference(before, written)
 	if holderIdentity(written) != "" && (before == nil || holderIdentity(before) != holderIdentity(written)) {
