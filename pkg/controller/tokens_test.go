@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/pkg/access"
 )
 
 // boundNS is where the harness keeps the fencing token bound.
@@ -313,5 +315,17 @@ func TestTokenNotReusedAfterAnUnansweredNaming(t *testing.T) {
 	h.reconcile()
 	if l := h.serverLease(); l == nil || ptr.Deref(l.Spec.LeaseTransitions, 0) != 2 {
 		t.Errorf("Lease %v, want it created again at 2, above the unanswered 1", l)
+	}
+}
+
+// TestTokensAboveTheCandidatesRecords: without a bound (or with one lowered
+// by hand), a Lease the controller never saw is still numbered above the
+// highest token any of its candidates records on its LeaseCandidate.
+func TestTokensAboveTheCandidatesRecords(t *testing.T) {
+	h := newHarness(t)
+	h.create(candidate("a", "1.30.0", "1.30.0", withAnnotation(access.HighestTokenAnnotation, "7")))
+	h.reconcile()
+	if l := h.serverLease(); l == nil || ptr.Deref(l.Spec.LeaseTransitions, 0) != 8 {
+		t.Errorf("Lease %v, want it created at 8, above the 7 its candidate records", l)
 	}
 }
