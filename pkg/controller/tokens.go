@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -29,6 +28,15 @@ const DefaultTokenBoundName = "cle-fencing-tokens"
 // number its term one above what its process saw) stay below it until the
 // controller sees them and raises it again.
 const tokenSlack = 100
+
+// tokenBoundCeiling is the highest token the bound follows. A Lease whose
+// count is above it got that count from outside cle (cle-controller counts
+// one term at a time from there): raising the bound to it would lift every
+// other Lease's next term as high, and one Lease set near the int32 maximum
+// (by mistake, or by anybody who may update one Lease or LeaseCandidate)
+// would leave no term to number anywhere. Such a Lease's tokens rise across
+// its deletion as far as the controller and its candidates remember it.
+const tokenBoundCeiling = 1 << 24
 
 // tokenBound keeps the fencing tokens of every Lease rising across its
 // deletion, whichever replica elects next and whatever it remembers.
@@ -151,7 +159,8 @@ func (b *tokenBound) refused(ctx context.Context, op string, err error) error {
 // cover makes sure that the bound on the server is at least token (and
 // raises it tokenSlack above once token comes within half of that of it),
 // before the caller hands out token. Once the bound cannot be read or
-// written for lack of permission, it returns nil at once.
+// written for lack of permission, or for a token above tokenBoundCeiling,
+// it returns nil at once.
 func (b *tokenBound) cover(ctx context.Context, token int32) error {
 	if b == nil || token <= 0 {
 		return nil
@@ -161,13 +170,13 @@ func (b *tokenBound) cover(ctx context.Context, token int32) error {
 	if err := b.load(ctx); err != nil {
 		return err
 	}
-	if b.off || int64(token)+tokenSlack/2 <= int64(b.durable) || b.durable == math.MaxInt32 {
+	if b.off || int64(token)+tokenSlack/2 <= int64(b.durable) || token > tokenBoundCeiling {
 		return nil
 	}
 	if b.holding != nil && !b.holding() {
 		return errNotHolding
 	}
-	want := int32(min(int64(token)+tokenSlack, math.MaxInt32))
+	want := token + tokenSlack
 	for attempt := 0; ; attempt++ {
 		err := b.raise(ctx, want)
 		if err == nil {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -327,5 +328,30 @@ func TestTokensAboveTheCandidatesRecords(t *testing.T) {
 	h.reconcile()
 	if l := h.serverLease(); l == nil || ptr.Deref(l.Spec.LeaseTransitions, 0) != 8 {
 		t.Errorf("Lease %v, want it created at 8, above the 7 its candidate records", l)
+	}
+}
+
+// TestTokenBoundIgnoresCountsFromOutside: a Lease whose count was set far
+// above anything cle handed out (here the int32 maximum) does not lift the
+// bound, which would exhaust every other Lease's tokens after a restart or a
+// deletion.
+func TestTokenBoundIgnoresCountsFromOutside(t *testing.T) {
+	for _, tc := range []struct {
+		count, want int32
+	}{
+		{count: math.MaxInt32, want: 100},
+		{count: tokenBoundCeiling + 1, want: 100},
+		{count: tokenBoundCeiling, want: tokenBoundCeiling + tokenSlack},
+	} {
+		h := newHarness(t, withTokenBound)
+		if err := h.client.Tracker().Add(boundLease(100)); err != nil {
+			t.Fatal(err)
+		}
+		h.create(candidate("a", "1.30.0", "1.30.0"))
+		h.list(lease(heldBy("a"), transitions(tc.count)))
+		h.reconcile()
+		if b := h.serverBound(); b != tc.want {
+			t.Errorf("bound = %d with a Lease at %d, want %d", b, tc.count, tc.want)
+		}
 	}
 }

@@ -243,7 +243,8 @@ func (e *env) watchWrites(t *testing.T, informers ...cache.SharedIndexInformer) 
 	ctx, cancel := context.WithCancel(context.Background())
 	ww := &writeWatch{writes: make(chan string, 1000)}
 	count := func(obj any) {
-		if m, ok := obj.(metav1.Object); ok && lastManager(m) == controllerUserAgent {
+		// The controller's fencing token bound is no election's write.
+		if m, ok := obj.(metav1.Object); ok && lastManager(m) == controllerUserAgent && m.GetName() != controller.DefaultTokenBoundName {
 			ww.writes <- m.GetResourceVersion()
 		}
 	}
