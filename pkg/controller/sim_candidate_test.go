@@ -635,12 +635,15 @@ func (w *simWorld) noteTermEnds(e *simElection) {
 	}
 	e.termHolder, e.termNumber, e.termFrom = holder, term, w.Now
 	// A term named to a candidate that has no process running, or only a
-	// paused one, is struck from its start by whatever stopped it (seed
-	// 7059: a holder handed the Lease over to a candidate whose process had
-	// crashed four seconds before, and its term ran out untaken).
+	// paused one, or an adopter's whose elector's Run has returned (it is
+	// on its way out), is struck from its start by whatever stopped it
+	// (seed 7059: a holder handed the Lease over to a candidate whose
+	// process had crashed four seconds before, and its term ran out
+	// untaken; seed 8345 after 9256ff7: handed over to an adopter whose
+	// elector had lost its term and that exited a moment later).
 	e.termStruck = false
 	for _, c := range e.cands {
-		if c.name == holder && (c.proc == nil || c.proc.dead || c.proc.paused) {
+		if c.name == holder && (c.proc == nil || c.proc.dead || c.proc.paused || (c.proc.ext != nil && c.proc.ext.state == simReturned)) {
 			e.termStruck = true
 		}
 	}
