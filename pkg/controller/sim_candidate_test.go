@@ -289,6 +289,7 @@ func (w *simWorld) newTerm(p *simProcess, token, seenBefore int32) {
 	if e.anyTerm && token <= e.maxToken {
 		if !e.historyLost || seenBefore >= e.maxToken {
 			w.Fail("%s/%d leads with token %d, not above an earlier term's %d", p.c.shown(), p.id, token, e.maxToken)
+			return
 		}
 		e.maxToken = token
 		// The documented case of kube-apiserver's controller: a Lease it

@@ -365,9 +365,14 @@ func (l *simLib) noteTerm() {
 	// A term that lapsed unseen and then got a renewal sent before it
 	// lapsed is the same term, its work still running: no new one. An
 	// adopter's work is its elector's, started in that term and not told
-	// to stop (the step that ends the term tells it after this one).
+	// to stop (the step that ends the term tells it after this one); or
+	// none ran in it at all (seed 14178 after 9256ff7: the elector's
+	// acquisition was answered too slowly to count, its next renewals kept
+	// the library's term, which lapsed unseen during a pause and went on
+	// with the answer of a renewal sent before it).
 	revived := token == l.token && ((l.work != nil && l.work.Err() == nil) ||
-		(l.p.ext != nil && l.p.ext.work && !l.p.ext.workCancelled && l.p.ext.workToken == token))
+		(l.p.ext != nil && l.p.ext.work && !l.p.ext.workCancelled && l.p.ext.workToken == token) ||
+		(l.p.ext != nil && l.p.ext.workToken != token))
 	if leading && (!l.leading || token != l.token) && !revived {
 		l.p.c.w.newTerm(l.p, token, l.loops.SeenBefore())
 		l.token = token
