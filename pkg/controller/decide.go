@@ -78,10 +78,10 @@ type view struct {
 	// probe is what is known of the registration probe of the Lease's
 	// candidate watch (see registrationProbe).
 	probe probeView
-	// tokenFloor is what every term is numbered above (see
-	// Controller.tokenFloor); tokenBound, the token bound as it is now,
-	// what a term of a Lease deleted since it was last named is numbered
-	// above (see leaseHistory.gone).
+	// tokenFloor is what every term is numbered above; tokenBound, the
+	// token bound as it is now, what a term of a Lease deleted since it
+	// was last named is numbered above (see Controller.tokenBounds and
+	// leaseHistory.gone).
 	tokenFloor, tokenBound int32
 }
 

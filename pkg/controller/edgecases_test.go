@@ -538,25 +538,37 @@ func TestEventsNameTheCandidateAsRelated(t *testing.T) {
 // candidates all left and which was then deleted (a component scaled to zero
 // and its Lease cleaned up): when the component comes back within the
 // candidate TTL, the re-created Lease continues above the old tokens instead
-// of starting again at 1.
+// of starting again at 1; when it comes back after the history was dropped
+// (its tombstone expired), the highest token of that history is a floor that
+// every later term, of any Lease, is numbered above, bound or not.
 func TestFencingTokenSurvivesScaleToZero(t *testing.T) {
-	h := newHarness(t)
-	h.create(candidate("a", "1.30.0", "1.30.0"))
-	h.list(lease(heldBy("a"), transitions(7)))
-	h.reconcile()
-	h.expectNoWrites("held")
-	h.deleteCandidate("a")
-	h.reconcile()
-	h.deleteLease()
-	h.reconcile()
-	h.step(time.Minute)
-	h.create(candidate("a", "1.30.0", "1.30.0"))
-	h.runSteps(h.c.opts.LeaseDuration + time.Second)
-	l := h.serverLease()
-	if l == nil {
-		t.Fatal("no Lease once the component came back")
-	}
-	if n := ptr.Deref(l.Spec.LeaseTransitions, 0); n != 8 {
-		t.Errorf("leaseTransitions of the re-created Lease = %d, want 8, above the 7 it had before it was deleted", n)
+	for _, tc := range []struct {
+		name string
+		gap  time.Duration
+	}{
+		{name: "within the candidate TTL", gap: time.Minute},
+		{name: "past the tombstone", gap: DefaultCandidateTTL + time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.create(candidate("a", "1.30.0", "1.30.0"))
+			h.list(lease(heldBy("a"), transitions(7)))
+			h.reconcile()
+			h.expectNoWrites("held")
+			h.deleteCandidate("a")
+			h.reconcile()
+			h.deleteLease()
+			h.reconcile()
+			h.step(tc.gap)
+			h.create(candidate("a", "1.30.0", "1.30.0"))
+			h.runSteps(h.c.opts.LeaseDuration + time.Second)
+			l := h.serverLease()
+			if l == nil {
+				t.Fatal("no Lease once the component came back")
+			}
+			if n := ptr.Deref(l.Spec.LeaseTransitions, 0); n != 8 {
+				t.Errorf("leaseTransitions of the re-created Lease = %d, want 8, above the 7 it had before it was deleted", n)
+			}
+		})
 	}
 }

@@ -54,10 +54,9 @@ func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (t
 	v := c.snapshot(key, cands, now)
 	v.judgeAt = judgeAt
 	var err error
-	if v.tokenFloor, err = c.tokenFloor(ctx); err != nil {
+	if v.tokenFloor, v.tokenBound, err = c.tokenBounds(ctx); err != nil {
 		return 0, err
 	}
-	v.tokenBound = c.tokens.currentBound()
 	if err := c.coverSeen(ctx, v); err != nil {
 		return 0, err
 	}

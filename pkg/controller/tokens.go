@@ -84,36 +84,27 @@ func newTokenBound(o *Options, leases func(ns string) access.LeaseClient) *token
 	return &tokenBound{ref: o.TokenBound, leases: leases, holding: o.Holding}
 }
 
-// tokenFloor is what every term is numbered above: the bound as it was when
-// this controller started (0 without one), and every token of a Lease
-// history it dropped since.
-func (c *Controller) tokenFloor(ctx context.Context) (int32, error) {
-	start, err := c.tokens.startBound(ctx)
-	return max(start, c.obs.forgottenTokens()), err
+// tokenBounds returns what every term is numbered above (floor: the bound as
+// it was when this controller started, 0 without one, and every token of a
+// Lease history it dropped since) and the bound as it is now (current: what
+// a Lease deleted since its last naming is numbered above).
+func (c *Controller) tokenBounds(ctx context.Context) (floor, current int32, err error) {
+	start, current, err := c.tokens.bounds(ctx)
+	return max(start, c.obs.forgottenTokens()), current, err
 }
 
-// currentBound is the bound as last read or written (0 before it is read,
-// or without one).
-func (b *tokenBound) currentBound() int32 {
+// bounds returns the bound as it was when this controller started, reading
+// it the first time, and as last read or written.
+func (b *tokenBound) bounds(ctx context.Context) (start, current int32, err error) {
 	if b == nil {
-		return 0
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.durable
-}
-
-// startBound is the bound as it was when this controller started.
-func (b *tokenBound) startBound(ctx context.Context) (int32, error) {
-	if b == nil {
-		return 0, nil
+		return 0, 0, nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.load(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return b.start, nil
+	return b.start, b.durable, nil
 }
 
 // load reads the bound once; the caller holds the lock.
@@ -170,7 +161,7 @@ func (b *tokenBound) cover(ctx context.Context, token int32) error {
 	if err := b.load(ctx); err != nil {
 		return err
 	}
-	if b.off || int64(token)+tokenSlack/2 <= int64(b.durable) || token > tokenBoundCeiling {
+	if b.off || b.covers(token) || token > tokenBoundCeiling {
 		return nil
 	}
 	if b.holding != nil && !b.holding() {
@@ -191,10 +182,16 @@ func (b *tokenBound) cover(ctx context.Context, token int32) error {
 		if err := b.read(ctx); err != nil {
 			return b.refused(ctx, "read", err)
 		}
-		if token <= b.durable-tokenSlack/2 {
+		if b.covers(token) {
 			return nil
 		}
 	}
+}
+
+// covers reports whether the bound is at least tokenSlack/2 above token;
+// the caller holds the lock.
+func (b *tokenBound) covers(token int32) bool {
+	return int64(token)+tokenSlack/2 <= int64(b.durable)
 }
 
 // raise writes the bound want (or what is there, if higher), conditional on

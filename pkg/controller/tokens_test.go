@@ -213,30 +213,6 @@ func TestTokenBoundForbidden(t *testing.T) {
 	}
 }
 
-// TestTokensAboveAForgottenHistory: a Lease history the controller drops
-// (its tombstone expired) leaves its highest token as a floor: a Lease
-// created after that, by any name, is numbered above it, bound or not.
-func TestTokensAboveAForgottenHistory(t *testing.T) {
-	h := newHarness(t)
-	h.create(candidate("a", "1.30.0", "1.30.0"))
-	h.list(lease(heldBy("a"), transitions(7)))
-	h.reconcile()
-	h.deleteCandidate("a")
-	h.reconcile()
-	h.deleteLease()
-	h.reconcile()
-	h.step(h.c.opts.CandidateTTL + time.Minute) // past the tombstone
-	h.create(candidate("a", "1.30.0", "1.30.0"))
-	h.runSteps(h.c.opts.LeaseDuration + time.Second)
-	l := h.serverLease()
-	if l == nil {
-		t.Fatal("no Lease once the component came back")
-	}
-	if n := ptr.Deref(l.Spec.LeaseTransitions, 0); n != 8 {
-		t.Errorf("leaseTransitions = %d, want 8, above the 7 of the history the controller dropped", n)
-	}
-}
-
 // TestTokensAboveAnUnseenHandover: a holder asked to hand over counts its
 // successor's term itself. When the Lease is deleted before the controller's
 // watch shows that handover (and the successor exits, deleting its

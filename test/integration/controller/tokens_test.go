@@ -61,10 +61,17 @@ func testTokenSurvivesDeletionDuringRestart(t *testing.T, m apiMode) {
 	if err := e.client.CoordinationV1().Leases(ns).Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The best candidate starts after the deletion: its process never saw
-	// the Lease, so its own memory cannot number its term above held.
+	e.electedAbove(t, o, lease, held)
+}
+
+// electedAbove starts a candidate c of the deleted Lease, whose process
+// never saw it (so its own memory cannot number its term above held), and a
+// controller with no memory of it, and checks that c leads the re-created
+// Lease in a term, and with a token, above held. It returns the Lease.
+func (e *env) electedAbove(t *testing.T, o framework.ControllerOptions, lease string, held int32) *coordinationv1.Lease {
+	t.Helper()
 	_, tokens := e.runShortCandidate(lease, "c", "1.33.0")
-	m.server.StartController(t, o)
+	e.mode.server.StartController(t, o)
 
 	got := e.waitLease(lease, 30*time.Second, "c leads the re-created Lease", renewedBy("c"))
 	if n := ptr.Deref(got.Spec.LeaseTransitions, 0); n <= held {
@@ -78,6 +85,7 @@ func testTokenSurvivesDeletionDuringRestart(t *testing.T, m apiMode) {
 	case <-time.After(10 * time.Second):
 		t.Error("c's leader work did not start")
 	}
+	return got
 }
 
 // TestTokenSurvivesEveryoneLeaving: a Lease whose terms reached token T is
@@ -127,21 +135,7 @@ func testTokenSurvivesEveryoneLeaving(t *testing.T, m apiMode) {
 	if err := e.client.CoordinationV1().Leases(ns).Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	_, tokens := e.runShortCandidate(lease, "c", "1.33.0")
-	m.server.StartController(t, o)
-
-	got := e.waitLease(lease, 30*time.Second, "c leads the re-created Lease", renewedBy("c"))
-	if n := ptr.Deref(got.Spec.LeaseTransitions, 0); n <= held {
-		t.Errorf("the re-created Lease's term is numbered %d, not above the deleted Lease's %d", n, held)
-	}
-	select {
-	case token := <-tokens:
-		if token <= held {
-			t.Errorf("c leads with token %d, not above the %d a fenced resource may have accepted", token, held)
-		}
-	case <-time.After(10 * time.Second):
-		t.Error("c's leader work did not start")
-	}
+	got := e.electedAbove(t, o, lease, held)
 	bound, err := e.client.CoordinationV1().Leases(ns).Get(context.Background(), controller.DefaultTokenBoundName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the token bound: %v", err)
