@@ -9,7 +9,8 @@
 #
 # It looks at the project's two modules (the core and
 # contrib/controller-runtime) and the tools modules whose builds share most
-# with them: the newest Kubernetes tools module, helm's and promtool's. Each
+# with them: the newest Kubernetes tools module, helm's, promtool's and
+# cosign's. Each
 # module one of them selects at an older version than another is required at
 # the newer one (go mod edit, then go mod tidy, which raises further what that
 # needs), until they agree. A tool raises the project's own modules only when
@@ -30,7 +31,7 @@ check=false
 # krew pins a Kubernetes client from 2021 and shares little; the small tools
 # share nothing worth a constraint.
 project=(. contrib/controller-runtime)
-tools=("hack/tools/kube/$(hack/kube-bin.sh --list | tail -n 1)" hack/tools/helm hack/tools/prometheus)
+tools=("hack/tools/kube/$(hack/kube-bin.sh --list | tail -n 1)" hack/tools/helm hack/tools/prometheus hack/tools/cosign)
 # Modules a tool keeps at its own version, "directory path" each, because its
 # code does not build with the newer one: promtool 3.9.1 takes three results
 # from client_golang's Query, which returns four from v1.25.0 on. Only the

@@ -3,10 +3,11 @@
 # kubelet with containerd, runc and CNI, inside namespaces the test makes.
 # It needs root. What it needs from the distribution (runc, the CNI plugins,
 # iptables, conntrack, iproute2, util-linux) is installed with apt-get when
-# missing (hack/node-packages.sh); containerd, the Kubernetes binaries, helm
-# and krew are built into the cache (hack/containerd.sh, hack/kube-bin.sh,
-# hack/helm.sh, hack/krew.sh). It tests the release in RELEASE_DIR (default
-# _output/release), made by make release.
+# missing (hack/node-packages.sh); containerd, the Kubernetes binaries,
+# helm, krew and cosign are built into the cache (hack/containerd.sh,
+# hack/kube-bin.sh, hack/helm.sh, hack/krew.sh, hack/cosign.sh). It tests
+# the release in RELEASE_DIR (default _output/release), made by make
+# release.
 #
 #   make release VERSION=v0.1.0 && make e2e
 set -o errexit -o nounset -o pipefail
@@ -30,6 +31,7 @@ CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh kube-apiserver kube-scheduler etcd kubectl k
 CLE_CONTAINERD_DIR=$(hack/containerd.sh)
 CLE_HELM=$(hack/helm.sh)
 CLE_KREW=$(hack/krew.sh)
+CLE_COSIGN=$(hack/cosign.sh)
 CLE_RELEASE_DIR=${release}
 # Built as make release and the node's test programs are (CGO_ENABLED=0 and
 # cle_goflags), reusing the packages those builds compiled.
@@ -41,5 +43,5 @@ tools=$(mktemp -d)
 trap 'rm -rf "${tools}"' EXIT
 (cd hack/tools/image && CGO_ENABLED=0 go build "${cle_goflags[@]}" -o "${tools}/publish" ./publish)
 CLE_PUBLISH=${tools}/publish
-export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_KREW CLE_RELEASE_DIR CLE_PUBLISH
+export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_KREW CLE_RELEASE_DIR CLE_PUBLISH CLE_COSIGN
 CGO_ENABLED=0 go test "${cle_goflags[@]}" -count=1 -v -timeout="${E2E_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/e2e/

@@ -18,7 +18,7 @@ fi
 # cle_goflags of hack/lib/build-info.sh; no package of cle uses cgo): the
 # packages vet compiles are then theirs, not a configuration of its own that
 # a cold run pays for once more.
-source hack/lib/build-info.sh
+source hack/lib/tools.sh
 vet() { CGO_ENABLED=0 go vet "${cle_goflags[@]}" ./...; }
 vet || failed=1
 (cd contrib/controller-runtime && vet) || failed=1
@@ -73,6 +73,13 @@ fi
 # labels.
 if ! "$(hack/actionlint.sh)" -no-color .github/workflows/*.yml; then
   echo "verify: .github/workflows do not pass actionlint" >&2
+  failed=1
+fi
+
+# The release workflow signs with the cosign that make e2e rehearses with.
+cosign_version=$(go_mod_version hack/tools/cosign/go.mod github.com/sigstore/cosign/v2)
+if ! grep -q "cosign-release: ${cosign_version} " .github/workflows/release.yml; then
+  echo "verify: .github/workflows/release.yml must install cosign ${cosign_version}, the version in hack/tools/cosign/go.mod" >&2
   failed=1
 fi
 

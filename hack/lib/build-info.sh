@@ -54,5 +54,5 @@ cle::modules() {
 	local root
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 	echo . contrib/controller-runtime hack/tools/image hack/tools/modproxy hack/tools/crosscheck hack/tools/helm \
-		hack/tools/krew hack/tools/actionlint hack/tools/prometheus "hack/tools/kube/$("${root}/hack/kube-bin.sh" --list | tail -n 1)"
+		hack/tools/krew hack/tools/actionlint hack/tools/prometheus hack/tools/cosign "hack/tools/kube/$("${root}/hack/kube-bin.sh" --list | tail -n 1)"
 }
