@@ -784,6 +784,8 @@ func runSim(seed uint64, tracing bool) simResult {
 	// Clock faults are drawn in some runs (see scheduleClockFaults); the
 	// clocks give monotonic readings in those.
 	w.clockFaults = !builtinRun(seed) && rand.New(rand.NewPCG(seed, 0x6a09e667f3bcc908)).IntN(simClockFaultsEvery) == 0
+	// So are candidates' relists (see scheduleRelists).
+	w.relists = rand.New(rand.NewPCG(seed, 0x9b05688c2b3e6c1f)).IntN(simRelistsEvery) == 0
 	w.ErrorRate = []float64{0, 0.02, 0.1, 0.3}[w.Rng.IntN(4)]
 	w.LagBase = []time.Duration{time.Millisecond, 50 * time.Millisecond, 500 * time.Millisecond}[w.Rng.IntN(3)]
 	w.strategy = coordinationv1.OldestEmulationVersion
@@ -795,7 +797,7 @@ func runSim(seed uint64, tracing bool) simResult {
 	if w.spaced = spacedRun(seed); w.spaced {
 		// Drawn all the same, so that the rest of the schedule is a
 		// run's that is not spaced.
-		w.ErrorRate, w.LagBase, w.clockFaults = 0, time.Millisecond, false
+		w.ErrorRate, w.LagBase, w.clockFaults, w.relists = 0, time.Millisecond, false, false
 	}
 	w.Tracef("seed %d: error rate %.2f, watch lag %s, strategy %s", seed, w.ErrorRate, w.LagBase, w.strategy)
 	if w.swarm = swarmRun(seed, string(w.strategy)); w.swarm != nil {
@@ -848,6 +850,9 @@ func runSim(seed uint64, tracing bool) simResult {
 	}
 	if w.clockFaults {
 		w.scheduleClockFaults(seed)
+	}
+	if w.relists {
+		w.scheduleRelists(seed)
 	}
 	quiet := simQuietPhase
 	if seed%simLongEvery == 0 {

@@ -416,7 +416,10 @@ type simWorld struct {
 	// clockFaults: library processes' clocks are stepped and suspended
 	// (see sim_clock_test.go).
 	clockFaults bool
-	res         simResult
+	// relists: candidate processes' watches expire, and their informers
+	// relist (see sim_relist_test.go).
+	relists bool
+	res     simResult
 
 	// elections are the Leases of the run, each with its candidates; the
 	// first is simLease.
@@ -1089,9 +1092,10 @@ var simReplayKinds = []struct {
 	{"an operator's priorities", 26, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
 	{"a strategy rollout", 1, func(r simResult) bool { return r.faults["strategy-rollout"] > 0 }, false},
 	{"a shared Identity", 4, func(r simResult) bool { return r.identityInUse > 0 }, false},
-	{"a Lease created again after terms", 201, func(r simResult) bool { return r.recreated > 0 }, false},
+	{"a Lease created again after terms", 202, func(r simResult) bool { return r.recreated > 0 }, false},
 	{"writes through the write guard", 3, func(r simResult) bool { return r.guardedWrites > 0 }, false},
 	{"a swarm of faults", 1, func(r simResult) bool { return r.swarms > 0 }, false},
+	{"candidates' relists", 2, func(r simResult) bool { return r.faults["candidate-watch-expired"] > 0 }, false},
 }
 
 // TestSimulationAdoptersRunTheLibrary: an adopter's elector acquires the
