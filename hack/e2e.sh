@@ -31,7 +31,6 @@ CLE_KUBE_BIN_DIR=$(hack/kube-bin.sh kube-apiserver kube-scheduler etcd kubectl k
 CLE_CONTAINERD_DIR=$(hack/containerd.sh)
 CLE_HELM=$(hack/helm.sh)
 CLE_KREW=$(hack/krew.sh)
-CLE_COSIGN=$(hack/cosign.sh)
 CLE_RELEASE_DIR=${release}
 # Built as make release and the node's test programs are (CGO_ENABLED=0 and
 # cle_goflags), reusing the packages those builds compiled.
@@ -43,5 +42,12 @@ tools=$(mktemp -d)
 trap 'rm -rf "${tools}"' EXIT
 (cd hack/tools/image && CGO_ENABLED=0 go build "${cle_goflags[@]}" -o "${tools}/publish" ./publish)
 CLE_PUBLISH=${tools}/publish
-export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_KREW CLE_RELEASE_DIR CLE_PUBLISH CLE_COSIGN
+# cosign, which only the last test runs (TestSignedRelease), is built
+# meanwhile at the lowest priority, unless the cache has it: the tests
+# before it wait mostly on timers. The test waits for the build's status
+# (CLE_COSIGN_BUILD.rc); a build the tests did not wait for ends into the
+# cache on its own.
+CLE_COSIGN_BUILD=${tools}/cosign
+( nice -n 19 hack/cosign.sh >"${CLE_COSIGN_BUILD}.path" 2>"${CLE_COSIGN_BUILD}.log"; echo $? >"${CLE_COSIGN_BUILD}.rc" ) &
+export CLE_KUBE_BIN_DIR CLE_CONTAINERD_DIR CLE_HELM CLE_KREW CLE_RELEASE_DIR CLE_PUBLISH CLE_COSIGN_BUILD
 CGO_ENABLED=0 go test "${cle_goflags[@]}" -count=1 -v -timeout="${E2E_TIMEOUT:-30m}" ${GOTESTFLAGS:-} ./test/e2e/

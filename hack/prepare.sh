@@ -52,21 +52,26 @@ download
 # The builds, in the order a run of .ci/run first needs them: krew (make
 # verify), helm and kubectl (the chart's tests), the control plane and the
 # node's Kubernetes binaries in one pass (the integration tests wait for it),
-# then containerd and cosign (make e2e waits for them). The node's binaries
+# then containerd (make e2e waits for it). The node's binaries
 # come with the control plane, while the unit tests run and the integration
 # tests have not started: built after, at this lane's priority, they got only what the
 # integration tests left of the cores, and the node test started too late to
 # run beside them and ended the run alone. promtool comes last; .ci/run
 # leaves it out (PREPARE_PROMTOOL=0), since the monitoring tests build it
-# when they need it, and here it would hold back the node test.
+# when they need it, and here it would hold back the node test. cosign, which
+# only the node test's last test runs, comes after it; .ci/run leaves it out
+# too (PREPARE_COSIGN=0): make e2e builds it beside the node test's first
+# tests, which wait mostly on timers.
 step hack/krew.sh
 step hack/helm.sh
 step hack/kube-bin.sh kubectl
 step hack/kube-bin.sh kube-apiserver kube-scheduler etcd kubelet kube-controller-manager kube-proxy
 step hack/containerd.sh
-step hack/cosign.sh
 if [[ "${PREPARE_PROMTOOL:-1}" != 0 ]]; then
   step hack/promtool.sh
+fi
+if [[ "${PREPARE_COSIGN:-1}" != 0 ]]; then
+  step hack/cosign.sh
 fi
 
 if [[ -n "${packages_pid}" ]]; then
