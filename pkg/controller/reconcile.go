@@ -333,15 +333,24 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 			return false, time.Time{}, err
 		}
 	}
-	if hold := c.opts.Holding; hold != nil && !hold() {
-		logger.V(2).Info("Not writing the Lease: this replica's own lock was not renewed within its renew deadline, so another replica may be active",
-			"write", w.kind, "recheck", ownLockRecheck)
-		return false, v.now.Add(ownLockRecheck), nil
+	// Whether this replica may write the Lease: asked again right before
+	// the write, since raising the token bound takes a request's time (a
+	// replica paused meanwhile finds its lock lapsed when it resumes).
+	mayWrite := func() (bool, time.Time) {
+		if hold := c.opts.Holding; hold != nil && !hold() {
+			logger.V(2).Info("Not writing the Lease: this replica's own lock was not renewed within its renew deadline, so another replica may be active",
+				"write", w.kind, "recheck", ownLockRecheck)
+			return false, v.now.Add(ownLockRecheck)
+		}
+		if strategy.Builtin(w.strategy) && !c.electsBuiltin() {
+			logger.V(2).Info("Not writing the Lease: kube-apiserver's election controller may elect it now, as this replica no longer holds the lock they share",
+				"write", w.kind, "strategy", w.strategy)
+			return false, time.Time{}
+		}
+		return true, time.Time{}
 	}
-	if strategy.Builtin(w.strategy) && !c.electsBuiltin() {
-		logger.V(2).Info("Not writing the Lease: kube-apiserver's election controller may elect it now, as this replica no longer holds the lock they share",
-			"write", w.kind, "strategy", w.strategy)
-		return false, time.Time{}, nil
+	if ok, recheck := mayWrite(); !ok {
+		return false, recheck, nil
 	}
 	if w.kind == writeCreate || w.kind == writeElect {
 		// The bound goes above the token before anybody is handed it.
@@ -350,6 +359,9 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 				return false, v.now.Add(ownLockRecheck), nil
 			}
 			return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner, err)
+		}
+		if ok, recheck := mayWrite(); !ok {
+			return false, recheck, nil
 		}
 	}
 	leases := c.access.Leases(v.key.Namespace)
