@@ -60,7 +60,7 @@ func (w *simWorld) relistFault(rng *rand.Rand) {
 }
 
 // expireWatches ends the process's watches; after d it watches again and
-// its informers relist, once it can reach the server.
+// its informers relist, once it can reach the server (tried each second).
 func (p *simProcess) expireWatches(d time.Duration) {
 	w := p.c.w
 	p.leaseWatch.Expire()
@@ -73,8 +73,10 @@ func (p *simProcess) expireWatches(d time.Duration) {
 			return
 		}
 		if w.Now.Before(p.partitionedUntil) {
-			// Its list fails until it reaches the server again.
-			w.At(p.partitionedUntil, rewatch)
+			// Its list fails until it reaches the server again; the
+			// reflector tries again a second later (a partition may heal
+			// before its time when the faults stop).
+			w.After(time.Second, rewatch)
 			return
 		}
 		p.leaseWatch.Expired, p.candWatch.Expired = false, false

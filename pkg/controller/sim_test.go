@@ -1092,7 +1092,7 @@ var simReplayKinds = []struct {
 	{"an operator's priorities", 26, func(r simResult) bool { return r.faults["annotate-priority"] > 0 }, false},
 	{"a strategy rollout", 1, func(r simResult) bool { return r.faults["strategy-rollout"] > 0 }, false},
 	{"a shared Identity", 4, func(r simResult) bool { return r.identityInUse > 0 }, false},
-	{"a Lease created again after terms", 202, func(r simResult) bool { return r.recreated > 0 }, false},
+	{"a Lease created again after terms", 206, func(r simResult) bool { return r.recreated > 0 }, false},
 	{"writes through the write guard", 3, func(r simResult) bool { return r.guardedWrites > 0 }, false},
 	{"a swarm of faults", 1, func(r simResult) bool { return r.swarms > 0 }, false},
 	{"candidates' relists", 2, func(r simResult) bool { return r.faults["candidate-watch-expired"] > 0 }, false},
