@@ -281,6 +281,27 @@ func TestRecreatesDeletedCandidate(t *testing.T) {
 	})
 }
 
+// TestRecreatesACandidateDeletedUnseen: a LeaseCandidate created while the
+// watch was down and deleted before the informer relisted leaves no event
+// behind (the relist finds nothing, as the store had nothing); the
+// registrar, whose informer never showed its creation, looks again within
+// the renew deadline and creates it anew, instead of at the next renewal
+// minutes later, while the controller leaves its Lease to a holder it sees
+// as no candidate (the simulation's seed 8966 with candidates' relists).
+func TestRecreatesACandidateDeletedUnseen(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		h.candidateGoneUnseen.Store(true)
+		h.start()
+		if h.candidate(me) != nil {
+			t.Fatal("the harness stored the first LeaseCandidate")
+		}
+		h.step(DefaultRenewDeadline)
+		if h.candidate(me) == nil {
+			t.Fatalf("LeaseCandidate not created again within the renew deadline (%s)", DefaultRenewDeadline)
+		}
+	})
+}
+
 func TestLeadsOnlyAfterRenewingALeaseNamingIt(t *testing.T) {
 	bubble(t, func(t *testing.T, h *harness) {
 		c := h.start()

@@ -68,6 +68,10 @@ type harness struct {
 	// candidateConflictOnce makes the next LeaseCandidate update by the
 	// library conflict.
 	candidateConflictOnce atomic.Bool
+	// candidateGoneUnseen answers the library's next LeaseCandidate create
+	// as created but stores nothing: the object was created, its event lost
+	// with an expired watch, and deleted before the informer relisted.
+	candidateGoneUnseen atomic.Bool
 
 	mu      sync.Mutex
 	journal []string // what happened, in order: callbacks and library writes
@@ -109,6 +113,9 @@ func (h *harness) serve(a clienttesting.Action) (bool, runtime.Object, error) {
 		m.SetUID(types.UID("uid-" + m.GetName() + "-" + m.GetResourceVersion()))
 		m.SetCreationTimestamp(metav1.NewTime(h.clock.Now()))
 		h.log("create %s %s", kind, m.GetName())
+		if gvr == candidatesGVR && h.candidateGoneUnseen.CompareAndSwap(true, false) {
+			return true, a.GetObject(), nil
+		}
 	case clienttesting.DeleteAction:
 		cur, err := h.client.Tracker().Get(gvr, a.GetNamespace(), a.GetName())
 		if err != nil {

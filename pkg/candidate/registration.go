@@ -154,6 +154,15 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 	r.written.Remember(storeRV, written)
 	r.renewedAt, r.retryAt, r.created = now, time.Time{}, true
 	logger.V(4).Info("Wrote LeaseCandidate", "op", what)
+	if what == "create" {
+		// The informer's event of the creation wakes nobody when it never
+		// comes: created while the watch was down and deleted before the
+		// informer listed again, the object leaves no trace in its store
+		// and no deletion is delivered. Look again once the watch should
+		// have shown it: a store without it then means create again (or
+		// AlreadyExists, the store behind).
+		return min(cfg.CandidateRenewInterval, cfg.RenewDeadline)
+	}
 	return cfg.CandidateRenewInterval
 }
 
