@@ -33,10 +33,41 @@ func (p *simProcess) suspend(d time.Duration) {
 // the fault phase: the rest of the run's schedule is drawn as in a run
 // without them.
 func (w *simWorld) scheduleClockFaults(seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 0x3c6ef372fe94f82b))
-	for t := simworld.DurationBetween(rng, 5*time.Second, 30*time.Second); t < simFaultPhase; t += simworld.DurationBetween(rng, 10*time.Second, 60*time.Second) {
-		w.At(w.Start.Add(t), func() { w.clockFault(rng) })
+	w.scheduleOwn(seed, 0x3c6ef372fe94f82b, 10*time.Second, 60*time.Second, w.clockFault)
+}
+
+// scheduleOwn draws instants over the fault phase from a stream of their
+// own (the seed's, keyed by stream): the first 5 to 30 s in, each next one
+// lo to hi after the last; at each it runs fault with that stream, whose
+// draws move none of the run's others.
+func (w *simWorld) scheduleOwn(seed, stream uint64, lo, hi time.Duration, fault func(*rand.Rand)) {
+	rng := rand.New(rand.NewPCG(seed, stream))
+	for t := simworld.DurationBetween(rng, 5*time.Second, 30*time.Second); t < simFaultPhase; t += simworld.DurationBetween(rng, lo, hi) {
+		w.At(w.Start.Add(t), func() { fault(rng) })
 	}
+}
+
+// pickProcess draws one of the candidate processes that may suffer a fault
+// (may), the holder's half the time; nil when there is none.
+func (w *simWorld) pickProcess(rng *rand.Rand, may func(*simProcess) bool) *simProcess {
+	var procs []*simProcess
+	var holder *simProcess
+	for _, c := range w.cands {
+		if p := c.proc; p != nil && may(p) {
+			procs = append(procs, p)
+			if l := c.e.lease(); l != nil && holderIdentity(l) == c.name {
+				holder = p
+			}
+		}
+	}
+	if len(procs) == 0 {
+		return nil
+	}
+	p := procs[rng.IntN(len(procs))]
+	if holder != nil && rng.IntN(2) == 0 {
+		p = holder
+	}
+	return p
 }
 
 // clockFault suspends a library process or steps its wall clock, mostly the
@@ -61,22 +92,9 @@ func (w *simWorld) clockFault(rng *rand.Rand) {
 		sc.clk.Step(d)
 		return
 	}
-	var procs []*simProcess
-	var holder *simProcess
-	for _, c := range w.cands {
-		if p := c.proc; p != nil && p.ext == nil && !p.dead && !p.paused && !p.stopping() {
-			procs = append(procs, p)
-			if l := c.e.lease(); l != nil && holderIdentity(l) == c.name {
-				holder = p
-			}
-		}
-	}
-	if len(procs) == 0 {
+	p := w.pickProcess(rng, func(p *simProcess) bool { return p.ext == nil && !p.dead && !p.paused && !p.stopping() })
+	if p == nil {
 		return
-	}
-	p := procs[rng.IntN(len(procs))]
-	if holder != nil && rng.IntN(2) == 0 {
-		p = holder
 	}
 	switch rng.IntN(3) {
 	case 0:

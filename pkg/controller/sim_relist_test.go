@@ -26,10 +26,7 @@ const simRelistsEvery = 3
 // over the fault phase: the rest of the run's schedule is drawn as in a
 // run without them.
 func (w *simWorld) scheduleRelists(seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 0x510e527fade682d1))
-	for t := simworld.DurationBetween(rng, 5*time.Second, 30*time.Second); t < simFaultPhase; t += simworld.DurationBetween(rng, 5*time.Second, 40*time.Second) {
-		w.At(w.Start.Add(t), func() { w.relistFault(rng) })
-	}
+	w.scheduleOwn(seed, 0x510e527fade682d1, 5*time.Second, 40*time.Second, w.relistFault)
 }
 
 // relistFault ends the watches of a running candidate process, the
@@ -38,22 +35,9 @@ func (w *simWorld) relistFault(rng *rand.Rand) {
 	if !w.Faulty {
 		return
 	}
-	var procs []*simProcess
-	var holder *simProcess
-	for _, c := range w.cands {
-		if p := c.proc; p != nil && !p.dead && p.lib != nil && p.lib.started && !p.leaseWatch.Expired {
-			procs = append(procs, p)
-			if l := c.e.lease(); l != nil && holderIdentity(l) == c.name {
-				holder = p
-			}
-		}
-	}
-	if len(procs) == 0 {
+	p := w.pickProcess(rng, func(p *simProcess) bool { return !p.dead && p.lib != nil && p.lib.started && !p.leaseWatch.Expired })
+	if p == nil {
 		return
-	}
-	p := procs[rng.IntN(len(procs))]
-	if holder != nil && rng.IntN(2) == 0 {
-		p = holder
 	}
 	w.faultOn(p.c, "candidate-watch-expired")
 	p.expireWatches(simworld.DurationBetween(rng, 0, 10*time.Second))
@@ -89,10 +73,10 @@ func (p *simProcess) expireWatches(d time.Duration) {
 		}
 		simworld.ListAt(w.World, w.Now.Add(w.Lag()), func() {
 			p.act(func() {
-				l := p.lib
-				if l.p.dead {
+				if p.dead {
 					return
 				}
+				l := p.lib
 				w.Tracef("%s/%d relists", p.c.shown(), p.id)
 				l.sync()
 				l.leases.relist(lease)
