@@ -771,7 +771,7 @@ func runSim(seed uint64, tracing bool) simResult {
 		// Named after the seed, not drawn, so that a seed's trace (which
 		// shows the files' paths) is the same each time it runs in this
 		// process; no two runs of one seed overlap.
-		dir := filepath.Join(os.TempDir(), fmt.Sprintf("cle-sim-%d-seed-%d", os.Getpid(), seed))
+		dir := filepath.Join(simTempDir(), fmt.Sprintf("cle-sim-%d-seed-%d", os.Getpid(), seed))
 		_ = os.RemoveAll(dir)
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			panic(err)

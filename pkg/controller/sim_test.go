@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -1186,11 +1187,16 @@ type simRequest struct {
 // the simulation: the simulation hands it work and waits until it makes a
 // request (send takes it) or ends (end takes its result); the answer,
 // delivered later in simulated time, hands it the turn again. Only one of
-// the two runs at a time, so a run stays deterministic. The goroutine is
-// kept for the thread's next work (its stack stays grown) until close.
+// the two runs at a time, so a run stays deterministic. The goroutine is a
+// coroutine (iter.Pull): a turn passes from one to the other without the
+// scheduler, and the goroutine is kept for the thread's next work (its
+// stack stays grown) until abandon.
 type simThread struct {
-	jobs    chan func() simTurn // nil until the first work, and after close
-	turns   chan simTurn
+	next    func() (simTurn, bool) // resumes the goroutine; nil until the first work, and after abandon
+	stop    func()
+	yield   func(simTurn) bool // used on the goroutine: hands a turn back
+	job     func() simTurn     // the work next starts
+	reply   simReply           // the answer a resumed request takes
 	running bool
 	pending *simRequest // the request whose answer it awaits
 	send    func(*simRequest)
@@ -1204,21 +1210,31 @@ func (th *simThread) busy() bool { return th.running }
 
 // run hands fn to the goroutine and lets it run until it yields.
 func (th *simThread) run(fn func() simTurn) {
-	if th.jobs == nil {
-		th.jobs, th.turns = make(chan func() simTurn), make(chan simTurn)
-		go func(jobs <-chan func() simTurn, turns chan<- simTurn) {
-			for fn := range jobs {
-				turns <- fn()
-			}
-		}(th.jobs, th.turns)
+	if th.next == nil {
+		th.next, th.stop = iter.Pull(th.work)
 	}
 	th.running = true
-	th.jobs <- fn
+	th.job = fn
 	th.await()
 }
 
+// work is the goroutine: it runs each job it is given and hands back its
+// end; it returns once abandoned.
+func (th *simThread) work(yield func(simTurn) bool) {
+	th.yield = yield
+	for {
+		fn := th.job
+		th.job = nil
+		if !yield(fn()) {
+			return
+		}
+	}
+}
+
+// await lets the goroutine run until it yields a request or the end of
+// its work.
 func (th *simThread) await() {
-	t := <-th.turns
+	t, _ := th.next()
 	if t.req != nil {
 		th.pending = t.req
 		th.send(t.req)
@@ -1229,11 +1245,13 @@ func (th *simThread) await() {
 }
 
 // request is made on the thread's goroutine: it hands r to the simulation
-// and waits for the answer.
+// and waits for the answer. Once the thread is abandoned, it fails at once.
 func (th *simThread) request(r *simRequest) (runtime.Object, error) {
-	r.reply = make(chan simReply)
-	th.turns <- simTurn{req: r}
-	a := <-r.reply
+	if !th.yield(simTurn{req: r}) {
+		return nil, context.Canceled
+	}
+	a := th.reply
+	th.reply = simReply{}
 	return a.obj, a.err
 }
 
@@ -1244,30 +1262,19 @@ func (th *simThread) answer(r *simRequest, obj runtime.Object, err error) {
 		return
 	}
 	th.pending = nil
-	r.reply <- simReply{obj: obj, err: err}
+	th.reply = simReply{obj: obj, err: err}
 	th.await()
 }
 
 // abandon ends the work of a process that is gone: the request it awaits
 // and any it makes after fail at once, and nothing more reaches the
-// server; it returns once the work has ended. Then the goroutine ends.
+// server; it returns once the work has ended, and so has the goroutine.
 func (th *simThread) abandon() {
-	if th.running {
-		if th.pending != nil {
-			th.pending.reply <- simReply{err: context.Canceled}
-		}
-		for t := range th.turns {
-			if t.req == nil {
-				break
-			}
-			t.req.reply <- simReply{err: context.Canceled}
-		}
-		th.pending, th.running, th.cancel = nil, false, nil
+	if th.next != nil {
+		th.stop()
+		th.next, th.stop, th.yield = nil, nil, nil
 	}
-	if th.jobs != nil {
-		close(th.jobs)
-		th.jobs = nil
-	}
+	th.pending, th.running, th.cancel = nil, false, nil
 }
 
 type simReply struct {
