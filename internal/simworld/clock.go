@@ -87,25 +87,30 @@ func (c *Clock) Until(d time.Duration) time.Duration {
 // After runs fn once the monotonic clock has advanced by d, as a Go timer
 // does: a suspend meanwhile puts it off by as long.
 func (c *Clock) After(d time.Duration, fn func()) {
+	c.AfterTimer(d, nil, fn)
+}
+
+// AfterTimer is After, unless tm (nil: none) is stopped first.
+func (c *Clock) AfterTimer(d time.Duration, tm *Timer, fn func()) {
 	w := c.w
 	suspends, target := c.suspends, c.Mono()+d
 	var check func()
 	check = func() {
 		switch {
-		case !c.Alive():
+		case !c.Alive(), tm.Stopped():
 		case c.suspends == suspends:
 			fn() // no suspend since it was set: the usual timer
 		case c.Suspended():
 			c.Hold(check) // looked at again on waking
 		default:
 			if left := target - c.Mono(); left > 0 {
-				w.After(c.Until(left), check)
+				w.AfterTimer(c.Until(left), tm, check)
 				return
 			}
 			fn()
 		}
 	}
-	w.After(c.Until(d), check)
+	w.AfterTimer(c.Until(d), tm, check)
 }
 
 // Step sets the wall clock forward (or back, d < 0) by d.

@@ -85,6 +85,10 @@ type Turn struct {
 // scheduled with each of turns that are due at the same instant, and makes
 // fn the last event of each.
 func (w *World) AtAfter(t time.Time, fn func(), turns ...*Turn) {
+	w.schedule(t, nil, fn, turns...)
+}
+
+func (w *World) schedule(t time.Time, tm *Timer, fn func(), turns ...*Turn) {
 	if t.Before(w.Now) {
 		t = w.Now
 	}
@@ -107,7 +111,29 @@ func (w *World) AtAfter(t time.Time, fn func(), turns ...*Turn) {
 		turn.at, turn.tie = t, tie
 	}
 	w.seq++
-	w.events.push(event{at: t, ns: t.Sub(w.Start), tie: tie, seq: w.seq, fn: fn})
+	w.events.push(event{at: t, ns: t.Sub(w.Start), tie: tie, seq: w.seq, fn: fn, timer: tm})
+}
+
+// Timer is an event that may be stopped before it runs: a stopped event is
+// dropped from the schedule without running, and Step does not count it
+// (nor does anything check the world at its instant). A process's loops
+// set their timers anew at every step, so most of the timers they set
+// never fire.
+type Timer struct{ stopped bool }
+
+// Stop drops the timer's event if it has not run; a nil Timer is none.
+func (t *Timer) Stop() {
+	if t != nil {
+		t.stopped = true
+	}
+}
+
+// Stopped reports whether Stop was called.
+func (t *Timer) Stopped() bool { return t != nil && t.stopped }
+
+// AfterTimer schedules fn d from now, as After, unless tm is stopped first.
+func (w *World) AfterTimer(d time.Duration, tm *Timer, fn func()) {
+	w.schedule(w.Now.Add(d), tm, fn)
 }
 
 // After schedules fn d from now.
@@ -115,6 +141,9 @@ func (w *World) After(d time.Duration, fn func()) { w.At(w.Now.Add(d), fn) }
 
 // Step runs the next event, unless there is none or it comes after end.
 func (w *World) Step(end time.Time) bool {
+	for len(w.events) > 0 && w.events[0].timer.Stopped() {
+		w.events.pop()
+	}
 	if len(w.events) == 0 || w.events[0].at.After(end) {
 		return false
 	}
@@ -173,6 +202,8 @@ type event struct {
 	tie uint64
 	seq int
 	fn  func()
+	// timer, when set, drops the event once stopped (see Timer).
+	timer *Timer
 }
 
 // events is the schedule: a binary heap of events by value, the earliest

@@ -43,6 +43,43 @@ func TestEventsRunInOrder(t *testing.T) {
 // instant run in an order the stream draws (the same for the same seed, not
 // the order of scheduling for every seed), while a watch's events and a
 // list that ListAt schedules keep their order among them.
+func TestStoppedTimersDoNotRun(t *testing.T) {
+	w := newWorld()
+	var got []int
+	stopped, kept := &Timer{}, &Timer{}
+	w.AfterTimer(time.Second, stopped, func() { got = append(got, 1) })
+	w.AfterTimer(2*time.Second, kept, func() { got = append(got, 2) })
+	w.After(3*time.Second, func() { got = append(got, 3) })
+	stopped.Stop()
+	var nilTimer *Timer
+	nilTimer.Stop() // none: nothing to stop
+	steps := 0
+	for w.Step(t0.Add(time.Minute)) {
+		steps++
+		if len(got) == 1 && !w.Now.Equal(t0.Add(2*time.Second)) {
+			t.Errorf("the first event to run ran at %s, want 2s (the stopped timer skipped)", w.Now.Sub(t0))
+		}
+	}
+	if want := []int{2, 3}; !equal(got, want) {
+		t.Errorf("ran %v, want %v", got, want)
+	}
+	if steps != 2 || w.steps != 2 {
+		t.Errorf("Step reported %d events and counted %d, want 2: a stopped timer is no step", steps, w.steps)
+	}
+	// A process's timer, stopped after its clock moved it on: it does not
+	// run when rescheduled either.
+	c := w.NewClock(0, 0, w.Now)
+	c.Alive = func() bool { return true }
+	tm := &Timer{}
+	ran := false
+	c.AfterTimer(time.Second, tm, func() { ran = true })
+	tm.Stop()
+	run(w, w.Now.Add(time.Minute))
+	if ran {
+		t.Error("a process's stopped timer ran")
+	}
+}
+
 func TestTiesDrawTheOrderAtOneInstant(t *testing.T) {
 	order := func(seed uint64) (ran, watched []string) {
 		w := newWorld()

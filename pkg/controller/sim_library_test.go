@@ -90,10 +90,10 @@ type simLib struct {
 type simLoop struct {
 	th   simThread
 	step func(context.Context) time.Duration
-	// gen identifies the pending timer: a newer one replaces it. due: a
+	// timer is the pending timer: a newer one replaces it. due: a
 	// wake-up came while a step ran; the loop steps again once it ends.
-	gen int
-	due bool
+	timer *simworld.Timer
+	due   bool
 }
 
 func (p *simProcess) startLibrary() {
@@ -281,11 +281,12 @@ func (l *simLib) poke(lp *simLoop) {
 // wake sets the loop's timer to local duration d.
 func (l *simLib) wake(lp *simLoop, d time.Duration) {
 	p := l.p
-	lp.gen++
-	gen := lp.gen
-	p.clk.After(d, func() {
+	lp.timer.Stop()
+	tm := &simworld.Timer{}
+	lp.timer = tm
+	p.clk.AfterTimer(d, tm, func() {
 		p.act(func() {
-			if gen == lp.gen {
+			if !tm.Stopped() {
 				l.run(lp)
 			}
 		})
@@ -302,7 +303,7 @@ func (l *simLib) run(lp *simLoop) {
 		lp.due = true
 		return
 	}
-	lp.gen++ // the step sets the timer anew
+	lp.timer.Stop() // the step sets the timer anew
 	if lp == l.elector {
 		l.stepFirst = false
 	}
