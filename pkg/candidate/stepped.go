@@ -29,6 +29,18 @@ type steppedLoops struct {
 	c   *Candidate
 	el  *elector
 	reg *registrar
+	// base and logged: the context the simulation last passed and it with
+	// the candidate's logger, which Run makes once and the simulation's
+	// steps, given the same context each time, would make at every step.
+	base, logged context.Context
+}
+
+// withLogger is Candidate.withLogger, made once per context.
+func (s *steppedLoops) withLogger(ctx context.Context) context.Context {
+	if ctx != s.base {
+		s.base, s.logged = ctx, s.c.withLogger(ctx)
+	}
+	return s.logged
 }
 
 func newStepped(cfg any) (*steppedLoops, error) {
@@ -77,7 +89,7 @@ func newSteppedExternal(cfg any) (stepped.ExternalLoops, error) {
 
 func (s *steppedExternal) Renew(ctx context.Context, token *int32) error {
 	// The caller's context only ends requests, which the simulation does.
-	sent, err := s.x.renewInLoop(s.c.withLogger(ctx), context.Background(), s.el, token)
+	sent, err := s.x.renewInLoop(s.withLogger(ctx), context.Background(), s.el, token)
 	if err != nil {
 		return err
 	}
@@ -88,21 +100,21 @@ func (s *steppedExternal) Lease() *coordinationv1.Lease { return leaseOf(s.el) }
 func (s *steppedExternal) Resign()                      { s.x.x.resigned.Store(true) }
 
 func (s *steppedExternal) ResignInLoop(ctx context.Context) {
-	resignInLoop(s.c.withLogger(ctx), s.el)
+	resignInLoop(s.withLogger(ctx), s.el)
 }
 
 func (s *steppedExternal) Changed() <-chan struct{} { return *s.x.x.changed.Load() }
 
 func (s *steppedLoops) Start(ctx context.Context) error {
-	return s.c.start(s.c.withLogger(ctx), s.c.cfg.access, s.reg)
+	return s.c.start(s.withLogger(ctx), s.c.cfg.access, s.reg)
 }
 
 func (s *steppedLoops) StepElector(ctx context.Context) time.Duration {
-	return s.el.step(s.c.withLogger(ctx))
+	return s.el.step(s.withLogger(ctx))
 }
 
 func (s *steppedLoops) StepRegistrar(ctx context.Context) time.Duration {
-	return s.reg.step(s.c.withLogger(ctx))
+	return s.reg.step(s.withLogger(ctx))
 }
 
 func (s *steppedLoops) Woken() (elector, registrar bool) {
@@ -121,7 +133,7 @@ func drained(wake chan struct{}) bool {
 }
 
 func (s *steppedLoops) Shutdown(ctx context.Context) {
-	ctx = s.c.withLogger(ctx)
+	ctx = s.withLogger(ctx)
 	s.el.stepDown(ctx, "shutting down")
 	s.c.shutdown(ctx, s.el, s.reg)
 }
