@@ -43,7 +43,7 @@ import (
 // itself for each library candidate, and the library's real rules
 // (internal/lead) for each adopter's process, against a model API server,
 // all driven by one seed. Real code that makes requests runs on goroutines
-// that take turns with the simulation (simThread), so that requests are in
+// (coroutines, simThread) that take turns with the simulation, so that requests are in
 // flight while events arrive and a run stays deterministic. The model server does
 // compare-and-swap on resourceVersion and delivers each watcher's events
 // late (later still while writes are frequent, as a loaded server does) and
