@@ -81,17 +81,13 @@ build_test() {
   go test -c "${cle_goflags[@]}" "${cover[@]}" -o "${bin}/$(basename "$1").test" "./$1" 2> >(grep -v '^warning: no packages being tested depend on' >&2)
 }
 build_test pkg/controller
-# The proof-of-death runs make a termination message file per process start:
-# in memory where the machine has it (8% more schedules a second).
-simtmp=${TMPDIR:-/tmp}
-if [[ -z "${TMPDIR:-}" && -d /dev/shm && -w /dev/shm ]]; then
-  simtmp=/dev/shm
-fi
-(cd pkg/controller && TMPDIR="${simtmp}" SIM_REPORT=1 "${bin}/controller.test" -test.run '^TestSimulation$' -test.timeout=0 "${run_cover[@]}" "${args[@]}")
+# (The proof-of-death runs keep their termination message files in
+# /dev/shm unless TMPDIR is set: see simTempDir.)
+(cd pkg/controller && SIM_REPORT=1 "${bin}/controller.test" -test.run '^TestSimulation$' -test.timeout=0 "${run_cover[@]}" "${args[@]}")
 # Each kind of run replays exactly, the fleet's too, which the race
 # detector's run of the unit tests leaves out (a minute there, seconds here).
 if [[ -z "${SEED:-}" && "${SIM_REPLAY:-1}" == 1 ]]; then
-  (cd pkg/controller && TMPDIR="${simtmp}" "${bin}/controller.test" -test.run '^TestSimulationReplaysExactly$' "${run_cover[@]}")
+  (cd pkg/controller && "${bin}/controller.test" -test.run '^TestSimulationReplaysExactly$' "${run_cover[@]}")
 fi
 # Then client-go's real LeaderElector over the real Lock and library, and two
 # replicas of the whole cle-controller process,

@@ -88,6 +88,7 @@ func (w *World) AtAfter(t time.Time, fn func(), turns ...*Turn) {
 	w.schedule(t, nil, fn, turns...)
 }
 
+// schedule is AtAfter for an event that tm (nil: none) may stop.
 func (w *World) schedule(t time.Time, tm *Timer, fn func(), turns ...*Turn) {
 	if t.Before(w.Now) {
 		t = w.Now

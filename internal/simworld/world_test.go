@@ -39,10 +39,9 @@ func TestEventsRunInOrder(t *testing.T) {
 	}
 }
 
-// TestTiesDrawTheOrderAtOneInstant: with Ties, the events due at one
-// instant run in an order the stream draws (the same for the same seed, not
-// the order of scheduling for every seed), while a watch's events and a
-// list that ListAt schedules keep their order among them.
+// TestStoppedTimersDoNotRun: a stopped timer's event leaves the schedule
+// without running or counting as a step, also once a process's clock has
+// set it again.
 func TestStoppedTimersDoNotRun(t *testing.T) {
 	w := newWorld()
 	var got []int
@@ -80,6 +79,10 @@ func TestStoppedTimersDoNotRun(t *testing.T) {
 	}
 }
 
+// TestTiesDrawTheOrderAtOneInstant: with Ties, the events due at one
+// instant run in an order the stream draws (the same for the same seed, not
+// the order of scheduling for every seed), while a watch's events and a
+// list that ListAt schedules keep their order among them.
 func TestTiesDrawTheOrderAtOneInstant(t *testing.T) {
 	order := func(seed uint64) (ran, watched []string) {
 		w := newWorld()

@@ -72,12 +72,14 @@ type simPod struct {
 }
 
 // simTempDir is where runs with the proof of death keep their termination
-// message files: /dev/shm where there is one (and anyone may write there), since a process start creates
-// a file and a disk-backed temporary directory made that 4% of a run's CPU
-// time; the system's temporary directory otherwise.
+// message files: TMPDIR when it is set, else /dev/shm where anyone may write
+// there (a process start creates a file, and on a disk that was 4% of a
+// run's CPU time), else the system's temporary directory.
 func simTempDir() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && fi.Mode().Perm()&0o002 != 0 {
-		return "/dev/shm"
+	if os.Getenv("TMPDIR") == "" {
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && fi.Mode().Perm()&0o002 != 0 {
+			return "/dev/shm"
+		}
 	}
 	return os.TempDir()
 }

@@ -1173,14 +1173,14 @@ type simTurn struct {
 }
 
 // simRequest is a request of a simThread: do is what the server does when
-// it arrives, and the answer goes back on reply. deadline (zero: none) is
-// the library's for the request, an instant of its process's clock; sleep
-// makes it no request at all, but a wait the world draws.
+// it arrives (simThread.answer hands the thread its answer). deadline
+// (zero: none) is the library's for the request, an instant of its
+// process's clock; sleep makes it no request at all, but a wait the world
+// draws.
 type simRequest struct {
 	do       func() (runtime.Object, error)
 	deadline time.Time
 	sleep    bool
-	reply    chan simReply
 }
 
 // simThread is one goroutine of a process's real code, taking turns with
