@@ -28,18 +28,23 @@ import (
 //     controllers' lock Leases in kube-system tell which mode elections run
 //     in: native when NativeControllerLock is held and renewed and
 //     PortableControllerLock is not, portable the other way round;
-//   - failing that, which kind of LeaseCandidates exists, when only one
-//     does;
+//   - failing that, which kind of LeaseCandidates exists in namespace,
+//     when only one does there: both controllers act on such a server, each
+//     for its own kind of LeaseCandidates, and a namespace's elections run
+//     where its candidates are;
+//   - failing that, which kind of LeaseCandidates exists in any namespace,
+//     when only one does;
 //   - failing that, native mode, which Detect would choose on such a server
 //     (serving LeaseCandidates means the CoordinatedLeaderElection gate is
 //     on).
 //
-// Reads that are themselves denied (the locks, a list of LeaseCandidates of
-// all namespaces) leave their clue out. The choice and why are logged at the
+// namespace is the one the caller shows ("" for all namespaces). Reads that
+// are themselves denied (the locks, a list of LeaseCandidates) leave their
+// clue out. The choice and why are logged at the
 // Info level of the context's logger, for the caller to give a verbosity.
 // Explicit modes, and a server where only one mode is possible, behave as
 // with Detect; so do errors other than a denied probe.
-func DetectReadOnly(ctx context.Context, clients Clients, mode string, clk clock.PassiveClock) (Interface, error) {
+func DetectReadOnly(ctx context.Context, clients Clients, mode, namespace string, clk clock.PassiveClock) (Interface, error) {
 	if mode != ModeAuto {
 		return Detect(ctx, clients, mode)
 	}
@@ -47,7 +52,7 @@ func DetectReadOnly(ctx context.Context, clients Clients, mode string, clk clock
 		return nil, errors.New("access: Clients.Kube is required")
 	}
 	return detectAuto(ctx, clients, func(n *native, probeDenied bool) (Interface, error) {
-		return chooseReadOnly(ctx, clients, n, clk.Now(), probeDenied)
+		return chooseReadOnly(ctx, clients, n, namespace, clk.Now(), probeDenied)
 	})
 }
 
@@ -55,7 +60,7 @@ func DetectReadOnly(ctx context.Context, clients Clients, mode string, clk clock
 // serves native LeaseCandidates; probeDenied says the dry-run create that
 // checks Lease spec.strategy was forbidden, so that native mode is not
 // proven possible.
-func chooseReadOnly(ctx context.Context, clients Clients, n *native, now time.Time, probeDenied bool) (Interface, error) {
+func chooseReadOnly(ctx context.Context, clients Clients, n *native, namespace string, now time.Time, probeDenied bool) (Interface, error) {
 	logger := klog.FromContext(ctx)
 	p, err := detectPortable(ctx, clients)
 	if err != nil && !probeDenied {
@@ -72,7 +77,7 @@ func chooseReadOnly(ctx context.Context, clients Clients, n *native, now time.Ti
 	if err != nil {
 		return nil, fmt.Errorf("the server serves native LeaseCandidates, the dry-run create of a Lease that checks Lease spec.strategy is forbidden, and discovery of the portable CRD failed: %w", err)
 	}
-	m, why := chooseByWhatExists(ctx, clients, n, now)
+	m, why := chooseByWhatExists(ctx, clients, n, namespace, now)
 	msg := "Both API modes are possible on this server; chose the one elections run in by what exists"
 	if probeDenied {
 		msg = "Both API modes are possible and a dry-run create of a Lease is forbidden; chose by what exists"
@@ -85,8 +90,9 @@ func chooseReadOnly(ctx context.Context, clients Clients, n *native, now time.Ti
 }
 
 // chooseByWhatExists picks a mode on a server that serves both kinds of
-// LeaseCandidates, and says why.
-func chooseByWhatExists(ctx context.Context, clients Clients, n *native, now time.Time) (Mode, string) {
+// LeaseCandidates, for a caller that shows namespace ("" for all), and says
+// why.
+func chooseByWhatExists(ctx context.Context, clients Clients, n *native, namespace string, now time.Time) (Mode, string) {
 	leases := clients.Kube.CoordinationV1().Leases(ProbeNamespace)
 	acting := func(name string, mode Mode) (bool, string) {
 		lock, err := leases.Get(ctx, name, metav1.GetOptions{})
@@ -109,16 +115,31 @@ func chooseByWhatExists(ctx context.Context, clients Clients, n *native, now tim
 	}
 	locks := nativeWhy + "; " + portableWhy
 
-	nativeCands, nativeCandsWhy := n.anyCandidate(ctx)
-	portableCands, portableCandsWhy := anyPortableCandidate(ctx, clients)
-	switch {
-	case nativeCands && !portableCands:
-		return ModeNative, locks + "; " + nativeCandsWhy + "; " + portableCandsWhy
-	case portableCands && !nativeCands:
-		return ModePortable, locks + "; " + portableCandsWhy + "; " + nativeCandsWhy
+	why := locks
+	namespaces := []string{metav1.NamespaceAll}
+	if namespace != metav1.NamespaceAll {
+		namespaces = []string{namespace, metav1.NamespaceAll}
 	}
-	return ModeNative, locks + "; " + nativeCandsWhy + "; " + portableCandsWhy +
-		"; nothing tells the modes apart, so native, as a dry-run create would show on a server that serves LeaseCandidates"
+	for _, ns := range namespaces {
+		nativeCands, nativeCandsWhy := n.anyCandidate(ctx, ns)
+		portableCands, portableCandsWhy := anyPortableCandidate(ctx, clients, ns)
+		switch {
+		case nativeCands && !portableCands:
+			return ModeNative, why + "; " + nativeCandsWhy + "; " + portableCandsWhy
+		case portableCands && !nativeCands:
+			return ModePortable, why + "; " + portableCandsWhy + "; " + nativeCandsWhy
+		}
+		why += "; " + nativeCandsWhy + "; " + portableCandsWhy
+	}
+	return ModeNative, why + "; nothing tells the modes apart, so native, as a dry-run create would show on a server that serves LeaseCandidates"
+}
+
+// where says which namespace a list of LeaseCandidates was of.
+func where(namespace string) string {
+	if namespace == metav1.NamespaceAll {
+		return " in any namespace"
+	}
+	return " in namespace " + namespace
 }
 
 // LastRenewal is when a Lease's holder last renewed it by its own account:
@@ -135,46 +156,46 @@ func LastRenewal(lock *coordinationv1.Lease) time.Time {
 }
 
 // anyCandidate reports whether a LeaseCandidate of native mode exists in
-// any namespace, and says what it found.
-func (n *native) anyCandidate(ctx context.Context) (bool, string) {
+// namespace ("" for any), and says what it found.
+func (n *native) anyCandidate(ctx context.Context, namespace string) (bool, string) {
 	opts := metav1.ListOptions{Limit: 1}
 	var count int
 	var err error
 	switch n.candidates.groupVersion {
 	case coordinationv1beta1.SchemeGroupVersion.String():
 		var list *coordinationv1beta1.LeaseCandidateList
-		if list, err = n.client.CoordinationV1beta1().LeaseCandidates("").List(ctx, opts); err == nil {
+		if list, err = n.client.CoordinationV1beta1().LeaseCandidates(namespace).List(ctx, opts); err == nil {
 			count = len(list.Items)
 		}
 	case coordinationv1alpha2.SchemeGroupVersion.String():
 		var list *coordinationv1alpha2.LeaseCandidateList
-		if list, err = n.client.CoordinationV1alpha2().LeaseCandidates("").List(ctx, opts); err == nil {
+		if list, err = n.client.CoordinationV1alpha2().LeaseCandidates(namespace).List(ctx, opts); err == nil {
 			count = len(list.Items)
 		}
 	default:
 		return false, "no list of " + n.candidates.groupVersion + " LeaseCandidates"
 	}
-	return describeCandidateList(n.candidates.groupVersion+" LeaseCandidates", count, err)
+	return describeCandidateList(n.candidates.groupVersion+" LeaseCandidates", namespace, count, err)
 }
 
 // anyPortableCandidate reports whether a portable LeaseCandidate exists in
-// any namespace, and says what it found.
-func anyPortableCandidate(ctx context.Context, clients Clients) (bool, string) {
-	list, err := clients.Dynamic.Resource(CandidateResource).List(ctx, metav1.ListOptions{Limit: 1})
+// namespace ("" for any), and says what it found.
+func anyPortableCandidate(ctx context.Context, clients Clients, namespace string) (bool, string) {
+	list, err := clients.Dynamic.Resource(CandidateResource).Namespace(namespace).List(ctx, metav1.ListOptions{Limit: 1})
 	count := 0
 	if err == nil {
 		count = len(list.Items)
 	}
-	return describeCandidateList(CandidateResource.GroupVersion().String()+" LeaseCandidates", count, err)
+	return describeCandidateList(CandidateResource.GroupVersion().String()+" LeaseCandidates", namespace, count, err)
 }
 
-func describeCandidateList(what string, count int, err error) (bool, string) {
+func describeCandidateList(what, namespace string, count int, err error) (bool, string) {
 	switch {
 	case err != nil:
-		return false, fmt.Sprintf("cannot list %s: %v", what, err)
+		return false, fmt.Sprintf("cannot list %s%s: %v", what, where(namespace), err)
 	case count == 0:
-		return false, "no " + what + " exist"
+		return false, "no " + what + " exist" + where(namespace)
 	default:
-		return true, what + " exist"
+		return true, what + " exist" + where(namespace)
 	}
 }

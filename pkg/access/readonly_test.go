@@ -61,6 +61,7 @@ func TestDetectReadOnly(t *testing.T) {
 		wantErrs       []error
 		wantText       string // in the error, or else in the log
 		wantNoDecision bool   // the log says nothing told the modes apart
+		namespace      string // shown by the caller; "" for all
 	}{
 		{name: "the probe is allowed, no CRD: native", server: fakeServer{candidateVersions: beta, keepsStrategy: true}, mode: ModeAuto, want: ModeNative},
 		{
@@ -118,6 +119,21 @@ func TestDetectReadOnly(t *testing.T) {
 			kubeObjects: []runtime.Object{nativeLock, portableLock, betaCandidate}, portableCands: true, want: ModeNative, wantNoDecision: true,
 		},
 		{
+			name: "both, everything exists, only portable candidates in the shown namespace: portable", server: readOnlyBoth, mode: ModeAuto,
+			kubeObjects: []runtime.Object{nativeLock, portableLock, betaCandidate}, portableCands: true, namespace: "b",
+			want: ModePortable, wantText: "cle.dev/v1beta1 LeaseCandidates exist in namespace b",
+		},
+		{
+			name: "both, everything exists, only native candidates in the shown namespace: native", server: readOnlyBoth, mode: ModeAuto,
+			kubeObjects: []runtime.Object{nativeLock, portableLock, betaCandidate}, portableCands: true, namespace: "a",
+			want: ModeNative, wantText: "coordination.k8s.io/v1beta1 LeaseCandidates exist in namespace a",
+		},
+		{
+			name: "both, everything exists, none in the shown namespace: native", server: readOnlyBoth, mode: ModeAuto,
+			kubeObjects: []runtime.Object{nativeLock, portableLock, betaCandidate}, portableCands: true, namespace: "c",
+			want: ModeNative, wantNoDecision: true, wantText: "no cle.dev/v1beta1 LeaseCandidates exist in namespace c",
+		},
+		{
 			name: "the probe fails otherwise: the error", server: fakeServer{candidateVersions: beta, crd: true, probeErr: apierrors.NewInternalError(errors.New("etcd down"))},
 			mode: ModeAuto, wantText: "etcd down",
 		},
@@ -144,7 +160,7 @@ func TestDetectReadOnly(t *testing.T) {
 			}
 			clients.Dynamic = dyn
 
-			acc, err := DetectReadOnly(ctx, clients, tc.mode, testingclock.NewFakePassiveClock(now))
+			acc, err := DetectReadOnly(ctx, clients, tc.mode, tc.namespace, testingclock.NewFakePassiveClock(now))
 
 			for _, a := range append(kube.Actions(), dyn.Actions()...) {
 				if v := a.GetVerb(); v != "get" && v != "list" && v != "create" {

@@ -613,6 +613,13 @@ func stopScheduler(t *testing.T, schedulers map[string]*framework.Child, version
 // input. It fails the test on error.
 func (n *node) kubectl(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
+	stdout, _ := n.kubectlStreams(t, stdin, args...)
+	return stdout
+}
+
+// kubectlStreams is kubectl, and returns what it wrote on stderr as well.
+func (n *node) kubectlStreams(t *testing.T, stdin string, args ...string) (string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(n.binDir, "kubectl"), args...)
@@ -625,7 +632,7 @@ func (n *node) kubectl(t *testing.T, stdin string, args ...string) string {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
 	}
-	return stdout.String()
+	return stdout.String(), stderr.String()
 }
 
 // waitDeploymentReady waits until every replica of the Deployment is

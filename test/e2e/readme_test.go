@@ -162,6 +162,11 @@ func TestReadmeQuickstart(t *testing.T) {
 		}
 		return false, nil
 	})
+	// How kubectl cle chose its API mode, and the native candidates that
+	// may have swayed it: the node's cluster serves both kinds.
+	_, choice := n.kubectlStreams(t, "", append(status[1:], "-v=1")...)
+	t.Logf("%s -v=1 chose:\n%s", strings.Join(status, " "), choice)
+	t.Logf("native LeaseCandidates:\n%s", n.kubectl(t, "", "get", "leasecandidates.coordination.k8s.io", "-A"))
 	if err != nil {
 		n.describe(t, cleNamespace)
 		n.describe(t, exampleNamespace)

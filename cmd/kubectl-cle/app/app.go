@@ -131,7 +131,7 @@ only read.
 	fs := root.PersistentFlags()
 	o.ConfigFlags.AddFlags(fs)
 	addKlogFlags(fs)
-	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (the mode elections run in: native when the server serves coordination.k8s.io LeaseCandidates and keeps Lease spec.strategy on a dry-run create in kube-system, else portable; when the server could run both, or that dry run is forbidden, from the election controllers' lock Leases and the candidates that exist), native or portable.")
+	fs.StringVar(&o.APIMode, "api-mode", o.APIMode, "API mode: auto (the mode elections run in: native when the server serves coordination.k8s.io LeaseCandidates and keeps Lease spec.strategy on a dry-run create in kube-system, else portable; when the server could run both, or that dry run is forbidden, from the election controllers' lock Leases and the candidates that exist, in the namespace shown first), native or portable.")
 	fs.DurationVar(&o.CandidateTTL, "candidate-ttl", o.CandidateTTL, "Candidates not renewed for this long are expired and left out, as with cle-controller's --candidate-ttl.")
 	fs.DurationVar(&o.PingTimeout, "ping-timeout", o.PingTimeout, "Candidates pinged this long ago that have not renewed since are passed over, as with cle-controller's --ping-timeout.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "Lease duration of Leases without leaseDurationSeconds, as with cle-controller's --lease-duration.")
@@ -320,7 +320,13 @@ func (o *Options) setup(ctx context.Context) (kubectlcle.Source, kubectlcle.Judg
 	}
 	// How the mode was chosen is a controller's news (Info); here it shows
 	// with -v=1 and above.
-	acc, err := access.DetectReadOnly(klog.NewContext(ctx, logger.V(1)), clients, o.APIMode, o.Clock)
+	// With both modes in use, the shown namespace's candidates tell which
+	// one its elections run in.
+	shown := namespace
+	if o.AllNamespaces {
+		shown = "" // all namespaces
+	}
+	acc, err := access.DetectReadOnly(klog.NewContext(ctx, logger.V(1)), clients, o.APIMode, shown, o.Clock)
 	if err != nil {
 		hint := ""
 		if o.APIMode == access.ModeAuto && !errors.Is(err, access.ErrCRDMissing) {
