@@ -7,6 +7,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/internal/nudge"
 )
 
 // What a candidate does next is decided here, by Next, from a view of what
@@ -64,6 +66,9 @@ type View struct {
 	// renewed (see Fingerprint), seen unchanged for ForeignFor.
 	Foreign    Version
 	ForeignFor time.Duration
+
+	// Nudge steers the rule where timing alone decides (package nudge).
+	Nudge nudge.Hook
 }
 
 // Timing is the durations that the rules use.
@@ -143,7 +148,7 @@ func Next(v View) Action {
 		case !v.RenewsItself:
 			// The external elector renews; look again at the deadline.
 			return waitUntil(v.Now, deadline)
-		case v.Now.Before(nextRenewal):
+		case v.Now.Before(nextRenewal) && (!v.LastAttempt.Before(v.Now) || !v.Nudge.At(nudge.LeaderRenewsEarly)):
 			return waitUntil(v.Now, nextRenewal, deadline)
 		}
 		return Action{Kind: Renew}

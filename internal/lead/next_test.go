@@ -10,6 +10,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/cle-dev/cle/internal/nudge"
 )
 
 // The step tests' candidate, Lease and instant, with client-go's timings.
@@ -62,6 +64,9 @@ func leadingSince(v *View, ago time.Duration) {
 	v.Leading, v.RenewedAt, v.LastAttempt = true, t0.Add(-ago), t0.Add(-ago)
 }
 
+// nudgeAt is a Hook that takes point p whenever asked, and no other.
+func nudgeAt(p nudge.Point) nudge.Hook { return func(q nudge.Point) bool { return q == p } }
+
 // describe renders an action for comparison: its kind, then what it carries.
 func (a Action) describe() string {
 	switch a.Kind {
@@ -93,6 +98,17 @@ func TestNext(t *testing.T) {
 			stepView(func(v *View) { leadingSince(v, retryPeriod) }), "renew"},
 		{"a leader waits for its next renewal",
 			stepView(func(v *View) { leadingSince(v, 500*time.Millisecond) }), "wait 1.5s"},
+		{"a nudged leader renews before its next renewal is due",
+			stepView(func(v *View) { leadingSince(v, 500*time.Millisecond); v.Nudge = nudgeAt(nudge.LeaderRenewsEarly) }), "renew"},
+		{"a nudge at another point leaves the leader waiting",
+			stepView(func(v *View) { leadingSince(v, 500*time.Millisecond); v.Nudge = nudgeAt(nudge.PingDeferred) }), "wait 1.5s"},
+		{"a leader that renewed at this instant is not nudged to renew again",
+			stepView(func(v *View) { leadingSince(v, 0); v.Nudge = nudgeAt(nudge.LeaderRenewsEarly) }), "wait 2s"},
+		{"a nudge does not renew a term a preferred holder ends",
+			stepView(func(v *View) {
+				leadingSince(v, 500*time.Millisecond)
+				v.Lease, v.Nudge = stepLease(me, "better"), nudgeAt(nudge.LeaderRenewsEarly)
+			}), "stepDown: the controller prefers another holder"},
 		{"a leader whose renewals fail retries a retry period after the last attempt, not its renew deadline",
 			stepView(func(v *View) {
 				leadingSince(v, 8*time.Second)

@@ -18,6 +18,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/cle-dev/cle/internal/nudge"
 	"github.com/cle-dev/cle/pkg/access"
 )
 
@@ -103,6 +104,16 @@ var SetAccess func(cfg any, a access.Interface) any
 // library's API.
 func WithAccess[C any](cfg C, a access.Interface) C {
 	return SetAccess(cfg, a).(C)
+}
+
+// SetNudge replaces the Hook (package nudge) of a candidate.Config, as
+// SetAccess its access layer.
+var SetNudge func(cfg any, h nudge.Hook) any
+
+// WithNudge returns cfg, which must be a pkg/candidate Config, with h
+// steering its loops at the points package nudge names.
+func WithNudge[C any](cfg C, h nudge.Hook) C {
+	return SetNudge(cfg, h).(C)
 }
 
 // deadlineKey is the context key of a request's deadline.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/cle-dev/cle/internal/nudge"
 	"github.com/cle-dev/cle/pkg/access"
 	"github.com/cle-dev/cle/pkg/shard"
 	"github.com/cle-dev/cle/pkg/strategy"
@@ -62,6 +63,9 @@ type Config struct {
 	// with stepped.WithAccess. When set, RestConfig, Clients and APIMode are
 	// ignored.
 	access access.Interface
+	// nudge steers the places where timing decides (package nudge); a
+	// simulation sets it with stepped.WithNudge. Nil: never.
+	nudge nudge.Hook
 	// APIMode is "auto" (default), or an access.Mode to insist on one.
 	APIMode string
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
+	"github.com/cle-dev/cle/internal/nudge"
 	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/pkg/access"
 )
@@ -243,6 +244,7 @@ func (e *elector) snapshot() lead.View {
 		HandOverAt:   e.handOverAt,
 		GoneVersion:  e.goneVersion,
 		Foreign:      e.foreign,
+		Nudge:        cfg.nudge,
 	}
 	if !e.foreign.IsZero() {
 		v.ForeignFor = cfg.Clock.Since(e.foreignSince)
@@ -320,7 +322,7 @@ func (e *elector) renew(ctx, caller context.Context, lease *coordinationv1.Lease
 	}
 	before := e.storedRV()
 	updated, err := e.update(reqCtx, renewal)
-	if apierrors.IsConflict(err) {
+	if apierrors.IsConflict(err) && !cfg.nudge.At(nudge.RenewConflictWaits) {
 		var fresh *coordinationv1.Lease
 		getBefore := e.storedRV()
 		fresh, err = e.leases.Get(reqCtx, cfg.LeaseName)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/lead"
+	"github.com/cle-dev/cle/internal/nudge"
 	"github.com/cle-dev/cle/pkg/access"
 )
 
@@ -116,6 +117,8 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 			// The informer has not caught up yet; its event wakes us.
 			return cfg.RetryPeriod
 		}
+	case r.pinged(lc) && cfg.nudge.At(nudge.PingAnsweredLate):
+		return cfg.RetryPeriod
 	case r.pinged(lc):
 		what = "answer ping"
 		renew := now
@@ -128,7 +131,8 @@ func (r *registrar) step(ctx context.Context) time.Duration {
 	case r.outdated(lc):
 		what = "update"
 		written, err = r.update(reqCtx, lc, now)
-	case r.renewedAt.IsZero() || !now.Before(r.renewedAt.Add(cfg.CandidateRenewInterval)):
+	case r.renewedAt.IsZero() || !now.Before(r.renewedAt.Add(cfg.CandidateRenewInterval)) ||
+		(r.renewedAt.Before(now) && cfg.nudge.At(nudge.CandidateRenewsEarly)):
 		what = "renew"
 		written, err = r.update(reqCtx, lc, now)
 	default:

@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/cle-dev/cle/internal/nudge"
 	"github.com/cle-dev/cle/internal/stepped"
 	"github.com/cle-dev/cle/pkg/access"
 )
@@ -18,6 +19,11 @@ func init() {
 	stepped.SetAccess = func(cfg any, a access.Interface) any {
 		c := cfg.(Config)
 		c.access = a
+		return c
+	}
+	stepped.SetNudge = func(cfg any, h nudge.Hook) any {
+		c := cfg.(Config)
+		c.nudge = h
 		return c
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 
+	"github.com/cle-dev/cle/internal/nudge"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -122,6 +123,9 @@ type Options struct {
 	// Metrics receives the controller's metrics. Default: a new, unregistered
 	// set.
 	Metrics *Metrics
+	// nudge steers the places where timing decides (package nudge); the
+	// simulation sets it. Nil: never.
+	nudge nudge.Hook
 	// WatchLag measures how late the Lease watch delivers changes; a
 	// holder's Lease expires only that much later (see WatchLag). Pass the
 	// same one to the controllers of successive leadership terms, and feed

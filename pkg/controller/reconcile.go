@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"github.com/cle-dev/cle/internal/nudge"
 	"github.com/cle-dev/cle/internal/proof"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
@@ -39,6 +40,15 @@ const (
 // resourceVersion read from the cache; a failed write returns an error and the
 // step is retried with backoff (and at the returned time, if that is sooner).
 func (c *Controller) reconcile(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	after, err := c.electionStep(ctx, key)
+	if (after == 0 || after > time.Millisecond) && c.opts.nudge.At(nudge.LookAgainSoon) {
+		after = time.Millisecond
+	}
+	return after, err
+}
+
+// electionStep is reconcile's step, before a nudge.
+func (c *Controller) electionStep(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
 	cands := c.candidatesOf(key)
 	if name, group := groupStrategy(cands); group {
 		return c.reconcileGroup(ctx, key, cands, name)
@@ -262,7 +272,7 @@ func (c *Controller) sendPings(ctx context.Context, v *view, pings []pingIntent)
 		if lc == nil {
 			continue // decide names only candidates of the view
 		}
-		if now := c.opts.Clock.Now(); !c.pings.take(now, p.early) {
+		if now := c.opts.Clock.Now(); c.opts.nudge.At(nudge.PingDeferred) || !c.pings.take(now, p.early) {
 			deferred++
 			deferredFor = max(deferredFor, max(c.pings.wait(now, p.early), time.Millisecond))
 			continue
@@ -324,7 +334,8 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 	}
 	logger := klog.FromContext(ctx)
 	winner := v.candidate(w.winner)
-	if w.confirmWinner && winner != nil {
+	confirm := w.confirmWinner || ((w.kind == writeCreate || w.kind == writeElect) && c.opts.nudge.At(nudge.WinnerConfirmed))
+	if confirm && winner != nil {
 		if gone, err := c.winnerDeparted(ctx, winner); err != nil || gone {
 			if gone {
 				logger.V(2).Info("The best candidate is gone from the API; electing once the cache shows it", "candidate", w.winner)
