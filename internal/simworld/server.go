@@ -178,10 +178,36 @@ func OnTheWire(t *metav1.MicroTime) {
 	}
 }
 
+// Frontend is one kube-apiserver of a highly available control plane: its
+// watch cache follows etcd, Behind it by a time of its own. Writes and
+// reads go to etcd alike whichever replica serves them; what a watch
+// delivers, and what a list from the cache returns, is as late as its
+// replica's cache.
+type Frontend struct {
+	// Name is what the trace calls it.
+	Name string
+	// Behind is how far its watch cache is behind now: an event written
+	// now leaves it that much later.
+	Behind time.Duration
+}
+
+// LagVia is Lag for a watcher of f (nil: a server with one replica, or
+// one whose cache keeps up).
+func (s *Server) LagVia(f *Frontend) time.Duration {
+	d := s.Lag()
+	if f != nil {
+		d += f.Behind
+	}
+	return d
+}
+
 // Watcher is one watch of one resource: it receives events in order, each
-// after the server's lag.
+// after the server's lag (and its Frontend's).
 type Watcher struct {
 	s *Server
+	// Frontend is the replica the watch is connected to; nil for a
+	// server of one.
+	Frontend *Frontend
 	// Last is when the last event is delivered: order is kept (turn
 	// keeps it among the events due at that instant).
 	Last    time.Time
@@ -212,7 +238,7 @@ func (sw *Watcher) Send(obj runtime.Object, deleted bool) {
 		return
 	}
 	w := sw.s.w
-	at := w.Now.Add(sw.s.Lag())
+	at := w.Now.Add(sw.s.LagVia(sw.Frontend))
 	if at.Before(sw.Last) {
 		at = sw.Last
 	}

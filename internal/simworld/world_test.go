@@ -169,6 +169,41 @@ func TestWatcherKeepsOrderAndStalls(t *testing.T) {
 	}
 }
 
+// TestFrontendsLagApart: two watchers of one write, on replicas whose
+// caches are behind by different times, receive it that far apart; a
+// cache that catches up keeps its watchers' order.
+func TestFrontendsLagApart(t *testing.T) {
+	w := newWorld()
+	s := NewServer(w, "ns")
+	s.LagBase = time.Millisecond
+	prompt, behind := &Frontend{Name: "a"}, &Frontend{Name: "b", Behind: 3 * time.Second}
+	arrived := map[string][]time.Time{}
+	watch := func(f *Frontend) *Watcher {
+		sw := s.Watch(func(runtime.Object, bool) { arrived[f.Name] = append(arrived[f.Name], w.Now) })
+		sw.Frontend = f
+		return sw
+	}
+	a, b := watch(prompt), watch(behind)
+	l := &coordinationv1.Lease{}
+	a.Send(l, false)
+	b.Send(l, false)
+	w.After(time.Second, func() {
+		behind.Behind = 0 // caught up: the next event may not overtake the first
+		b.Send(l, false)
+	})
+	run(w, t0.Add(time.Minute))
+	if len(arrived["a"]) != 1 || arrived["a"][0].After(t0.Add(10*time.Millisecond)) {
+		t.Errorf("the prompt replica's watcher received the write at %v, want once within 10ms", arrived["a"])
+	}
+	got := arrived["b"]
+	if len(got) != 2 || got[0].Before(t0.Add(3*time.Second)) || got[1].Before(got[0]) {
+		t.Errorf("the lagging replica's watcher received the writes at %v, want the first 3s late and the second after it", got)
+	}
+	if d := s.LagVia(behind); d > 10*time.Millisecond {
+		t.Errorf("LagVia a replica caught up = %s, want the server's lag alone", d)
+	}
+}
+
 func TestWritePreconditions(t *testing.T) {
 	w := newWorld()
 	s := NewServer(w, "ns")
