@@ -95,6 +95,7 @@ func (w *simWorld) addBuiltin() {
 			b.enqueue(lc.Namespace, lc.Spec.LeaseName)
 		}
 	})
+	w.connect(b.leaseWatch, b.candWatch)
 	w.builtin = b
 	// Through the faults it takes the lock from cle now and then, and
 	// holds it for a while.

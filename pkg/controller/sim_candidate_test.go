@@ -804,6 +804,14 @@ func runSim(seed uint64, tracing bool) simResult {
 		w.res.swarms = 1
 		w.Tracef("a swarm run: faults %s", w.swarm)
 	}
+	if w.ha = haRun(seed); w.ha != nil {
+		w.res.haRuns = 1
+		w.Tracef("an HA run: %d kube-apiservers", len(w.ha.frontends))
+	}
+	if w.nudges = nudgeRun(seed); w.nudges != nil {
+		w.res.nudges = 1
+		w.Tracef("a nudged run: %s", w.nudges)
+	}
 
 	primary := w.newElection(simNS, simLease)
 	versions := []string{"1.34.0", "1.35.0", "1.36.0"}
@@ -854,6 +862,9 @@ func runSim(seed uint64, tracing bool) simResult {
 	if w.relists {
 		w.scheduleRelists(seed)
 	}
+	if w.ha != nil {
+		w.scheduleFallBehind(seed)
+	}
 	quiet := simQuietPhase
 	if seed%simLongEvery == 0 {
 		// Drawn from a stream of its own: the rest of the schedule is the
@@ -895,6 +906,9 @@ func runSim(seed uint64, tracing bool) simResult {
 	w.res.violation, w.res.trace, w.res.faults = w.Violation, w.Trace, w.Faults
 	if w.swarm != nil && w.res.violation != "" {
 		w.res.violation = fmt.Sprintf("(swarm %s) %s", w.swarm, w.res.violation)
+	}
+	if w.nudges != nil && w.res.violation != "" {
+		w.res.violation = fmt.Sprintf("(nudges %s) %s", w.nudges, w.res.violation)
 	}
 	if w.fleet {
 		w.res.fleets, w.res.maxQueued = 1, w.MaxQueued
@@ -1516,6 +1530,7 @@ func (w *simWorld) faultsOver(what string) {
 // lock back, and a controller runs. A fault judged while it lasts is over
 // (see checkDuring).
 func (w *simWorld) heal() {
+	w.catchUp()
 	for _, e := range w.elections {
 		e.duringFrom = time.Time{}
 	}

@@ -134,6 +134,7 @@ func (r *simResult) figures() map[string]any {
 		"holderExits": &r.holderExits, "fleets": &r.fleets, "firstHolders": &r.firstHolders, "maxQueued": &r.maxQueued,
 		"simulated": &r.simulated, "toLeader": &r.toLeader, "toBest": &r.toBest, "faults": &r.faults, "adopters": &r.adopters,
 		"spacedRuns": &r.spacedRuns, "rounds": &r.rounds, "toFailover": &r.toFailover, "swarms": &r.swarms, "recreated": &r.recreated, "boundRaises": &r.boundRaises,
+		"nudges": &r.nudges, "nudged": &r.nudged, "haRuns": &r.haRuns,
 	}
 }
 

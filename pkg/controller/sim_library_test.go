@@ -129,6 +129,7 @@ func (p *simProcess) startLibrary() {
 		},
 	}
 	cfg = stepped.WithAccess(cfg, &simAccess{leases: simLibLeases{l}, candidates: simLibCandidates{l}, leaseInf: l.leases, candInf: l.cands})
+	cfg = stepped.WithNudge(cfg, w.nudges.hook(w))
 	var loops stepped.Loops
 	var err error
 	if p.ext == nil {
@@ -158,6 +159,7 @@ func (p *simProcess) startLibrary() {
 	p.candWatch = w.Watch(func(obj runtime.Object, deleted bool) {
 		p.act(func() { l.deliver(l.cands, obj, deleted) })
 	})
+	w.connect(p.leaseWatch, p.candWatch)
 	// The informers list what there is, after a lag; the loops start once
 	// both lists are in.
 	var lease, self []runtime.Object
@@ -167,7 +169,7 @@ func (p *simProcess) startLibrary() {
 	if lc := w.Candidate(c.key()); lc != nil {
 		self = append(self, lc.DeepCopy())
 	}
-	simworld.ListAt(w.World, w.Now.Add(w.Lag()), func() {
+	simworld.ListAt(w.World, w.Now.Add(w.LagVia(p.leaseWatch.Frontend)), func() {
 		p.act(func() {
 			l.sync()
 			l.leases.list(lease...)

@@ -64,6 +64,7 @@ func (p *simProcess) expireWatches(d time.Duration) {
 			return
 		}
 		p.leaseWatch.Expired, p.candWatch.Expired = false, false
+		w.connect(p.leaseWatch, p.candWatch)
 		var lease, self []runtime.Object
 		if l := p.c.e.lease(); l != nil {
 			lease = append(lease, l.DeepCopy())
@@ -71,7 +72,7 @@ func (p *simProcess) expireWatches(d time.Duration) {
 		if lc := w.Candidate(p.c.key()); lc != nil {
 			self = append(self, lc.DeepCopy())
 		}
-		simworld.ListAt(w.World, w.Now.Add(w.Lag()), func() {
+		simworld.ListAt(w.World, w.Now.Add(w.LagVia(p.leaseWatch.Frontend)), func() {
 			p.act(func() {
 				if p.dead {
 					return

@@ -329,8 +329,12 @@ type simResult struct {
 	// candidate to lead while a fault that struck one lasted.
 	spacedRuns, rounds int
 	toFailover         time.Duration
-	// swarms counts the swarm runs (see simSwarm).
-	swarms int
+	// swarms counts the swarm runs (see simSwarm), nudges the nudged runs
+	// and nudged the branches their Hooks took, by point (see simNudges).
+	swarms, nudges int
+	nudged         map[string]int
+	// haRuns counts the runs with several kube-apiservers (see simHA).
+	haRuns int
 	// recreated counts the Leases a controller created again, naming a
 	// holder, after terms were led; boundRaises, the writes that raised the
 	// controllers' fencing token bound.
@@ -362,6 +366,8 @@ func (r *simResult) add(o simResult) {
 	r.toLeader, r.toBest = max(r.toLeader, o.toLeader), max(r.toBest, o.toBest)
 	r.spacedRuns += o.spacedRuns
 	r.swarms += o.swarms
+	r.nudges += o.nudges
+	r.haRuns += o.haRuns
 	r.recreated += o.recreated
 	r.boundRaises += o.boundRaises
 	r.rounds += o.rounds
@@ -378,6 +384,12 @@ func (r *simResult) add(o simResult) {
 	for k, v := range o.adopters {
 		r.adopters[k] += v
 	}
+	if r.nudged == nil {
+		r.nudged = map[string]int{}
+	}
+	for k, v := range o.nudged {
+		r.nudged[k] += v
+	}
 }
 
 func (r *simResult) summary() string {
@@ -388,8 +400,8 @@ func (r *simResult) summary() string {
 		}
 		return strings.Join(out, " ")
 	}
-	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); %d runs with faults one at a time (%d faults judged each on its own; while one that struck a candidate lasted, another led within %s at most); %d swarm runs; %d Leases created again after terms (%d raises of the token bound); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
-		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.spacedRuns, r.rounds, r.toFailover.Round(time.Millisecond), r.swarms, r.recreated, r.boundRaises, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
+	return fmt.Sprintf("%s simulated, %d elections, %d terms, %d handovers, %d controller writes, %d pings, %d leader writes to the witness with a token (%d fenced) and %d through the write guard, %d candidates collected, %d starts refused for a taken Identity, %d terms ended on proof of death; %d runs with a fleet on a server of bounded capacity (%d first holders checked, requests queued up to %s); %d runs with faults one at a time (%d faults judged each on its own; while one that struck a candidate lasted, another led within %s at most); %d swarm runs; %d nudged runs (branches taken: %s); %d runs with HA kube-apiservers; %d Leases created again after terms (%d raises of the token bound); after faults stopped, a leader within %s and the best within %s at most; faults: %s; adopters: %s; violations: %d",
+		r.simulated.Round(time.Second), r.elections, r.terms, r.handovers, r.controllerWrites, r.pings, r.witnessWrites, r.fenced, r.guardedWrites, r.collected, r.identityInUse, r.holderExits, r.fleets, r.firstHolders, r.maxQueued.Round(time.Millisecond), r.spacedRuns, r.rounds, r.toFailover.Round(time.Millisecond), r.swarms, r.nudges, counts(r.nudged), r.haRuns, r.recreated, r.boundRaises, r.toLeader.Round(time.Millisecond), r.toBest.Round(time.Millisecond),
 		counts(r.faults), counts(r.adopters), btoi(r.violation != ""))
 }
 
@@ -448,6 +460,10 @@ type simWorld struct {
 	spaced bool
 	// swarm is a swarm run's mix of faults; nil in other runs.
 	swarm *simSwarm
+	// nudges steer the processes' code in a nudged run; nil in others.
+	nudges *simNudges
+	// ha is an HA run's kube-apiservers; nil in a run with one.
+	ha *simHA
 
 	// ctrl is the active controller replica; ctrls are all replicas that
 	// run, among them a deposed one that has not noticed yet.
@@ -732,7 +748,7 @@ func (w *simWorld) startController() {
 	}
 	sc.sharedLost = w.builtin != nil && w.builtin.holds
 	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding, Metrics: w.metrics, ElectsBuiltin: func() bool { return !sc.sharedLost },
-		TokenBound: types.NamespacedName{Namespace: simNS, Name: DefaultTokenBoundName}})
+		TokenBound: types.NamespacedName{Namespace: simNS, Name: DefaultTokenBoundName}, nudge: w.nudges.hook(w)})
 	if err != nil {
 		panic(err)
 	}
@@ -752,6 +768,7 @@ func (w *simWorld) startController() {
 	if sc.pinf != nil {
 		sc.podWatch = w.Watch(func(obj runtime.Object, deleted bool) { sc.deliver(sc.pinf, obj, deleted) })
 	}
+	w.connect(sc.watches()...)
 	w.ctrl = sc
 	w.ctrls = append(w.ctrls, sc)
 	sc.renewLock()
@@ -764,7 +781,7 @@ func (w *simWorld) startController() {
 // now on after it.
 func (sc *simController) listAfterLag(deliver func(cands, leases, pods []runtime.Object)) {
 	w := sc.w
-	listAt := w.Now.Add(w.Lag())
+	listAt := w.Now.Add(w.LagVia(sc.leaseWatch.Frontend))
 	var cands, leases, pods []runtime.Object
 	if sc.pinf != nil {
 		for _, pod := range w.podObjects() {
@@ -922,6 +939,7 @@ func (sc *simController) expireWatches(d time.Duration) {
 		for _, sw := range sc.watches() {
 			sw.Expired = false
 		}
+		w.connect(sc.watches()...)
 		sc.listAfterLag(sc.relist)
 	})
 }
