@@ -1115,6 +1115,8 @@ var simReplayKinds = []struct {
 	{"writes through the write guard", 3, func(r simResult) bool { return r.guardedWrites > 0 }, false},
 	{"a swarm of faults", 1, func(r simResult) bool { return r.swarms > 0 }, false},
 	{"candidates' relists", 2, func(r simResult) bool { return r.faults["candidate-watch-expired"] > 0 }, false},
+	{"nudges taken", 4, func(r simResult) bool { return len(r.nudged) > 0 }, false},
+	{"a replica's watch cache behind", 7, func(r simResult) bool { return r.faults["apiserver-behind"] > 0 }, false},
 }
 
 // TestSimulationAdoptersRunTheLibrary: an adopter's elector acquires the
