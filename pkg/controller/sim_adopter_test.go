@@ -692,8 +692,13 @@ func (e *simElector) update(deadline time.Time, reply func(error)) {
 		reply(err)
 	}
 	p.call(deadline, func(ctx context.Context) func() {
+		sent := p.clk.Now()
 		err := p.lib.ext.Renew(ctx, term)
-		return func() { renewed(err) }
+		took := p.clk.Now().Sub(sent)
+		return func() {
+			e.w().reactToSlowRenewal(p, took)
+			renewed(err)
+		}
 	}, renewed)
 }
 

@@ -81,6 +81,9 @@ func (c *simCandidate) shown() string { return simShown(c.e.ns, c.name) }
 
 type simProcess struct {
 	c *simCandidate
+	// answerHeld is how much longer than its latency the answer to the
+	// request being applied takes (see holdAnswer).
+	answerHeld time.Duration
 	// lib runs pkg/candidate itself: a library candidate's Candidate, or
 	// an adopter's External (see sim_library_test.go).
 	lib *simLib
@@ -254,7 +257,11 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 					err = cerr
 				}
 			}
-			w.After(back, func() { finish(obj, err) })
+			// A reaction to what the request wrote may hold its answer up.
+			held := p.answerHeld
+			p.answerHeld = 0
+			w.Late(w.Now.Add(back + held))
+			w.After(back+held, func() { finish(obj, err) })
 		})
 	})
 	return func() { finish(nil, context.Canceled) }

@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/cle-dev/cle/internal/simworld"
 	"github.com/cle-dev/cle/pkg/strategy"
 )
 
@@ -54,6 +55,11 @@ type simSwarm struct {
 	reactive  bool
 	reactions int
 	rng       *rand.Rand
+	// slow draws, from a stream of its own, the reactions to a holder's
+	// renewal that follow the answer (see holdAnswer), at most
+	// simSwarmReactions of them too.
+	slow      *rand.Rand
+	slowTimes int
 }
 
 // simSwarmReactions bounds the faults one run's reactions strike.
@@ -97,6 +103,7 @@ func swarmRun(seed uint64, strategyName string) *simSwarm {
 		s.weights[k] = 1 << rng.IntN(4) // 1, 2, 4 or 8
 	}
 	s.reactive = rng.IntN(2) == 0
+	s.slow = rand.New(rand.NewPCG(seed, 0x3956c25bf348b538))
 	return s
 }
 
@@ -171,6 +178,55 @@ func (w *simWorld) react(e *simElection, written *coordinationv1.Lease, rv, by s
 			}
 		})
 	}
+}
+
+// holdRenewalAnswer holds up the answer to the write of e's Lease the
+// server just applied (see holdAnswer) when it is its holder's renewal.
+func (w *simWorld) holdRenewalAnswer(e *simElection, written *coordinationv1.Lease, by string) {
+	if w.swarm == nil || written == nil {
+		return
+	}
+	for _, c := range e.cands {
+		if p := c.proc; p != nil && c.name == holderIdentity(written) && p.lib != nil && by == p.lib.who() {
+			p.answerHeld += w.holdAnswer()
+			return
+		}
+	}
+}
+
+// holdAnswer lets a reactive swarm run hold up the answer to a holder's
+// renewal that the server has just applied, by 3 to 9 s (a response stuck
+// on a slow connection): the controller saw the renewal at once, the holder
+// learns of it late. It returns how much longer the answer takes.
+func (w *simWorld) holdAnswer() time.Duration {
+	s := w.swarm
+	if s == nil || !s.reactive || s.slowTimes >= simSwarmReactions || !w.Faulty || s.slow.IntN(8) != 0 {
+		return 0
+	}
+	s.slowTimes++
+	w.World.Fault("renewal-answer-held")
+	return simworld.DurationBetween(s.slow, 3*time.Second, 9*time.Second)
+}
+
+// reactToSlowRenewal lets a reactive swarm run cut an adopter off from the
+// API server right after a renewal of its that took longer than
+// lead.Timing.SlowRenewal to be answered (a held answer, a pause, a slow
+// server): its elector, whose renew deadline counts from the answer, must
+// not lead on past the Lease's expiry, which the controller counts from the
+// renewal it saw, seconds earlier, now that no renewal follows.
+func (w *simWorld) reactToSlowRenewal(p *simProcess, took time.Duration) {
+	s := w.swarm
+	if s == nil || !s.reactive || s.slowTimes >= simSwarmReactions || !w.Faulty || took <= simTiming.SlowRenewal() || s.slow.IntN(2) != 0 {
+		return
+	}
+	s.slowTimes++
+	d := simworld.DurationBetween(s.slow, 5*time.Second, 40*time.Second)
+	w.After(0, func() {
+		if w.Faulty && p.c.proc == p && !p.dead {
+			w.World.Fault("partition-after-slow-renewal")
+			w.partition(p.c, d)
+		}
+	})
 }
 
 // kind draws the kind of the next fault.

@@ -637,6 +637,7 @@ func (w *simWorld) writeLease(e *simElection, lease *coordinationv1.Lease, rv st
 			w.noteOpened(e, written)
 		}
 		w.react(e, written, rv, by)
+		w.holdRenewalAnswer(e, written, by)
 	}
 	return written, err
 }
