@@ -7,6 +7,10 @@
 // one that breaks a rule the code relies on. Rare branches then run in
 // the simulation as often as common ones.
 //
+// A few points take no branch: the code asks there only so that the world
+// may act at that moment (a simulation stops the process, as SIGSTOP or a
+// long garbage collection would), and ignores the answer.
+//
 // A Hook belongs to one object (a candidate's Config, a controller's
 // Options), not to the process, so that one simulated process's nudges
 // cannot leak into another's. Production code holds a nil Hook: every
@@ -41,6 +45,10 @@ const (
 	// after an election step, as a change its informer delivered would
 	// make it.
 	LookAgainSoon
+	// BeforeNaming takes no branch: the controller has raised the fencing
+	// token bound for the holder it names and is about to ask again
+	// whether it may write, then write; the world may stop it here.
+	BeforeNaming
 
 	// Points counts the points.
 	Points
@@ -54,6 +62,7 @@ var names = [Points]string{
 	PingDeferred:         "ping-deferred",
 	WinnerConfirmed:      "winner-confirmed",
 	LookAgainSoon:        "look-again-soon",
+	BeforeNaming:         "before-naming",
 }
 
 func (p Point) String() string {

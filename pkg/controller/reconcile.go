@@ -371,6 +371,7 @@ func (c *Controller) write(ctx context.Context, v *view, w *leaseWrite) (bool, t
 			}
 			return false, time.Time{}, fmt.Errorf("elect %s: %w", w.winner, err)
 		}
+		c.opts.nudge.At(nudge.BeforeNaming)
 		if ok, recheck := mayWrite(); !ok {
 			return false, recheck, nil
 		}

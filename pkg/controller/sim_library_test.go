@@ -129,7 +129,7 @@ func (p *simProcess) startLibrary() {
 		},
 	}
 	cfg = stepped.WithAccess(cfg, &simAccess{leases: simLibLeases{l}, candidates: simLibCandidates{l}, leaseInf: l.leases, candInf: l.cands})
-	cfg = stepped.WithNudge(cfg, w.nudges.hook(w))
+	cfg = stepped.WithNudge(cfg, w.nudges.hook(w, nil))
 	var loops stepped.Loops
 	var err error
 	if p.ext == nil {

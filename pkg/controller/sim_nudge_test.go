@@ -5,8 +5,10 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cle-dev/cle/internal/nudge"
+	"github.com/cle-dev/cle/internal/simworld"
 )
 
 // Nudged runs. Production code asks a Hook at the places where timing or
@@ -60,8 +62,10 @@ func nudgeRun(seed uint64) *simNudges {
 
 // hook is the Hook of one process of w's run: nil in a run that is not
 // nudged; otherwise it takes a point at its odds while faults last, and
-// counts what it took in the run's result.
-func (n *simNudges) hook(w *simWorld) nudge.Hook {
+// counts what it took in the run's result. At nudge.BeforeNaming it takes
+// no branch but stops the process (stop, nil for a process that has no
+// such point) for 1 to 30 s.
+func (n *simNudges) hook(w *simWorld, stop func(time.Duration)) nudge.Hook {
 	if n == nil {
 		return nil
 	}
@@ -73,6 +77,12 @@ func (n *simNudges) hook(w *simWorld) nudge.Hook {
 			w.res.nudged = map[string]int{}
 		}
 		w.res.nudged[p.String()]++
+		if p == nudge.BeforeNaming {
+			if stop != nil {
+				stop(simworld.DurationBetween(n.rng, time.Second, 30*time.Second))
+			}
+			return false
+		}
 		return true
 	}
 }

@@ -749,7 +749,7 @@ func (w *simWorld) startController() {
 	}
 	sc.sharedLost = w.builtin != nil && w.builtin.holds
 	c, err := New(acc, inf, Options{Clock: sc.clock, Holding: holding, Metrics: w.metrics, ElectsBuiltin: func() bool { return !sc.sharedLost },
-		TokenBound: types.NamespacedName{Namespace: simNS, Name: DefaultTokenBoundName}, nudge: w.nudges.hook(w)})
+		TokenBound: types.NamespacedName{Namespace: simNS, Name: DefaultTokenBoundName}, nudge: w.nudges.hook(w, sc.stopHere)})
 	if err != nil {
 		panic(err)
 	}
@@ -885,6 +885,21 @@ func (sc *simController) pause() {
 			w.startController()
 		}
 	})
+}
+
+// stopHere stops the replica for d where its code is now (a pause, as
+// SIGSTOP), from the thread that runs: the thread goes on once the replica
+// runs again, perhaps after its lock lapsed and a standby took over.
+func (sc *simController) stopHere(d time.Duration) {
+	w := sc.w
+	if sc.dead || sc.paused || sc.cur == nil {
+		return
+	}
+	w.Fault("controller-stopped-before-naming")
+	w.Tracef("controller %d stops before naming a holder, for %s", sc.id, d)
+	sc.pause()
+	w.After(d, sc.resume)
+	_, _ = sc.cur.request(&simRequest{stopped: true})
 }
 
 func (sc *simController) resume() {
@@ -1202,6 +1217,9 @@ type simRequest struct {
 	do       func() (runtime.Object, error)
 	deadline time.Time
 	sleep    bool
+	// stopped: no request; the thread waits until its replica, stopped
+	// at a point of the code (see simController.stopHere), runs again.
+	stopped bool
 }
 
 // simThread is one goroutine of a process's real code, taking turns with
@@ -1314,6 +1332,12 @@ func (sc *simController) request(do func() (runtime.Object, error)) (runtime.Obj
 // loaded server; the replica gets it when it runs (not while paused).
 func (sc *simController) send(th *simThread, r *simRequest) {
 	w := sc.w
+	if r.stopped {
+		w.After(0, func() {
+			sc.act(func() { sc.turn(th, func() { th.answer(r, nil, nil) }) })
+		})
+		return
+	}
 	sent := w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase)
 	back := w.DurationBetween(time.Millisecond, 20*time.Millisecond+w.LagBase)
 	w.Late(w.Now.Add(sent + back))
