@@ -258,10 +258,12 @@ func (p *simProcess) request(deadline time.Time, call func() (runtime.Object, er
 				}
 			}
 			// A reaction to what the request wrote may hold its answer up.
-			held := p.answerHeld
-			p.answerHeld = 0
-			w.Late(w.Now.Add(back + held))
-			w.After(back+held, func() { finish(obj, err) })
+			if held := p.answerHeld; held > 0 {
+				p.answerHeld = 0
+				back += held
+				w.Late(w.Now.Add(back))
+			}
+			w.After(back, func() { finish(obj, err) })
 		})
 	})
 	return func() { finish(nil, context.Canceled) }

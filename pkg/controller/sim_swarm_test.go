@@ -161,12 +161,7 @@ func (w *simWorld) react(e *simElection, written *coordinationv1.Lease, rv, by s
 			}
 		})
 	case !controller && s.rng.IntN(16) == 0:
-		var holder *simCandidate
-		for _, c := range e.cands {
-			if p := c.proc; p != nil && c.name == holderIdentity(written) && p.lib != nil && by == p.lib.who() {
-				holder = c
-			}
-		}
+		holder := renewingHolder(e, written, by)
 		if holder == nil {
 			return
 		}
@@ -186,12 +181,31 @@ func (w *simWorld) holdRenewalAnswer(e *simElection, written *coordinationv1.Lea
 	if w.swarm == nil || written == nil {
 		return
 	}
+	if c := renewingHolder(e, written, by); c != nil {
+		c.proc.answerHeld += w.holdAnswer()
+	}
+}
+
+// renewingHolder is the candidate of e whose running library process by
+// wrote written, a Lease naming it: its holder renewing; nil for any other
+// write.
+func renewingHolder(e *simElection, written *coordinationv1.Lease, by string) *simCandidate {
 	for _, c := range e.cands {
 		if p := c.proc; p != nil && c.name == holderIdentity(written) && p.lib != nil && by == p.lib.who() {
-			p.answerHeld += w.holdAnswer()
-			return
+			return c
 		}
 	}
+	return nil
+}
+
+// slowReaction is the run's swarm when it may still react to a holder's
+// renewal after its answer (see holdAnswer): a reactive swarm, during the
+// faults, short of simSwarmReactions of those; nil otherwise.
+func (w *simWorld) slowReaction() *simSwarm {
+	if s := w.swarm; s != nil && s.reactive && s.slowTimes < simSwarmReactions && w.Faulty {
+		return s
+	}
+	return nil
 }
 
 // holdAnswer lets a reactive swarm run hold up the answer to a holder's
@@ -199,8 +213,8 @@ func (w *simWorld) holdRenewalAnswer(e *simElection, written *coordinationv1.Lea
 // on a slow connection): the controller saw the renewal at once, the holder
 // learns of it late. It returns how much longer the answer takes.
 func (w *simWorld) holdAnswer() time.Duration {
-	s := w.swarm
-	if s == nil || !s.reactive || s.slowTimes >= simSwarmReactions || !w.Faulty || s.slow.IntN(8) != 0 {
+	s := w.slowReaction()
+	if s == nil || s.slow.IntN(8) != 0 {
 		return 0
 	}
 	s.slowTimes++
@@ -215,8 +229,8 @@ func (w *simWorld) holdAnswer() time.Duration {
 // not lead on past the Lease's expiry, which the controller counts from the
 // renewal it saw, seconds earlier, now that no renewal follows.
 func (w *simWorld) reactToSlowRenewal(p *simProcess, took time.Duration) {
-	s := w.swarm
-	if s == nil || !s.reactive || s.slowTimes >= simSwarmReactions || !w.Faulty || took <= simTiming.SlowRenewal() || s.slow.IntN(2) != 0 {
+	s := w.slowReaction()
+	if s == nil || took <= simTiming.SlowRenewal() || s.slow.IntN(2) != 0 {
 		return
 	}
 	s.slowTimes++
