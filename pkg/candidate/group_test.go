@@ -192,6 +192,36 @@ func TestGroupReleasesAShardAskedBackBeforeItStarted(t *testing.T) {
 	})
 }
 
+// TestGroupKeepsActingOnALeaseWithoutTheGroup: the group Lease is replaced
+// by one without the group's annotations (deleted, then applied again from a
+// bare copy). It says nothing of the group: the replica goes on acting on
+// what the last group Lease granted, as when the Lease is deleted, and takes
+// the group in again once cle-controller writes it back.
+func TestGroupKeepsActingOnALeaseWithoutTheGroup(t *testing.T) {
+	bubble(t, func(t *testing.T, h *harness) {
+		g, _ := h.startGroup()
+		mine, other := shard.Owner{Member: me, Epoch: 1}, shard.Owner{Member: "other", Epoch: 1}
+		h.grant([]shard.Owner{mine, mine, other, other}, []int64{3, 4, 5, 6})
+		if got := indexes(g.Acting()); !slices.Equal(got, []int{0, 1}) {
+			t.Fatalf("acting on %v, want [0 1]", got)
+		}
+		bare := h.lease2(testLease).DeepCopy()
+		bare.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+		h.put(bare)
+		h.step(DefaultRetryPeriod)
+		if got := indexes(g.Acting()); !slices.Equal(got, []int{0, 1}) {
+			t.Errorf("acting on %v once the group Lease carried no group, want [0 1]", got)
+		}
+		if slices.ContainsFunc(h.entries(), func(e string) bool { return strings.HasPrefix(e, "stop ") }) {
+			t.Errorf("a shard stopped: %v", h.entries())
+		}
+		h.grant([]shard.Owner{mine, other, other, other}, []int64{3, 7, 5, 6})
+		if got := indexes(g.Acting()); !slices.Equal(got, []int{0}) {
+			t.Errorf("acting on %v once the group was written back without shard 1, want [0]", got)
+		}
+	})
+}
+
 func keyOfShard(s, n int) string {
 	for i := 0; ; i++ {
 		if key := fmt.Sprintf("ns/object-%d", i); ShardOf(key, n) == s {

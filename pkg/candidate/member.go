@@ -200,6 +200,13 @@ func (m *member) readGroup(ctx context.Context) {
 		return
 	}
 	m.lastRV = gl.ResourceVersion
+	if !shard.HasGroup(gl.Annotations) {
+		// Created again by hand, or stripped: it grants nothing and takes
+		// nothing back, as when it is deleted. cle-controller writes the
+		// group back.
+		klog.FromContext(ctx).Info("The group Lease carries no group; acting on the last one read until the controller writes it back")
+		return
+	}
 	g, err := shard.ParseGroup(gl.Annotations)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot read the group Lease; acting on the last one read until the controller writes another")

@@ -266,9 +266,13 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 	floor := rec.floor
 	c.groups.mu.Unlock()
 
+	// A group Lease that carries no group (created again by hand, or
+	// stripped of cle's annotations) is lost as much as a deleted one: it
+	// says nothing of who acts on what. It is written back below.
+	stored := lease != nil && shard.HasGroup(lease.Annotations)
 	var group shard.Group
 	switch {
-	case lease != nil:
+	case stored:
 		g, err := shard.ParseGroup(lease.Annotations)
 		if err != nil {
 			// Never overwrite what cannot be read: owners may act on it.
@@ -279,7 +283,8 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 		}
 		group = g
 	case last != nil:
-		// Deleted behind this controller: its owners may still act.
+		// Deleted or emptied behind this controller: its owners may still
+		// act, by the last group Lease they read.
 		group = *last
 	default:
 		// Nothing is granted from member Leases before each has been watched
@@ -352,7 +357,7 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 			delete(rec.members, name) // its epoch ended and no grant names it
 		}
 	}
-	if !d.Changed {
+	if !d.Changed && (stored || d.Group.Count == 0) {
 		kept := d.Group
 		rec.last, rec.floor = &kept, floor
 		refused := rec.deleteRefused
@@ -364,6 +369,10 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 	}
 	c.groups.mu.Unlock()
 
+	if !stored {
+		logger.Info("Writing the shard group back: its Lease is gone or carries none of the group's annotations",
+			"generation", d.Group.Generation, "count", d.Group.Count, "fromMemory", last != nil)
+	}
 	if err := c.writeGroup(ctx, key, lease, d.Group, strategyName); err != nil {
 		return next, err
 	}

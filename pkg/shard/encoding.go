@@ -238,6 +238,20 @@ func validName(name string) error {
 	return nil
 }
 
+// HasGroup reports whether annotations carry a group, as those of a group
+// Lease cle-controller wrote do: any of the group Lease's annotations. A
+// group Lease without them (created again by hand, or stripped) says nothing
+// of the group, not that it has no shards: the controller takes the group
+// as lost and the replicas go by the last group they read.
+func HasGroup(annotations map[string]string) bool {
+	for _, k := range []string{CountAnnotation, AssignmentAnnotation, TokensAnnotation, MovingAnnotation} {
+		if _, ok := annotations[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseGroup reads a group Lease's annotations. A Lease without a count is a
 // group with none yet (Count 0); anything malformed is an error, never a
 // guess.

@@ -115,9 +115,12 @@ func ParseActing(text string) (Acting, error) {
 // Lease recorded (pass every member Lease, of ended epochs too; only those of
 // epochs not ended should list shards). The controller uses it when it has
 // neither a group Lease nor a memory of one, before it grants anything. With
-// nobody acting the group has no count (the declared one is taken); members
-// acting under different counts are an error, which the rules never let
-// happen (a count changes only once every shard of the old one is free).
+// nobody acting on a shard, the count is the one every member Lease that
+// records one acts under, so that a count in effect stays in effect (rule
+// 1), and none when they differ (the declared one is then taken once the
+// members agree); members acting on shards under different counts are an
+// error, which the rules never let happen (a count changes only once every
+// shard of the old one is free).
 func FromMembers(generation int64, acting map[Owner]Acting) (g Group, floor int64, err error) {
 	owners := slices.SortedFunc(maps.Keys(acting), func(a, b Owner) int {
 		return cmp.Or(cmp.Compare(a.Member, b.Member), cmp.Compare(a.Epoch, b.Epoch))
@@ -135,6 +138,18 @@ func FromMembers(generation int64, acting map[Owner]Acting) (g Group, floor int6
 			return Group{}, 0, fmt.Errorf("members act under different shard counts: %d and %d (%s@%d)", count, a.Count, o.Member, o.Epoch)
 		}
 		count = a.Count
+	}
+	if count == 0 {
+		for _, o := range owners {
+			switch n := acting[o].Count; {
+			case n < 1 || n > MaxShards:
+			case count == 0:
+				count = n
+			case n != count:
+				count = -1 // they differ: none
+			}
+		}
+		count = max(count, 0)
 	}
 	g = Group{Generation: generation, Count: count, Owners: make([]Owner, count), Tokens: make([]int64, count)}
 	for _, o := range owners {

@@ -245,6 +245,22 @@ func TestActingRoundTripAndRebuild(t *testing.T) {
 	}); err == nil {
 		t.Errorf("members acting under two counts were rebuilt into one group")
 	}
+
+	// Nobody acts on a shard: the count the members act under stays in
+	// effect, unless they differ.
+	for _, tc := range []struct {
+		counts []int
+		want   int
+	}{{[]int{8, 0, 8}, 8}, {[]int{8, 4}, 0}, {[]int{0}, 0}} {
+		acting := map[Owner]Acting{}
+		for i, n := range tc.counts {
+			acting[Owner{string(rune('a' + i)), 1}] = Acting{Count: n, Highest: 3}
+		}
+		g, floor, err := FromMembers(0, acting)
+		if err != nil || g.Count != tc.want || floor != 3 || len(g.Owners) != tc.want {
+			t.Errorf("members acting on nothing under counts %v: count %d, floor %d, %v; want count %d, floor 3", tc.counts, g.Count, floor, err, tc.want)
+		}
+	}
 }
 
 func TestMine(t *testing.T) {
@@ -279,5 +295,23 @@ func TestLargestGroupFits(t *testing.T) {
 	}
 	if _, err := (Group{Count: 1, Owners: []Owner{{strings.Repeat("y", 300*1024), 1}}, Tokens: []int64{1}}).Annotations(); err == nil {
 		t.Errorf("a group too large for a Lease was written")
+	}
+}
+
+func TestHasGroup(t *testing.T) {
+	for _, tc := range []struct {
+		annotations map[string]string
+		want        bool
+	}{
+		{nil, false},
+		{map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"}, false},
+		{map[string]string{CountAnnotation: "0"}, true},
+		{map[string]string{AssignmentAnnotation: "g=1"}, true},
+		{map[string]string{TokensAnnotation: ""}, true},
+		{map[string]string{MovingAnnotation: ""}, true},
+	} {
+		if got := HasGroup(tc.annotations); got != tc.want {
+			t.Errorf("HasGroup(%v) = %t, want %t", tc.annotations, got, tc.want)
+		}
 	}
 }

@@ -144,11 +144,13 @@ func (r *groupReplica) step(ctx context.Context, leases access.LeaseClient, memb
 	r.mu.Lock()
 	g := r.last
 	r.mu.Unlock()
-	if gl, err := leases.Get(ctx, r.group); err == nil {
+	// So does one that carries no group (created again by hand).
+	switch gl, err := leases.Get(ctx, r.group); {
+	case err == nil && shard.HasGroup(gl.Annotations):
 		if g, err = shard.ParseGroup(gl.Annotations); err != nil {
 			return err
 		}
-	} else if !apierrors.IsNotFound(err) {
+	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
 	me := shard.Owner{Member: r.name, Epoch: int64(r.epoch)}
@@ -452,6 +454,57 @@ func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 			t.Errorf("shard %d went to %v with token %d, not above %d, the highest in use before the loss", s, o, after.Tokens[s], highest)
 		}
 	}
+}
+
+// TestShardGroupLeaseEmptied: the group Lease is replaced by one without the
+// group's annotations (kubectl delete, then an apply of a bare copy), first
+// while cle-controller runs, then while it is down. The replicas go by the
+// last group they read; the controller writes the group back, from memory or
+// rebuilt from the member Leases, with every shard still with its owner
+// under its token: nothing is granted over a replica that acts on it.
+func TestShardGroupLeaseEmptied(t *testing.T) { forEachMode(t, testShardGroupLeaseEmptied) }
+
+func testShardGroupLeaseEmptied(t *testing.T, m apiMode) {
+	const group, count = "emptied", 12
+	ns := m.server.CreateNamespace(t)
+	o := framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: groupLeaseSeconds * time.Second}}
+	first := m.server.StartController(t, o)
+	e := newEnv(t, m, ns)
+	var rs replicaSet
+	for _, name := range []string{"a", "b"} {
+		rs.add(e.startReplica(group, name, replicaOpts{count: count, period: 200 * time.Millisecond}))
+	}
+	w := watchGroup(e, group, rs.all)
+	defer func() {
+		for _, p := range w.stop() {
+			t.Error(p)
+		}
+	}()
+	before := e.waitGroup(group, 20*time.Second, "12 shards over a and b", balancedOver(count, "a", "b"))
+	waitActing(t, before, rs.all())
+	unchanged := func(g shard.Group) bool {
+		return slices.Equal(g.Owners, before.Owners) && slices.Equal(g.Tokens, before.Tokens)
+	}
+	empty := func() {
+		t.Helper()
+		leases := e.client.CoordinationV1().Leases(ns)
+		if err := leases.Delete(context.Background(), group, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leases.Create(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: group}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	empty()
+	e.waitGroup(group, 10*time.Second, "the group written back as it was", unchanged)
+	waitActing(t, before, rs.all())
+
+	first.Stop()
+	empty()
+	m.server.StartController(t, o)
+	e.waitGroup(group, 30*time.Second, "the group rebuilt as it was", unchanged)
+	waitActing(t, before, rs.all())
 }
 
 // TestShardGroupNewStartsAtOnce: a group whose replicas join while
