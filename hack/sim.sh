@@ -20,7 +20,8 @@
 #              SEEDS counts the seeds of all sittings, and each sitting prints
 #              the whole run's figures. Only the same code goes on with F.
 #   SEED=S     replay seed S alone, printing its whole trace
-#   ELECTOR_SEEDS=N  runs of the elector simulation that follows (default 200)
+#   ELECTOR_SEEDS=N  runs of the elector simulation that follows, and of its
+#              shard groups (default 200 each)
 #   COVER=0    leave out the coverage figures: by default both simulations'
 #              binaries count which statements of cle's election code they
 #              run, and the run ends with the share of each package's
@@ -65,7 +66,7 @@ export CGO_ENABLED=0
 # The election code: what decides, renews, releases or guards a term, in the
 # controller, the library, the adopters' lock, both API modes, the rules they
 # share and cle-controller's own election of its active replica.
-election_pkgs=(pkg/controller pkg/candidate pkg/lock pkg/access pkg/strategy internal/lead internal/lockrule internal/proof internal/stepped cmd/cle-controller/app)
+election_pkgs=(pkg/controller pkg/candidate pkg/lock pkg/access pkg/strategy pkg/shard internal/lead internal/lockrule internal/proof internal/stepped cmd/cle-controller/app)
 cover=()
 run_cover=()
 if [[ "${COVER:-1}" == 1 && -z "${SEED:-}" ]]; then
@@ -92,10 +93,11 @@ fi
 # Then client-go's real LeaderElector over the real Lock and library, and two
 # replicas of the whole cle-controller process,
 # in a synctest bubble's virtual time (internal/electorsim): ELECTOR_SEEDS runs
-# (default 200).
+# (default 200), and as many of a shard group (the library's replicas of a
+# group, assigned by the same two replicas).
 if [[ -z "${SEED:-}" ]]; then
   build_test internal/electorsim
-  (cd internal/electorsim && "${bin}/electorsim.test" -test.run '^TestRealElectorsUnderFaults$' -test.v -test.timeout=0 "${run_cover[@]}" \
+  (cd internal/electorsim && "${bin}/electorsim.test" -test.run '^TestReal(Electors|ShardGroups)UnderFaults$' -test.v -test.timeout=0 "${run_cover[@]}" \
     -elector-sim.seeds="${ELECTOR_SEEDS:-200}" -elector-sim.first="${FIRST:-1}") | grep -vE '^(=== (RUN|NAME)|    --- PASS|--- PASS|PASS$)'
 fi
 if [[ ${#run_cover[@]} -gt 0 ]]; then

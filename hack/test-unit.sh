@@ -11,9 +11,9 @@ mapfile -t pkgs < <(go list ./... | grep -v -e '/test/integration/' -e '/test/ch
 source hack/lib/build-info.sh
 go test "${cle_raceflags[@]}" -count=1 "${pkgs[@]}"
 # The simulation of elections, without the race detector, for a budget of
-# wall-clock time, then 50 runs of the elector simulation (the race run above
-# covers both briefly); make sim runs more, and prints the coverage figures
-# this run leaves out.
+# wall-clock time, then 50 runs of the elector simulation and 50 of its shard
+# groups (the race run above covers them briefly); make sim runs more, and
+# prints the coverage figures this run leaves out.
 BUDGET="${SIM_BUDGET:-60s}" ELECTOR_SEEDS="${ELECTOR_SEEDS:-50}" COVER=0 hack/sim.sh
 # The tools' tests are built as make verify vets them and make release builds
 # (CGO_ENABLED=0 and cle_goflags), so that they reuse the packages those

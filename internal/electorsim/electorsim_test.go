@@ -72,7 +72,11 @@ import (
 // runtime; the seed fixes the faults' schedule and each process's options.
 // A failure prints the run's seed and its log of what happened;
 // -elector-sim.trace adds the processes' and the controllers' own logs.
-func TestRealElectorsUnderFaults(t *testing.T) {
+func TestRealElectorsUnderFaults(t *testing.T) { runElectorSims(t, false) }
+
+// runElectorSims runs the seeds of TestRealElectorsUnderFaults, or with
+// group those of TestRealShardGroupsUnderFaults, and logs their figures.
+func runElectorSims(t *testing.T, group bool) {
 	seeds := *electorSimSeeds
 	if testing.Short() {
 		seeds = min(seeds, 2)
@@ -90,7 +94,7 @@ func TestRealElectorsUnderFaults(t *testing.T) {
 	for i := range seeds {
 		seed := *electorSimFirst + uint64(i)
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { total.add(runElectorSim(t, seed)) })
+			synctest.Test(t, func(t *testing.T) { total.add(runElectorSim(t, seed, group)) })
 		})
 	}
 	kinds := slices.Sorted(maps.Keys(total.faults))
@@ -98,8 +102,12 @@ func TestRealElectorsUnderFaults(t *testing.T) {
 	for i, k := range kinds {
 		mix[i] = fmt.Sprintf("%s=%d", k, total.faults[k])
 	}
-	t.Logf("elector simulation: %d runs in %s, %s simulated: %d terms of leader work, %d witness writes (and %d through the write guard); after faults stopped, a leader within %s at most (seed %d); faults: %s",
-		seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, total.writes, total.guardedWrites, total.toLeader.Round(time.Millisecond), total.toLeaderSeed, strings.Join(mix, " "))
+	what, terms, led := "elector simulation", "terms of leader work", "a leader"
+	if group {
+		what, terms, led = "shard group simulation", "shard terms", "every shard acted on"
+	}
+	t.Logf("%s: %d runs in %s, %s simulated: %d %s, %d witness writes (and %d through the write guard); after faults stopped, %s within %s at most (seed %d); faults: %s",
+		what, seeds, time.Since(start).Round(time.Millisecond), time.Duration(seeds)*(simFaultPhase+simQuietPhase), total.terms, terms, total.writes, total.guardedWrites, led, total.toLeader.Round(time.Millisecond), total.toLeaderSeed, strings.Join(mix, " "))
 }
 
 // electorTotals add up the runs' figures.
@@ -193,6 +201,10 @@ type electorSim struct {
 	ctrls []*electorCtrl
 	ctrlN int
 	wg    sync.WaitGroup
+
+	// group is a shard group run's record (electorgroup_test.go), nil in a
+	// run of one Lease.
+	group *simGroup
 }
 
 // electorProc is one incarnation of a candidate process.
@@ -212,11 +224,13 @@ type electorProc struct {
 	// rng draws the process's options and its restart after an exit: a
 	// stream of its own, so that every incarnation of a slot is the same
 	// in every run of a seed.
-	rng     *rand.Rand
-	opts    string
-	crashed bool // under sim.mu
-	working bool // under sim.mu
-	token   int32
+	rng  *rand.Rand
+	opts string
+	// declared is the shard count a group replica is built for.
+	declared int
+	crashed  bool // under sim.mu
+	working  bool // under sim.mu
+	token    int32
 }
 
 // cutoff is how the server treats one client: dead (every request fails,
@@ -235,7 +249,7 @@ func (c *cutoff) state() (dead bool, until time.Time) {
 	return c.dead, c.partitioned
 }
 
-func runElectorSim(t *testing.T, seed uint64) electorTotals {
+func runElectorSim(t *testing.T, seed uint64, group bool) electorTotals {
 	logger := logr.Discard()
 	var s *electorSim
 	if *electorSimTrace {
@@ -252,7 +266,10 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 	s.logf("portable mode %t", s.srv.portable)
 
 	s.strategy = coordinationv1.OldestEmulationVersion
-	if s.rng.IntN(3) == 0 {
+	if group {
+		s.group = newSimGroup(seed)
+		s.strategy = s.group.strategy
+	} else if s.rng.IntN(3) == 0 {
 		// An operator ranks the candidates with priorities, and changes
 		// them during the faults.
 		s.strategy = strategy.PriorityName
@@ -281,6 +298,9 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 			"slow-server", "watches-closed", "watches-expired", "delete-lease", "recreate-lease"}
 		if s.strategy == strategy.PriorityName {
 			kinds = append(kinds, "annotate-priority")
+		}
+		if s.group != nil {
+			kinds = append(kinds, "new-count")
 		}
 		// Every fault draws all it may need, whether or not it happens:
 		// the seed fixes the schedule, whatever the processes do.
@@ -346,16 +366,32 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 			}
 			s.fault(kind, "%s=%s", p.name, prio)
 			s.srv.annotate(p.name, strategy.PriorityAnnotation, prio)
+		case "new-count":
+			// A release of the group's code built for another shard
+			// count: the processes started from now on declare it, and
+			// the crashes and stops to come roll it out.
+			s.fault(kind, "%d", s.newCount())
 		}
 	}
 	s.mu.Lock()
 	s.quietAt, s.ledAtQuiet = time.Now(), s.working != nil
+	if s.group != nil {
+		s.ledAtQuiet = s.group.owned()
+	}
 	s.logLocked("faults stop")
 	s.mu.Unlock()
 	time.Sleep(simLeaderBound)
-	s.checkLeads()
+	if s.group != nil {
+		s.checkShardsOwned()
+	} else {
+		s.checkLeads()
+	}
 	time.Sleep(simQuietPhase - simLeaderBound)
-	s.checkSteady()
+	if s.group != nil {
+		s.checkGroupSteady()
+	} else {
+		s.checkSteady()
+	}
 
 	// The end: every process stops, then the controller's replicas.
 	for slot := range 3 {
@@ -375,7 +411,11 @@ func runElectorSim(t *testing.T, seed uint64) electorTotals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.fail) > 0 {
-		t.Errorf("seed %d: %s\nrerun: go test ./internal/electorsim -run 'TestRealElectorsUnderFaults/^%d$' -elector-sim.first=%d -elector-sim.seeds=1\nlog:\n%s", seed, strings.Join(s.fail, "\n"), seed, seed, strings.Join(s.log, "\n"))
+		test := "TestRealElectorsUnderFaults"
+		if group {
+			test = "TestRealShardGroupsUnderFaults"
+		}
+		t.Errorf("seed %d: %s\nrerun: go test ./internal/electorsim -run '%s/^%d$' -elector-sim.first=%d -elector-sim.seeds=1\nlog:\n%s", seed, strings.Join(s.fail, "\n"), test, seed, seed, strings.Join(s.log, "\n"))
 	} else if *electorSimTrace {
 		t.Logf("seed %d: %d terms of leader work, highest token %d\n%s", seed, s.res.terms, s.lastToken, strings.Join(s.log, "\n"))
 	}
@@ -487,6 +527,10 @@ func (s *electorSim) startProc(slot, incarnation int, emu string) {
 
 	// One process in three is a library candidate (candidate.New and Run):
 	// drawn after the elector's options, so that those stay as they were.
+	if s.group != nil {
+		s.startReplica(p, releaseOnCancel)
+		return
+	}
 	if p.rng.IntN(3) == 0 {
 		s.startLibrary(p)
 		return
@@ -628,6 +672,9 @@ func (s *electorSim) endProc(p *electorProc, graceful bool) {
 			}
 			s.logLocked("%s's leader work ends with the process", p.name)
 		}
+		if s.group != nil {
+			s.group.crashed(s, p)
+		}
 	}
 	s.mu.Unlock()
 	if cancel == nil {
@@ -692,21 +739,7 @@ func (p *electorProc) work(ctx context.Context) {
 	s.res.terms++
 	s.mu.Unlock()
 
-	for {
-		d := time.Duration(300+rand.IntN(1700)) * time.Millisecond
-		select {
-		case <-ctx.Done():
-		case <-time.After(d):
-			if p.guarded != nil && rand.IntN(2) == 0 {
-				if p.guardedWrite(ctx) {
-					continue
-				}
-			} else if p.writeWitness(token) {
-				continue
-			}
-		}
-		break
-	}
+	p.writeUntilDone(ctx, func() bool { return p.writeWitness(token) })
 	time.Sleep(p.stopIn)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -716,6 +749,26 @@ func (p *electorProc) work(ctx context.Context) {
 			s.working = nil
 		}
 		s.logLocked("%s's leader work returned", p.name)
+	}
+}
+
+// writeUntilDone writes to the witness every 0.3 to 2 s until ctx ends or
+// a write says to stop: half of the writes of a library process through its
+// guarded client, the others with fenced.
+func (p *electorProc) writeUntilDone(ctx context.Context, fenced func() bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(300+rand.IntN(1700)) * time.Millisecond):
+		}
+		if p.guarded != nil && rand.IntN(2) == 0 {
+			if !p.guardedWrite(ctx) {
+				return
+			}
+		} else if !fenced() {
+			return
+		}
 	}
 }
 
@@ -762,7 +815,9 @@ func (t witnessTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if p.crashed {
 		return nil, errCutOff
 	}
-	if s.working != p {
+	if s.group != nil {
+		s.group.guardedWrite(s, p, req.Context())
+	} else if s.working != p {
 		holder := "nobody"
 		if s.working != nil {
 			holder = s.working.name
