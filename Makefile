@@ -42,7 +42,7 @@ chaos: kube-bin ## Run the fault-injection suite and print its summary. DURATION
 	DURATION="$(DURATION)" SEED="$(SEED)" hack/chaos.sh
 
 .PHONY: sim
-sim: ## Run the deterministic simulation of elections and print its figures, then the elector simulation (client-go's real LeaderElector in virtual time; ELECTOR_SEEDS=N runs). SEEDS=N (default 10000) or BUDGET=60s (DURATION=2h alike), from seed FIRST=S (each run prints the FIRST that continues it); SEED=S replays one seed with its trace; CHECKPOINT=F keeps a long run's progress in F, to go on in a later sitting.
+sim: ## Run the deterministic simulation of elections and print its figures, then the elector simulation (client-go's real LeaderElector in virtual time, and shard groups; ELECTOR_SEEDS=N runs of each). SEEDS=N (default 10000) or BUDGET=60s (DURATION=2h alike), from seed FIRST=S (each run prints the FIRST that continues it); SEED=S replays one seed with its trace; CHECKPOINT=F keeps a long run's progress in F, to go on in a later sitting.
 	SEEDS="$(SEEDS)" BUDGET="$(BUDGET)" DURATION="$(DURATION)" SEED="$(SEED)" FIRST="$(FIRST)" CHECKPOINT="$(CHECKPOINT)" hack/sim.sh
 
 .PHONY: sim-knockouts
