@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/cle-dev/cle/internal/promtest"
@@ -456,9 +457,9 @@ func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 	}
 }
 
-// TestShardGroupLeaseEmptied: the group Lease is replaced by one without the
-// group's annotations (kubectl delete, then an apply of a bare copy), first
-// while cle-controller runs, then while it is down. The replicas go by the
+// TestShardGroupLeaseEmptied: the group Lease loses the group's annotations,
+// first stripped while cle-controller runs, then deleted and created again
+// from a bare copy while it is down. The replicas go by the
 // last group they read; the controller writes the group back, from memory or
 // rebuilt from the member Leases, with every shard still with its owner
 // under its token: nothing is granted over a replica that acts on it.
@@ -485,23 +486,32 @@ func testShardGroupLeaseEmptied(t *testing.T, m apiMode) {
 	unchanged := func(g shard.Group) bool {
 		return slices.Equal(g.Owners, before.Owners) && slices.Equal(g.Tokens, before.Tokens)
 	}
-	empty := func() {
-		t.Helper()
-		leases := e.client.CoordinationV1().Leases(ns)
-		if err := leases.Delete(context.Background(), group, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
+	leases := e.client.CoordinationV1().Leases(ns)
+	// While the controller runs: the group's annotations are stripped (a
+	// delete and a create would race its writing the group back).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		gl, err := leases.Get(context.Background(), group, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-		if _, err := leases.Create(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: group}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		gl.Annotations = nil
+		_, err = leases.Update(context.Background(), gl, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-
-	empty()
 	e.waitGroup(group, 10*time.Second, "the group written back as it was", unchanged)
 	waitActing(t, before, rs.all())
 
+	// While it is down: deleted, and created again from a bare copy.
 	first.Stop()
-	empty()
+	if err := leases.Delete(context.Background(), group, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Create(context.Background(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: group}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	m.server.StartController(t, o)
 	e.waitGroup(group, 30*time.Second, "the group rebuilt as it was", unchanged)
 	waitActing(t, before, rs.all())
