@@ -369,7 +369,7 @@ func (c *Controller) reconcileGroup(ctx context.Context, key types.NamespacedNam
 	}
 	c.groups.mu.Unlock()
 
-	if !stored {
+	if !stored && (lease != nil || last != nil) {
 		logger.Info("Writing the shard group back: its Lease is gone or carries none of the group's annotations",
 			"generation", d.Group.Generation, "count", d.Group.Count, "fromMemory", last != nil)
 	}
