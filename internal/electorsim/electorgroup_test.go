@@ -12,7 +12,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/rest"
 
 	"github.com/cle-dev/cle/pkg/candidate"
 	"github.com/cle-dev/cle/pkg/shard"
@@ -118,21 +117,7 @@ func (s *electorSim) startReplica(p *electorProc, releaseOnCancel bool) {
 		s.t.Error(err) // not the test's goroutine: no Fatal
 		return
 	}
-	guarded, err := rest.HTTPClientFor(g.WrapConfig(&rest.Config{Host: "https://witness.sim", Transport: witnessTransport{p}}))
-	if err != nil {
-		s.t.Error(err)
-		return
-	}
-	p.guarded = guarded
-	ctx, cancel := s.processContext(p.name)
-	s.running(p, cancel, func() bool {
-		if err := g.Run(ctx); err != nil {
-			s.mu.Lock()
-			s.failLocked("%s: Run: %v", p.name, err)
-			s.mu.Unlock()
-		}
-		return false
-	})
+	s.runGuarded(p, g.WrapConfig, g.Run)
 }
 
 // shardWork is the work on one shard: from the grant's token, a write to

@@ -596,15 +596,21 @@ func (s *electorSim) startLibrary(p *electorProc) {
 		s.t.Error(err)
 		return
 	}
-	guarded, err := rest.HTTPClientFor(c.WrapConfig(&rest.Config{Host: "https://witness.sim", Transport: witnessTransport{p}}))
+	s.runGuarded(p, c.WrapConfig, c.Run)
+}
+
+// runGuarded gives p the witness's client that wrap guards (a Candidate's
+// or a Group's WrapConfig) and runs run, the library's Run, as p's process.
+func (s *electorSim) runGuarded(p *electorProc, wrap func(*rest.Config) *rest.Config, run func(context.Context) error) {
+	guarded, err := rest.HTTPClientFor(wrap(&rest.Config{Host: "https://witness.sim", Transport: witnessTransport{p}}))
 	if err != nil {
-		s.t.Error(err)
+		s.t.Error(err) // not the test's goroutine: no Fatal
 		return
 	}
 	p.guarded = guarded
 	ctx, cancel := s.processContext(p.name)
 	s.running(p, cancel, func() bool {
-		if err := c.Run(ctx); err != nil {
+		if err := run(ctx); err != nil {
 			s.mu.Lock()
 			s.failLocked("%s: Run: %v", p.name, err)
 			s.mu.Unlock()
