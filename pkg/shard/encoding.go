@@ -244,13 +244,17 @@ func validName(name string) error {
 // of the group, not that it has no shards: the controller takes the group
 // as lost and the replicas go by the last group they read.
 func HasGroup(annotations map[string]string) bool {
-	for _, k := range []string{CountAnnotation, AssignmentAnnotation, TokensAnnotation, MovingAnnotation} {
+	for _, k := range append([]string{CountAnnotation}, besideCount...) {
 		if _, ok := annotations[k]; ok {
 			return true
 		}
 	}
 	return false
 }
+
+// besideCount are the group Lease's annotations other than the count, which
+// none of them is read without.
+var besideCount = []string{AssignmentAnnotation, TokensAnnotation, MovingAnnotation}
 
 // ParseGroup reads a group Lease's annotations. A Lease without a count is a
 // group with none yet (Count 0); anything malformed is an error, never a
@@ -259,7 +263,7 @@ func ParseGroup(annotations map[string]string) (Group, error) {
 	var g Group
 	countText, ok := annotations[CountAnnotation]
 	if !ok {
-		for _, k := range []string{AssignmentAnnotation, TokensAnnotation, MovingAnnotation} {
+		for _, k := range besideCount {
 			if _, has := annotations[k]; has {
 				return Group{}, fmt.Errorf("%s is missing beside %s: a group's count is never guessed", CountAnnotation, k)
 			}
