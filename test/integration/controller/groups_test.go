@@ -406,6 +406,39 @@ func testShardGroup(t *testing.T, m apiMode) {
 	}
 }
 
+// groupOfTwo is a group of replicas a and b that cle-controller (first) has
+// assigned: before is its balanced group Lease, which they act on.
+type groupOfTwo struct {
+	e      *env
+	rs     replicaSet
+	o      framework.ControllerOptions
+	first  *framework.RunningController
+	before shard.Group
+}
+
+// startGroupOfTwo starts cle-controller and replicas a and b of group, with
+// a witness that fails t if a shard is acted on by both or its token goes
+// down, and waits until they act on a balanced assignment.
+func startGroupOfTwo(t *testing.T, m apiMode, group string, count int) *groupOfTwo {
+	t.Helper()
+	ns := m.server.CreateNamespace(t)
+	f := &groupOfTwo{o: framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: groupLeaseSeconds * time.Second}}}
+	f.first = m.server.StartController(t, f.o)
+	f.e = newEnv(t, m, ns)
+	for _, name := range []string{"a", "b"} {
+		f.rs.add(f.e.startReplica(group, name, replicaOpts{count: count, period: 200 * time.Millisecond}))
+	}
+	w := watchGroup(f.e, group, f.rs.all)
+	t.Cleanup(func() {
+		for _, p := range w.stop() {
+			t.Error(p)
+		}
+	})
+	f.before = f.e.waitGroup(group, 20*time.Second, fmt.Sprintf("%d shards over a and b", count), balancedOver(count, "a", "b"))
+	waitActing(t, f.before, f.rs.all())
+	return f
+}
+
 // TestShardGroupLeaseLost: the group Lease is deleted while cle-controller is
 // down. The controller started again, with no memory of it, rebuilds the
 // group from what the member Leases say their replicas act on: every shard
@@ -415,29 +448,15 @@ func TestShardGroupLeaseLost(t *testing.T) { forEachMode(t, testShardGroupLeaseL
 
 func testShardGroupLeaseLost(t *testing.T, m apiMode) {
 	const group, count = "lost", 12
-	ns := m.server.CreateNamespace(t)
-	o := framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: groupLeaseSeconds * time.Second}}
-	first := m.server.StartController(t, o)
-	e := newEnv(t, m, ns)
-	var rs replicaSet
-	for _, name := range []string{"a", "b"} {
-		rs.add(e.startReplica(group, name, replicaOpts{count: count, period: 200 * time.Millisecond}))
-	}
-	w := watchGroup(e, group, rs.all)
-	defer func() {
-		for _, p := range w.stop() {
-			t.Error(p)
-		}
-	}()
-	before := e.waitGroup(group, 20*time.Second, "12 shards over a and b", balancedOver(count, "a", "b"))
-	waitActing(t, before, rs.all())
+	f := startGroupOfTwo(t, m, group, count)
+	e, rs, o, before := f.e, &f.rs, f.o, f.before
 	highest := int64(0)
 	for _, tok := range before.Tokens {
 		highest = max(highest, tok)
 	}
 
-	first.Stop()
-	if err := e.client.CoordinationV1().Leases(ns).Delete(context.Background(), group, metav1.DeleteOptions{}); err != nil {
+	f.first.Stop()
+	if err := e.client.CoordinationV1().Leases(e.ns).Delete(context.Background(), group, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// c joins while the group has no Lease and no controller.
@@ -467,26 +486,12 @@ func TestShardGroupLeaseEmptied(t *testing.T) { forEachMode(t, testShardGroupLea
 
 func testShardGroupLeaseEmptied(t *testing.T, m apiMode) {
 	const group, count = "emptied", 12
-	ns := m.server.CreateNamespace(t)
-	o := framework.ControllerOptions{Namespaces: []string{ns}, APIMode: m.name, Controller: controller.Options{LeaseDuration: groupLeaseSeconds * time.Second}}
-	first := m.server.StartController(t, o)
-	e := newEnv(t, m, ns)
-	var rs replicaSet
-	for _, name := range []string{"a", "b"} {
-		rs.add(e.startReplica(group, name, replicaOpts{count: count, period: 200 * time.Millisecond}))
-	}
-	w := watchGroup(e, group, rs.all)
-	defer func() {
-		for _, p := range w.stop() {
-			t.Error(p)
-		}
-	}()
-	before := e.waitGroup(group, 20*time.Second, "12 shards over a and b", balancedOver(count, "a", "b"))
-	waitActing(t, before, rs.all())
+	f := startGroupOfTwo(t, m, group, count)
+	e, rs, o, before := f.e, &f.rs, f.o, f.before
 	unchanged := func(g shard.Group) bool {
 		return slices.Equal(g.Owners, before.Owners) && slices.Equal(g.Tokens, before.Tokens)
 	}
-	leases := e.client.CoordinationV1().Leases(ns)
+	leases := e.client.CoordinationV1().Leases(e.ns)
 	// While the controller runs: the group's annotations are stripped (a
 	// delete and a create would race its writing the group back).
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -505,7 +510,7 @@ func testShardGroupLeaseEmptied(t *testing.T, m apiMode) {
 	waitActing(t, before, rs.all())
 
 	// While it is down: deleted, and created again from a bare copy.
-	first.Stop()
+	f.first.Stop()
 	if err := leases.Delete(context.Background(), group, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
